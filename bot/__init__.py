@@ -1,0 +1,3 @@
+"""ci-status-bot: one factual CI-status comment per pull request."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,5 @@
+"""python -m bot: the same as the ci-status-bot command."""
+
+from bot.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,350 @@
+"""One pass over the configured repositories: fetch -> reconcile -> render -> publish, per PR."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+
+from bot.github_io import Comment, GitHubApi, GitHubError, RateLimited
+from bot.model import MARKER, Policy, PullSnapshot, Report, RtdLookup, Verdict
+from bot.reconcile import facts_key, reconcile, rtd_project_of
+from bot.render import Renderer
+from bot.rtd_io import RtdApi, is_final, lookup_from_json, lookup_to_json
+from bot.settings import PolicySettings, RepoSettings
+from bot.store import Store
+
+log = logging.getLogger(__name__)
+
+PRIORITY = {Verdict.FAILING: 0, Verdict.INCOMPLETE: 1, Verdict.PENDING: 2, Verdict.PASSING: 3}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the bot would write for one pull request."""
+
+    report: Report
+    action: str  # "create" | "edit" | "leave"
+    body: str
+    comment_key: str
+    comment_id: int | None
+
+    @property
+    def label(self) -> str:
+        """owner/name#N."""
+        return f"{self.report.repo}#{self.report.number}"
+
+
+@dataclass
+class Summary:
+    """What one cycle saw, wrote and spent."""
+
+    pulls_seen: int = 0
+    skipped: int = 0
+    created: int = 0
+    edited: int = 0
+    left: int = 0
+    deferred: int = 0
+    failed: dict[str, str] = field(default_factory=dict)  # owner/name[#N] -> what went wrong
+    rate_limited_s: float | None = None
+    verdicts: dict[str, str] = field(default_factory=dict)  # owner/name#N -> verdict
+    github_requests: int = 0
+    graphql_points: int = 0
+    rtd_requests: int = 0
+
+    def line(self) -> str:
+        """The one-line cycle summary."""
+        text = (
+            f"cycle: {self.pulls_seen} pull requests seen, {self.skipped} skipped by policy; "
+            f"comments created {self.created}, edited {self.edited}, left {self.left}, "
+            f"deferred {self.deferred}; GitHub requests {self.github_requests} "
+            f"({self.graphql_points} GraphQL points), Read the Docs requests {self.rtd_requests}"
+        )
+        if self.deferred:
+            text += f"; {self.deferred} writes carried to the next cycle (write pacing)"
+        if self.failed:
+            text += f"; could not process: {', '.join(self.failed)}"
+        return text
+
+
+def sha256(text: str) -> str:
+    """Hex sha256 of a text."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def selected(snapshot: PullSnapshot, policy: PolicySettings) -> bool:
+    """Whether the policy lets the bot report on this pull request."""
+    if snapshot.draft and not policy.include_drafts:
+        return False
+    if snapshot.author is not None and snapshot.author in policy.skip_authors:
+        return False
+    return not set(snapshot.labels) & set(policy.skip_labels)
+
+
+def rtd_contexts(snapshot: PullSnapshot, repo: RepoSettings) -> dict[str, tuple[str, str]]:
+    """Status contexts of the head that Read the Docs reports, mapped to (host, project)."""
+    found: dict[str, tuple[str, str]] = {}
+    for signal in snapshot.signals:
+        where = rtd_project_of(signal.name)
+        if where is not None:
+            host, slug = where
+            found[signal.name] = (host, repo.rtd_project or slug)
+    return found
+
+
+def read_rtd(
+    snapshot: PullSnapshot,
+    repo: RepoSettings,
+    *,
+    rtd: RtdApi,
+    now: datetime,
+    store: Store | None = None,
+) -> dict[str, RtdLookup]:
+    """Ask Read the Docs about each docs context of the head; reuse final builds from the state."""
+    lookups: dict[str, RtdLookup] = {}
+    status_time = {s.name: s.created_at for s in snapshot.signals}
+    for context, (host, project) in rtd_contexts(snapshot, repo).items():
+        cached = _cached(store, project, snapshot.head_sha)
+        posted = status_time.get(context)
+        if cached is not None and (posted is None or posted <= cached.fetched_at):
+            lookups[context] = cached
+            continue
+        lookup = rtd.lookup(host, project, snapshot.head_sha, now=now)
+        if store is not None and is_final(lookup):
+            store.put_rtd_final(project, snapshot.head_sha, payload=lookup_to_json(lookup), now=now)
+        lookups[context] = lookup
+    return lookups
+
+
+def _cached(store: Store | None, project: str, commit: str) -> RtdLookup | None:
+    if store is None:
+        return None
+    text = store.get_rtd_final(project, commit)
+    return lookup_from_json(text) if text else None
+
+
+def needs_first_seen(snapshot: PullSnapshot) -> list[str]:
+    """Keys of signals for which GitHub gave no timestamp (the bot's first sight stands in)."""
+    return [
+        s.key
+        for s in snapshot.signals
+        if s.started_at is None and s.completed_at is None and s.created_at is None
+    ]
+
+
+def is_own(comment: Comment, login: str) -> bool:
+    """The bot's comment: it carries the marker AND the bot wrote it."""
+    return comment.author == login and comment.body.startswith(MARKER)
+
+
+class Cycle:
+    """One pass over repositories; one pull request's failure never stops the others."""
+
+    def __init__(
+        self,
+        *,
+        github: GitHubApi,
+        rtd: RtdApi,
+        store: Store,
+        renderer: Renderer,
+        policy: PolicySettings,
+        login: str,
+        clock: Callable[[], datetime],
+        dry_run: bool = False,
+        out: Callable[[str], None] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        should_stop: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self.github, self.rtd, self.store, self.renderer = github, rtd, store, renderer
+        self.policy = policy
+        self.core_policy = Policy(stale_after=timedelta(minutes=policy.stale_after_minutes))
+        self.login = login
+        self.clock = clock
+        self.dry_run = dry_run
+        self.out = out
+        self.sleep = sleep
+        self.should_stop = should_stop
+
+    # -- the pass ------------------------------------------------------------------------
+
+    def run(self, repos: Sequence[RepoSettings]) -> Summary:
+        """Read and reconcile every open pull request, then write what changed, paced."""
+        summary = Summary()
+        plans: list[Plan] = []
+        gh_before, points_before = self.github.usage.total, self.github.usage.graphql_points
+        rtd_before = self.rtd.requests
+        for repo in repos:
+            try:
+                plans.extend(self._plan_repo(repo, summary))
+            except RateLimited as exc:
+                summary.rate_limited_s = exc.wait_s
+                summary.failed[repo.name] = f"rate limited: {exc}"
+                log.warning("rate limited while reading %s: %s", repo.name, exc)
+                break
+            except GitHubError as exc:
+                summary.failed[repo.name] = str(exc)
+                log.debug("could not read %s: %s", repo.name, exc)
+        self._publish_all(plans, summary)
+        summary.github_requests = self.github.usage.total - gh_before
+        summary.graphql_points = self.github.usage.graphql_points - points_before
+        summary.rtd_requests = self.rtd.requests - rtd_before
+        return summary
+
+    def _plan_repo(self, repo: RepoSettings, summary: Summary) -> Iterable[Plan]:
+        for snapshot in self.github.open_pulls(repo.name, now=self.clock()):
+            summary.pulls_seen += 1
+            if not selected(snapshot, self.policy):
+                summary.skipped += 1
+                continue
+            try:
+                plan = self.plan(snapshot, repo)
+            except Exception as exc:  # one pull request's failure is isolated
+                label = f"{repo.name}#{snapshot.number}"
+                summary.failed[label] = f"{exc.__class__.__name__}: {exc}"
+                log.debug("could not process %s", label, exc_info=True)
+                continue
+            summary.verdicts[plan.label] = str(plan.report.verdict)
+            if plan.action == "leave":
+                summary.left += 1
+                self._show(plan)
+            else:
+                yield plan
+
+    def report_for(self, snapshot: PullSnapshot, repo: RepoSettings) -> Report:
+        """Reconcile one pull request, with first-seen times and a stable observation time."""
+        now = self.clock()
+        keys = needs_first_seen(snapshot)
+        first_seen: dict[str, datetime] = {}
+        if keys:
+            args = (repo.name, snapshot.number, snapshot.head_sha)
+            if not self.dry_run:
+                self.store.mark_seen(*args, keys, now=now)
+            first_seen = self.store.first_seen(*args)
+            first_seen = {k: first_seen.get(k, now) for k in keys}
+        store = None if self.dry_run else self.store
+        lookups = read_rtd(snapshot, repo, rtd=self.rtd, now=now, store=store)
+        report = reconcile(snapshot, lookups, self.core_policy, now=now, first_seen=first_seen)
+        key = facts_key(report)
+        known = self.store.get_facts(repo.name, snapshot.number)
+        if known is not None and known[0] == key:
+            return replace(report, observed_at=known[1])
+        if not self.dry_run:
+            self.store.set_facts(repo.name, snapshot.number, facts_key=key, observed_at=now)
+        return report
+
+    def plan(self, snapshot: PullSnapshot, repo: RepoSettings) -> Plan:
+        """Decide create / edit / leave for one pull request (reads only)."""
+        report = self.report_for(snapshot, repo)
+        comment_key = sha256(facts_key(report) + report.observed_at.isoformat())
+        comment_key = sha256(comment_key + self.renderer.fingerprint)
+        stored = self.store.get_comment(repo.name, snapshot.number)
+        if stored is not None and stored.facts_key == comment_key:
+            return Plan(report, "leave", "", comment_key, stored.comment_id)
+        body = self.renderer.markdown(report)
+        action = "create" if stored is None else "edit"
+        return Plan(report, action, body, comment_key, stored.comment_id if stored else None)
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def _publish_all(self, plans: list[Plan], summary: Summary) -> None:
+        ordered = sorted(plans, key=lambda p: (PRIORITY[p.report.verdict], p.label))
+        for index, plan in enumerate(ordered):
+            if self.dry_run:
+                self._show(plan)
+                continue
+            if self.should_stop() or not self._wait_for_write_budget():
+                summary.deferred = len(ordered) - index
+                log.info("write budget reached: %d writes deferred", summary.deferred)
+                return
+            try:
+                outcome = self.publish(plan)
+            except RateLimited as exc:
+                summary.rate_limited_s = exc.wait_s
+                summary.deferred = len(ordered) - index
+                log.warning("rate limited while writing: %s", exc)
+                return
+            except Exception as exc:  # isolate one pull request's failure
+                summary.failed[plan.label] = f"{exc.__class__.__name__}: {exc}"
+                log.debug("could not write the comment of %s", plan.label, exc_info=True)
+                continue
+            setattr(summary, outcome, getattr(summary, outcome) + 1)
+
+    def _wait_for_write_budget(self) -> bool:
+        """Sleep to keep writes apart; False when the minute or hour budget is spent."""
+        now = self.clock()
+        minute = self.store.writes_since(now - timedelta(minutes=1))
+        hour = self.store.writes_since(now - timedelta(hours=1))
+        if minute >= self.policy.max_writes_per_minute or hour >= self.policy.max_writes_per_hour:
+            return False
+        last = self.store.last_write_at()
+        if last is not None:
+            gap = self.policy.min_seconds_between_writes - (now - last).total_seconds()
+            if gap > 0:
+                self.sleep(gap)
+        return True
+
+    def publish(self, plan: Plan) -> str:
+        """Write one planned comment; returns "created", "edited" or "left"."""
+        repo, number = plan.report.repo, plan.report.number
+        if plan.comment_id is not None:
+            current = self.github.get_comment(repo, plan.comment_id)
+            if current is not None and is_own(current, self.login):
+                return self._edit_or_keep(plan, current)
+            self.store.forget_comment(repo, number)
+        own = self._find_own(repo, number)
+        if own is not None:
+            return self._edit_or_keep(plan, own)
+        try:
+            created = self.github.create_comment(repo, number, plan.body)
+        except RateLimited:
+            raise
+        except GitHubError:
+            # The create may have landed although the answer was lost: look before retrying.
+            own = self._find_own(repo, number)
+            if own is None:
+                raise
+            created = own
+        self._record(plan, created.id, "created")
+        return "created"
+
+    def _edit_or_keep(self, plan: Plan, current: Comment) -> str:
+        if current.body == plan.body:
+            self._record(plan, current.id, "adopted")
+            return "left"
+        self.github.edit_comment(plan.report.repo, current.id, plan.body)
+        self._record(plan, current.id, "edited")
+        return "edited"
+
+    def _find_own(self, repo: str, number: int) -> Comment | None:
+        """The bot's oldest own comment on the pull request, if any."""
+        own = [c for c in self.github.list_comments(repo, number) if is_own(c, self.login)]
+        return own[0] if own else None
+
+    def _record(self, plan: Plan, comment_id: int, action: str) -> None:
+        self.store.record_write(
+            plan.report.repo,
+            plan.report.number,
+            comment_id=comment_id,
+            body_hash=sha256(plan.body),
+            facts_key=plan.comment_key,
+            observed_at=plan.report.observed_at,
+            head_sha=plan.report.head_sha,
+            action=action,  # type: ignore[arg-type]
+            now=self.clock(),
+        )
+        log.info(
+            "comment %s on %s",
+            action,
+            plan.label,
+            extra={"repo": plan.report.repo, "pr": plan.report.number, "comment_id": comment_id},
+        )
+
+    def _show(self, plan: Plan) -> None:
+        if self.out is None or not self.dry_run:
+            return
+        verb = {"create": "would create", "edit": "would edit", "leave": "would leave"}[plan.action]
+        text = f"== {plan.label}: {verb} the status comment (verdict {plan.report.verdict})"
+        self.out(text if plan.action == "leave" else f"{text}\n{plan.body}")

@@ -1,0 +1,187 @@
+"""Plain, frozen data passed between the stages: fetch -> reconcile -> render -> publish."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+MARKER = "<!-- ci-status-bot:v1 -->"
+REPORT_SCHEMA = "ci-status-bot.report/v1"
+
+
+class Kind(StrEnum):
+    """Where a signal lives on GitHub."""
+
+    CHECK_RUN = "check_run"
+    STATUS = "status"
+
+
+class State(StrEnum):
+    """The bot's reconciled state of one signal."""
+
+    SUCCESS = "success"
+    FAILURE = "failure"
+    PENDING = "pending"
+    CANCELLED = "cancelled"
+    SKIPPED = "skipped"
+    NEUTRAL = "neutral"
+    ACTION_REQUIRED = "action_required"
+    TIMED_OUT = "timed_out"
+    STALE = "stale"
+    UNKNOWN = "unknown"
+
+
+class Verdict(StrEnum):
+    """The pull request's overall verdict, computed from reconciled states."""
+
+    PASSING = "passing"
+    FAILING = "failing"
+    PENDING = "pending"
+    INCOMPLETE = "incomplete"
+
+
+class SinceSource(StrEnum):
+    """Who gave the time a signal entered its current state."""
+
+    GITHUB = (
+        "github"  # a timestamp in GitHub's answer (status createdAt, check startedAt/completedAt)
+    )
+    FIRST_SEEN = "first_seen"  # the bot's own first observation (GitHub gave no timestamp)
+    NONE = "none"  # no timestamp at all
+
+
+@dataclass(frozen=True, slots=True)
+class Signal:
+    """One check run or commit status on the head commit, as GitHub reported it."""
+
+    name: str
+    kind: Kind
+    github_state: str  # lower case: status state, check status, or conclusion when completed
+    app: str | None = None  # check run app slug; None for statuses
+    workflow: str | None = None  # GitHub Actions workflow name, when GitHub gave it
+    url: str | None = None  # status target_url / check details_url
+    description: str | None = None  # status description / check title
+    summary: str | None = None  # check run output summary (DCO lists offending commits here)
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+    created_at: datetime | None = None  # statuses: when this state was posted
+    required: bool | None = None
+    database_id: int | None = None
+
+    @property
+    def key(self) -> str:
+        """Identity of the signal across cycles (first-seen bookkeeping)."""
+        return f"{self.kind}:{self.app or ''}:{self.workflow or ''}:{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class PullSnapshot:
+    """One open pull request and every CI signal on its head commit."""
+
+    repo: str
+    number: int
+    title: str
+    author: str | None
+    draft: bool
+    head_sha: str
+    url: str
+    labels: tuple[str, ...] = ()
+    signals: tuple[Signal, ...] = ()
+    fetched_at: datetime | None = None
+    # True when GitHub's rollup for the head had more contexts than were read
+    truncated: bool = False
+
+    @property
+    def commit_url(self) -> str:
+        """The web URL of the head commit inside the pull request."""
+        return f"{self.url}/commits/{self.head_sha}"
+
+
+@dataclass(frozen=True, slots=True)
+class RtdBuild:
+    """One Read the Docs build of a commit, as RTD API v3 reported it."""
+
+    id: int
+    project: str
+    commit: str
+    state: str  # RTD's state code: triggered, cloning, ..., finished, cancelled (raw)
+    success: bool | None
+    version: str | None = None
+    created: datetime | None = None
+    finished: datetime | None = None
+    duration: int | None = None
+    url: str | None = None  # urls.build
+
+
+@dataclass(frozen=True, slots=True)
+class RtdLookup:
+    """What Read the Docs answered about one project and one exact commit."""
+
+    project: str
+    commit: str
+    fetched_at: datetime
+    builds: tuple[RtdBuild, ...] = ()  # newest first
+    notifications: tuple[str, ...] = ()  # message ids of the newest build, when it was fetched
+    error: str | None = None  # set when RTD could not be read: what it answered
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """The parts of the configuration the pure core needs."""
+
+    stale_after: timedelta = timedelta(minutes=120)
+
+
+@dataclass(frozen=True, slots=True)
+class Reconciliation:
+    """Evidence from a second source for one signal."""
+
+    provider: str
+    project: str
+    build_id: int | None
+    build_state: str | None
+    success: bool | None
+    builds_for_commit: int | None
+    divergent: bool
+    finding: str
+    build_url: str | None = None
+    notification: str | None = None
+    build_created: datetime | None = None
+    build_finished: datetime | None = None
+    fetched_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One reconciled signal of a report."""
+
+    signal: Signal
+    state: State
+    since: datetime | None
+    since_source: SinceSource
+    reconciliation: Reconciliation | None = None
+    finding: str | None = None  # one factual sentence from GitHub's side (e.g. stale, expected)
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """The reconciled facts of one pull request at one time."""
+
+    repo: str
+    number: int
+    title: str
+    url: str
+    head_sha: str
+    draft: bool
+    observed_at: datetime
+    verdict: Verdict
+    rows: tuple[Row, ...] = ()
+    stale_after: timedelta = timedelta(minutes=120)
+    truncated: bool = False
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def commit_url(self) -> str:
+        """The web URL of the head commit inside the pull request."""
+        return f"{self.url}/commits/{self.head_sha}"

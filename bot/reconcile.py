@@ -1,0 +1,444 @@
+"""Turn one pull request's GitHub signals and Read the Docs answers into a Report (pure)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from enum import Enum
+from typing import Final
+
+from bot.model import (
+    Kind,
+    Policy,
+    PullSnapshot,
+    Reconciliation,
+    Report,
+    Row,
+    RtdBuild,
+    RtdLookup,
+    Signal,
+    SinceSource,
+    State,
+    Verdict,
+)
+from bot.render import format_utc, report_dict
+
+NO_SIGNALS_NOTE: Final = "No check runs or commit statuses are reported on this commit."
+TRUNCATED_NOTE: Final = (
+    "GitHub reported more checks and statuses on this commit than were read; "
+    "the signals not read are not counted, so the verdict cannot be passing."
+)
+EXPECTED_FINDING: Final = "GitHub lists this context as expected; no source has reported it."
+RTD_SKIP_NOTIFICATION: Final = "build:user:exit-code-183"
+
+# GitHub check run: its status while running, its conclusion once completed.
+CHECK_RUN_STATES: Final[Mapping[str, State]] = {
+    "success": State.SUCCESS,
+    "failure": State.FAILURE,
+    "neutral": State.NEUTRAL,
+    "cancelled": State.CANCELLED,
+    "skipped": State.SKIPPED,
+    "timed_out": State.TIMED_OUT,
+    "action_required": State.ACTION_REQUIRED,
+    "startup_failure": State.FAILURE,
+    "stale": State.STALE,
+    "queued": State.PENDING,
+    "in_progress": State.PENDING,
+    "waiting": State.PENDING,
+    "pending": State.PENDING,
+    "requested": State.PENDING,
+}
+
+# GitHub commit status (REST state, or GraphQL StatusState lower-cased).
+STATUS_STATES: Final[Mapping[str, State]] = {
+    "success": State.SUCCESS,
+    "failure": State.FAILURE,
+    "error": State.FAILURE,
+    "pending": State.PENDING,
+    "expected": State.UNKNOWN,
+}
+
+FAILING_STATES: Final = frozenset({State.FAILURE, State.ACTION_REQUIRED, State.TIMED_OUT})
+INCOMPLETE_STATES: Final = frozenset({State.CANCELLED, State.STALE, State.UNKNOWN})
+PASSING_STATES: Final = frozenset({State.SUCCESS, State.NEUTRAL, State.SKIPPED})
+
+_Seen = Mapping[str, datetime]
+_RTD_CONTEXT: Final = re.compile(r"docs/readthedocs\.(org|com):(\S+)")
+
+
+class _Rtd(Enum):
+    """What the newest Read the Docs build of a commit amounts to."""
+
+    RUNNING = "running"
+    CANCELLED = "cancelled"
+    SKIPPED = "skipped"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    UNKNOWN = "unknown"
+
+
+_RTD_RUNNING_CODES: Final = frozenset(
+    {"triggered", "cloning", "installing", "building", "uploading"}
+)
+_RTD_AS_STATE: Final[Mapping[_Rtd, State]] = {
+    _Rtd.RUNNING: State.PENDING,
+    _Rtd.CANCELLED: State.CANCELLED,
+    _Rtd.SKIPPED: State.SKIPPED,
+    _Rtd.SUCCEEDED: State.SUCCESS,
+    _Rtd.FAILED: State.FAILURE,
+    _Rtd.UNKNOWN: State.UNKNOWN,
+}
+_AGREES: Final = frozenset(
+    {
+        (State.SUCCESS, _Rtd.SUCCEEDED),
+        (State.SUCCESS, _Rtd.SKIPPED),
+        (State.FAILURE, _Rtd.FAILED),
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Since:
+    """When a signal entered its GitHub state, and who said so."""
+
+    at: datetime | None
+    source: SinceSource
+
+
+def rtd_project_of(context: str) -> tuple[str, str] | None:
+    """Return (host, slug) for a `docs/readthedocs.(org|com):<slug>` status context, else None."""
+    match = _RTD_CONTEXT.fullmatch(context)
+    return (match.group(1), match.group(2)) if match else None
+
+
+def reconcile(
+    snapshot: PullSnapshot,
+    rtd: Mapping[str, RtdLookup],
+    policy: Policy,
+    *,
+    now: datetime,
+    first_seen: Mapping[str, datetime] | None = None,
+) -> Report:
+    """Reconcile every signal on the head commit with Read the Docs and compute the verdict."""
+    clock = _Clock(policy, now)
+    seen = first_seen or {}
+    rows = tuple(
+        sorted(
+            (_row(s, rtd, clock=clock, seen=seen) for s in dedupe(snapshot.signals)),
+            key=row_order,
+        )
+    )
+    return Report(
+        repo=snapshot.repo,
+        number=snapshot.number,
+        title=snapshot.title,
+        url=snapshot.url,
+        head_sha=snapshot.head_sha,
+        draft=snapshot.draft,
+        observed_at=now,
+        verdict=verdict_of(rows, truncated=snapshot.truncated),
+        rows=rows,
+        stale_after=policy.stale_after,
+        truncated=snapshot.truncated,
+        notes=_notes(rows, truncated=snapshot.truncated),
+    )
+
+
+def facts_key(report: Report) -> str:
+    """Return a stable sha256 of the JSON report without observed_at (changes only with facts)."""
+    data = report_dict(report)
+    data.pop("observed_at", None)
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def dedupe(signals: Iterable[Signal]) -> tuple[Signal, ...]:
+    """Keep the newest check run per (name, app, workflow); statuses pass through unchanged."""
+    newest: dict[tuple[str, str | None, str | None], Signal] = {}
+    statuses: list[Signal] = []
+    for signal in signals:
+        if signal.kind is not Kind.CHECK_RUN:
+            statuses.append(signal)
+            continue
+        key = (signal.name, signal.app, signal.workflow)
+        kept = newest.get(key)
+        if kept is None or _run_age(signal) > _run_age(kept):
+            newest[key] = signal
+    return (*newest.values(), *statuses)
+
+
+def verdict_of(rows: Iterable[Row], *, truncated: bool = False) -> Verdict:
+    """Failing, else pending, else incomplete (no rows, truncated read, ...), else passing."""
+    states = {row.state for row in rows}
+    if states & FAILING_STATES:
+        return Verdict.FAILING
+    if State.PENDING in states:
+        return Verdict.PENDING
+    if not states or truncated or states & INCOMPLETE_STATES:
+        return Verdict.INCOMPLETE
+    return Verdict.PASSING
+
+
+def row_order(row: Row) -> tuple[int, str, str, str, str, str]:
+    """Sort key: failing, incomplete, pending, passing; then by name (case-insensitive), kind."""
+    signal = row.signal
+    return (
+        _group_rank(row.state),
+        signal.name.casefold(),
+        signal.name,
+        str(signal.kind),
+        signal.app or "",
+        signal.workflow or "",
+    )
+
+
+def github_state(signal: Signal) -> State:
+    """Map GitHub's raw value through the one table for its kind; unknown values are UNKNOWN."""
+    table = CHECK_RUN_STATES if signal.kind is Kind.CHECK_RUN else STATUS_STATES
+    return table.get(signal.github_state, State.UNKNOWN)
+
+
+def _group_rank(state: State) -> int:
+    if state in FAILING_STATES:
+        return 0
+    if state in INCOMPLETE_STATES:
+        return 1
+    if state is State.PENDING:
+        return 2
+    return 3
+
+
+def _run_age(signal: Signal) -> tuple[bool, float, int]:
+    started = signal.started_at
+    return (started is not None, started.timestamp() if started else 0.0, signal.database_id or -1)
+
+
+def _notes(rows: tuple[Row, ...], *, truncated: bool) -> tuple[str, ...]:
+    notes: list[str] = []
+    if not rows:
+        notes.append(NO_SIGNALS_NOTE)
+    if truncated:
+        notes.append(TRUNCATED_NOTE)
+    return tuple(notes)
+
+
+@dataclass(frozen=True, slots=True)
+class _Clock:
+    """The policy and the time one reconciliation is judged against."""
+
+    policy: Policy
+    now: datetime
+
+    def aged(self, state: State, since: datetime | None) -> State:
+        """A pending state older than the limit becomes STALE; anything else is unchanged."""
+        if (
+            state is State.PENDING
+            and since is not None
+            and self.now - since > self.policy.stale_after
+        ):
+            return State.STALE
+        return state
+
+    @property
+    def limit(self) -> str:
+        """The limit in words, e.g. "the 120-minute limit"."""
+        return f"the {int(self.policy.stale_after.total_seconds() // 60)}-minute limit"
+
+
+def _row(signal: Signal, rtd: Mapping[str, RtdLookup], *, clock: _Clock, seen: _Seen) -> Row:
+    since = _since(signal, seen)
+    lookup = rtd.get(signal.name) if signal.kind is Kind.STATUS else None
+    if lookup is not None:
+        return _rtd_row(signal, lookup, since=since, clock=clock)
+    base = github_state(signal)
+    state = clock.aged(base, since.at)
+    finding = _github_finding(signal, base, state=state, since=since.at, clock=clock)
+    return Row(signal, state, since.at, since.source, None, finding)
+
+
+def _since(signal: Signal, seen: _Seen) -> _Since:
+    if signal.kind is Kind.STATUS:
+        given = signal.created_at
+    elif github_state(signal) is State.PENDING:
+        given = signal.started_at
+    else:
+        given = signal.completed_at
+    if given is not None:
+        return _Since(given, SinceSource.GITHUB)
+    first = seen.get(signal.key)
+    if first is not None:
+        return _Since(first, SinceSource.FIRST_SEEN)
+    return _Since(None, SinceSource.NONE)
+
+
+def _github_finding(
+    signal: Signal, base: State, *, state: State, since: datetime | None, clock: _Clock
+) -> str | None:
+    if state is State.STALE and base is State.PENDING and since is not None:
+        return f"GitHub has shown it pending since {format_utc(since)}, longer than {clock.limit}."
+    if signal.kind is Kind.STATUS and signal.github_state == "expected":
+        return EXPECTED_FINDING
+    if base is State.STALE:
+        return "GitHub marked this check run stale."
+    if base is State.UNKNOWN:
+        return f'GitHub reported the value "{signal.github_state}", which this bot does not map.'
+    return None
+
+
+# --- Read the Docs -------------------------------------------------------------------------
+
+
+def _rtd_row(signal: Signal, lookup: RtdLookup, *, since: _Since, clock: _Clock) -> Row:
+    base = github_state(signal)
+    if lookup.error is not None or not lookup.builds:
+        state = clock.aged(base, since.at)
+        finding = _github_finding(signal, base, state=state, since=since.at, clock=clock)
+        return Row(signal, state, since.at, since.source, _unsettled(lookup), finding)
+    outcome = _outcome(lookup.builds[0], lookup.notifications)
+    if base in (State.SUCCESS, State.FAILURE):
+        state, rec = _settled_on_github(signal, lookup, outcome=outcome, clock=clock)
+    else:
+        state, rec = _pending_on_github(lookup, outcome, base=base, since=since.at, clock=clock)
+    finding = None
+    if outcome is _Rtd.UNKNOWN:
+        finding = _github_finding(signal, base, state=state, since=since.at, clock=clock)
+    return Row(signal, state, since.at, since.source, rec, finding)
+
+
+def _outcome(build: RtdBuild, notifications: tuple[str, ...]) -> _Rtd:
+    if build.state in _RTD_RUNNING_CODES:
+        return _Rtd.RUNNING
+    if build.state == "cancelled":
+        return _Rtd.SKIPPED if RTD_SKIP_NOTIFICATION in notifications else _Rtd.CANCELLED
+    if build.state == "finished" and build.success is not None:
+        return _Rtd.SUCCEEDED if build.success else _Rtd.FAILED
+    return _Rtd.UNKNOWN
+
+
+def _unsettled(lookup: RtdLookup) -> Reconciliation:
+    if lookup.error is not None:
+        error = lookup.error.strip().rstrip(".")
+        finding = f"Could not verify with Read the Docs: {error}."
+        count = None
+    else:
+        finding = "Read the Docs lists no build for this exact commit."
+        count = 0
+    return Reconciliation(
+        provider="readthedocs",
+        project=lookup.project,
+        build_id=None,
+        build_state=None,
+        success=None,
+        builds_for_commit=count,
+        divergent=False,
+        finding=finding,
+        fetched_at=lookup.fetched_at,
+    )
+
+
+def _evidence(lookup: RtdLookup, *, divergent: bool, finding: str) -> Reconciliation:
+    build = lookup.builds[0]
+    return Reconciliation(
+        provider="readthedocs",
+        project=lookup.project,
+        build_id=build.id,
+        build_state=build.state,
+        success=build.success,
+        builds_for_commit=len(lookup.builds),
+        divergent=divergent,
+        finding=finding,
+        build_url=build.url,
+        notification=lookup.notifications[0] if lookup.notifications else None,
+        build_created=build.created,
+        build_finished=build.finished,
+        fetched_at=lookup.fetched_at,
+    )
+
+
+def _pending_on_github(
+    lookup: RtdLookup, outcome: _Rtd, *, base: State, since: datetime | None, clock: _Clock
+) -> tuple[State, Reconciliation]:
+    build = lookup.builds[0]
+    if outcome is _Rtd.RUNNING:
+        state = clock.aged(base, build.created or since)
+        finding = _running_sentence(build, stale=state is State.STALE, clock=clock)
+        return state, _evidence(lookup, divergent=False, finding=finding)
+    if outcome is _Rtd.UNKNOWN:
+        finding = _rtd_sentence(lookup, outcome)
+        return clock.aged(base, since), _evidence(lookup, divergent=False, finding=finding)
+    finding = _rtd_sentence(lookup, outcome)
+    if base is State.PENDING and outcome in (_Rtd.SUCCEEDED, _Rtd.FAILED):
+        finding += " GitHub's status was not updated after the build finished."
+    return _RTD_AS_STATE[outcome], _evidence(lookup, divergent=True, finding=finding)
+
+
+def _settled_on_github(
+    signal: Signal, lookup: RtdLookup, *, outcome: _Rtd, clock: _Clock
+) -> tuple[State, Reconciliation]:
+    build = lookup.builds[0]
+    base = github_state(signal)
+    if (base, outcome) in _AGREES:
+        state = State.SKIPPED if outcome is _Rtd.SKIPPED else base
+        finding = _rtd_sentence(lookup, outcome, lead="Read the Docs agrees: it reports")
+        return state, _evidence(lookup, divergent=False, finding=finding)
+    if outcome is _Rtd.RUNNING:
+        state = clock.aged(State.PENDING, build.created)
+        rtd_says = _running_sentence(build, stale=state is State.STALE, clock=clock)
+    else:
+        state = _RTD_AS_STATE[outcome]
+        rtd_says = _rtd_sentence(lookup, outcome)
+    finding = f"GitHub's status says {signal.github_state}. {rtd_says}"
+    return state, _evidence(lookup, divergent=True, finding=finding)
+
+
+def _build_ref(build: RtdBuild) -> str:
+    return f"build {build.id} for this exact commit"
+
+
+def _running_sentence(build: RtdBuild, *, stale: bool, clock: _Clock) -> str:
+    text = f"Read the Docs reports {_build_ref(build)} as {build.state}"
+    if build.created is not None:
+        text += f" since {format_utc(build.created)}"
+    if stale:
+        text += f", longer than {clock.limit}"
+    return text + "."
+
+
+def _rtd_sentence(lookup: RtdLookup, outcome: _Rtd, *, lead: str = "Read the Docs reports") -> str:
+    build = lookup.builds[0]
+    if outcome in (_Rtd.CANCELLED, _Rtd.SKIPPED):
+        return f"{lead} {_cancelled_clause(lookup)}"
+    if outcome in (_Rtd.SUCCEEDED, _Rtd.FAILED):
+        when = f" at {format_utc(build.finished)}" if build.finished else ""
+        success = _json_bool(build.success)
+        return f"{lead} {_build_ref(build)} as finished (success: {success}){when}."
+    return (
+        f'{lead} {_build_ref(build)} with state "{build.state}" and success '
+        f"{_json_bool(build.success)}, which this bot does not map."
+    )
+
+
+def _cancelled_clause(lookup: RtdLookup) -> str:
+    build = lookup.builds[0]
+    count = len(lookup.builds)
+    if count == 1:
+        position = "it is the only build for this commit, so no newer build exists"
+    else:
+        position = f"it is the newest of {count} builds for this commit, so no newer build exists"
+    if lookup.notifications:
+        label = "notification" if len(lookup.notifications) == 1 else "notifications"
+        said = f"RTD's {label} for it: {', '.join(lookup.notifications)}."
+    else:
+        said = "RTD gave no notification for it."
+    return (
+        f"{_build_ref(build)} as cancelled (success: {_json_bool(build.success)}); {position}. "
+        f"{said} No other cause is stated by any source."
+    )
+
+
+def _json_bool(value: bool | None) -> str:
+    return "null" if value is None else str(value).lower()

@@ -1,0 +1,239 @@
+"""Render a Report as the status comment (markdown via jinja2) or as the JSON report."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import unicodedata
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+from urllib.parse import quote, urlsplit
+
+import jinja2
+
+from bot.model import MARKER, REPORT_SCHEMA, Reconciliation, Report, Row, State
+
+COMMENT_LIMIT: Final = 65_536
+TEMPLATE_NAME: Final = "status_comment.md.j2"
+TEXT_LIMIT: Final = 200
+
+# Every character the md filter rewrites, and what it becomes.  U+2060 (word joiner) after
+# "@" and "#" keeps GitHub from linking a mention or reference even after entities decode.
+_MD_ESCAPES: Final[dict[int, str]] = {
+    **{ord(c): "\\" + c for c in "\\`*_{}[]()+-.!|~"},
+    ord("&"): "&amp;",
+    ord("<"): "&lt;",
+    ord(">"): "&gt;",
+    ord('"'): "&quot;",
+    ord("'"): "&#39;",
+    ord("@"): "&#64;&#8288;",
+    ord("#"): "&#35;&#8288;",
+    ord(":"): "&#58;",
+}
+_WHITESPACE: Final = frozenset("\n\r\t\v\f\x85\u2028\u2029")
+_URL_SAFE: Final = "-._~:/?#@!$&*+,;=%"  # RFC 3986 minus ' ( ) [ ] (markdown-significant)
+
+_GROUPS: Final[tuple[tuple[str, frozenset[State]], ...]] = (
+    ("Failing", frozenset({State.FAILURE, State.ACTION_REQUIRED, State.TIMED_OUT})),
+    ("Incomplete", frozenset({State.CANCELLED, State.UNKNOWN})),
+    ("Stale", frozenset({State.STALE})),
+    ("Pending", frozenset({State.PENDING})),
+)
+_PASSING: Final = frozenset({State.SUCCESS, State.NEUTRAL, State.SKIPPED})
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """One heading of attention rows in the comment."""
+
+    title: str
+    rows: tuple[Row, ...]
+
+
+def format_utc(value: datetime) -> str:
+    """Format a time as "2026-10-05 09:12 UTC" (naive times are taken as UTC)."""
+    return _as_utc(value).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def iso_utc(value: datetime | None) -> str | None:
+    """Format a time as "2026-10-05T09:12:00Z", or None."""
+    return None if value is None else _as_utc(value).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def md(value: object, limit: int = TEXT_LIMIT) -> str:
+    """Escape untrusted text for markdown: one line, no HTML, no links, mentions or references."""
+    text = "" if value is None else str(value)
+    text = "".join(" " if c in _WHITESPACE else c for c in text if _printable(c))
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text.translate(_MD_ESCAPES)
+
+
+def safe_url(value: object) -> str | None:
+    """Return an http(s) URL percent-encoded for a markdown link, or None for anything else."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    text = value.strip()
+    try:
+        parts = urlsplit(text)
+    except ValueError:
+        return None
+    if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
+        return None
+    return quote(text, safe=_URL_SAFE)
+
+
+def short_sha(value: object) -> str:
+    """Return the first seven hex digits of a commit sha."""
+    return "".join(c for c in str(value)[:7] if c in "0123456789abcdefABCDEF")
+
+
+def report_dict(report: Report) -> dict[str, Any]:
+    """Return the JSON report (interface.md schema, raw source text) as plain data."""
+    return {
+        "schema": REPORT_SCHEMA,
+        "repo": report.repo,
+        "number": report.number,
+        "title": report.title,
+        "url": report.url,
+        "head_sha": report.head_sha,
+        "draft": report.draft,
+        "observed_at": iso_utc(report.observed_at),
+        "verdict": str(report.verdict),
+        "stale_after_minutes": int(report.stale_after.total_seconds() // 60),
+        "truncated": report.truncated,
+        "notes": list(report.notes),
+        "signals": [_signal_dict(row) for row in report.rows],
+    }
+
+
+def report_json(report: Report) -> str:
+    """Return the JSON report as text (indent 2)."""
+    return json.dumps(report_dict(report), indent=2, ensure_ascii=False)
+
+
+class Renderer:
+    """Renders reports with one jinja2 Environment; a user template folder is searched first."""
+
+    def __init__(self, template_dir: Path | None = None) -> None:
+        """Build the Environment over the user's folder (if given) and the packaged templates."""
+        loaders: list[jinja2.BaseLoader] = []
+        if template_dir is not None:
+            loaders.append(jinja2.FileSystemLoader(template_dir))
+        loaders.append(jinja2.FileSystemLoader(default_template_dir()))
+        self._env = jinja2.Environment(
+            loader=jinja2.ChoiceLoader(loaders),
+            autoescape=False,
+            undefined=jinja2.StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+            keep_trailing_newline=True,
+        )
+        self._env.filters.update(md=md, url=safe_url, utc=format_utc, short=short_sha)
+
+    def markdown(self, report: Report) -> str:
+        """Render the status comment, shrinking it to stay within GitHub's 65,536 characters."""
+        body = self._render(report, names=True, shown=None)
+        if len(body) <= COMMENT_LIMIT:
+            return body
+        body = self._render(report, names=False, shown=None)
+        if len(body) <= COMMENT_LIMIT:
+            return body
+        return self._render(report, names=False, shown=self._fitting_rows(report))
+
+    def _fitting_rows(self, report: Report) -> int:
+        low, high = 0, sum(1 for row in report.rows if row.state not in _PASSING)
+        while low < high:
+            mid = (low + high + 1) // 2
+            if len(self._render(report, names=False, shown=mid)) <= COMMENT_LIMIT:
+                low = mid
+            else:
+                high = mid - 1
+        return low
+
+    def _render(self, report: Report, *, names: bool, shown: int | None) -> str:
+        attention = [row for row in report.rows if row.state not in _PASSING]
+        kept = attention if shown is None else attention[:shown]
+        template = self._env.get_template(TEMPLATE_NAME)
+        return template.render(
+            marker=MARKER,
+            report=report,
+            groups=_groups(kept),
+            passing=[row for row in report.rows if row.state in _PASSING],
+            passing_names=names,
+            hidden=len(attention) - len(kept),
+            counts=_counts(report.rows),
+            stale_minutes=int(report.stale_after.total_seconds() // 60),
+        )
+
+
+def default_template_dir() -> Path:
+    """Return the packaged templates' folder (`bot.templates`, or templates/ in a checkout)."""
+    spec = importlib.util.find_spec("bot.templates")
+    if spec is not None and spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations)))
+    return Path(__file__).resolve().parent.parent / "templates"
+
+
+def _groups(rows: list[Row]) -> list[Group]:
+    groups = (
+        Group(title, tuple(r for r in rows if r.state in states)) for title, states in _GROUPS
+    )
+    return [group for group in groups if group.rows]
+
+
+def _counts(rows: tuple[Row, ...]) -> dict[str, int]:
+    counts = {"total": len(rows), "passing": 0}
+    for title, states in _GROUPS:
+        counts[title.lower()] = sum(1 for row in rows if row.state in states)
+    counts["passing"] = sum(1 for row in rows if row.state in _PASSING)
+    return counts
+
+
+def _printable(char: str) -> bool:
+    return char in _WHITESPACE or unicodedata.category(char) not in ("Cc", "Cf", "Cs", "Co")
+
+
+def _as_utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _signal_dict(row: Row) -> dict[str, Any]:
+    signal = row.signal
+    return {
+        "name": signal.name,
+        "kind": str(signal.kind),
+        "app": signal.app,
+        "workflow": signal.workflow,
+        "github_state": signal.github_state,
+        "state": str(row.state),
+        "required": signal.required,
+        "url": signal.url,
+        "description": signal.description,
+        "summary": signal.summary,
+        "since": iso_utc(row.since),
+        "since_source": str(row.since_source),
+        "finding": row.finding,
+        "reconciliation": _reconciliation_dict(row.reconciliation),
+    }
+
+
+def _reconciliation_dict(rec: Reconciliation | None) -> dict[str, Any] | None:
+    if rec is None:
+        return None
+    return {
+        "provider": rec.provider,
+        "project": rec.project,
+        "build_id": rec.build_id,
+        "build_state": rec.build_state,
+        "success": rec.success,
+        "builds_for_commit": rec.builds_for_commit,
+        "divergent": rec.divergent,
+        "finding": rec.finding,
+        "build_url": rec.build_url,
+        "notification": rec.notification,
+        "build_created": iso_utc(rec.build_created),
+        "build_finished": iso_utc(rec.build_finished),
+    }

@@ -1,0 +1,273 @@
+"""Read the Docs API v3 reads (httpx), turned into model types. GET only, through the guard."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urljoin
+
+import httpx
+
+from bot.guard import Guard
+from bot.model import RtdBuild, RtdLookup
+
+log = logging.getLogger(__name__)
+
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+FINAL_STATES = frozenset({"finished", "cancelled"})
+MAX_RETRY_AFTER_S = 30.0
+
+
+class RtdError(Exception):
+    """Read the Docs could not be read; the message says what it answered."""
+
+
+def _time(value: Any) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise RtdError(f"malformed timestamp {value!r}")
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise RtdError(f"malformed timestamp {value!r}") from exc
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def parse_build(data: Any) -> RtdBuild:
+    """One RTD v3 build object -> RtdBuild (raises RtdError on a malformed one)."""
+    if not isinstance(data, dict):
+        raise RtdError("a build is not an object")
+    build_id, state = data.get("id"), data.get("state")
+    code = state.get("code") if isinstance(state, dict) else None
+    success = data.get("success")
+    if not isinstance(build_id, int) or not isinstance(code, str):
+        raise RtdError("a build lacks its id or state code")
+    if success is not None and not isinstance(success, bool):
+        raise RtdError(f"build {build_id} has a non-boolean success {success!r}")
+    urls: dict[str, Any] = data["urls"] if isinstance(data.get("urls"), dict) else {}
+    duration = data.get("duration")
+    return RtdBuild(
+        id=build_id,
+        project=str(data.get("project") or ""),
+        commit=str(data.get("commit") or ""),
+        state=code,
+        success=success,
+        version=None if data.get("version") is None else str(data.get("version")),
+        created=_time(data.get("created")),
+        finished=_time(data.get("finished")),
+        duration=duration if isinstance(duration, int) else None,
+        url=urls.get("build") if isinstance(urls.get("build"), str) else None,
+    )
+
+
+def _newest_first(builds: list[RtdBuild]) -> tuple[RtdBuild, ...]:
+    floor = datetime.min.replace(tzinfo=UTC)
+    return tuple(sorted(builds, key=lambda b: (b.created or floor, b.id), reverse=True))
+
+
+class RtdApi:
+    """Read-only client of Read the Docs API v3 for one or two hosts (.org, .com)."""
+
+    def __init__(
+        self,
+        *,
+        api_urls: dict[str, str],
+        token: str = "",
+        guard: Guard,
+        timeout_s: float = 10.0,
+        max_retries: int = 3,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        headers = {"Accept": "application/json", "User-Agent": "ci-status-bot"}
+        if token:
+            headers["Authorization"] = f"Token {token}"
+
+        def check(request: httpx.Request) -> None:
+            guard.check_rtd(request.method, str(request.url))
+
+        self._client = httpx.Client(
+            headers=headers,
+            timeout=timeout_s,
+            transport=transport,
+            event_hooks={"request": [check]},
+        )
+        self._api_urls = api_urls
+        self._max_retries = max_retries
+        self._sleep = sleep
+        self.requests = 0
+
+    def close(self) -> None:
+        """Close the HTTP connections."""
+        self._client.close()
+
+    def _get(self, url: str, params: dict[str, Any] | None = None) -> Any:
+        """GET with bounded retries on 429/5xx/timeouts; raise RtdError with what RTD answered."""
+        for attempt in range(self._max_retries + 1):
+            last = attempt >= self._max_retries
+            self.requests += 1
+            try:
+                response = self._client.get(url, params=params)
+            except httpx.TimeoutException as exc:
+                if last:
+                    raise RtdError(
+                        f"Read the Docs did not answer in time ({exc.__class__.__name__})"
+                    ) from exc
+                self._sleep(0.5 * 2**attempt)
+                continue
+            except httpx.TransportError as exc:
+                if last:
+                    raise RtdError(
+                        f"Read the Docs could not be reached ({exc.__class__.__name__})"
+                    ) from exc
+                self._sleep(0.5 * 2**attempt)
+                continue
+            if response.status_code in RETRY_STATUSES and not last:
+                self._sleep(_retry_after(response, attempt))
+                continue
+            return _json_or_error(response)
+        raise RtdError(
+            "Read the Docs kept failing"
+        )  # pragma: no cover - loop always returns/raises
+
+    def lookup(self, host: str, project: str, commit: str, *, now: datetime) -> RtdLookup:
+        """Every build of `project` for exactly `commit`, newest first, and why the newest ended."""
+        base = self._api_urls.get(host)
+        if base is None:
+            return RtdLookup(
+                project, commit, now, error=f"no API URL configured for readthedocs.{host}"
+            )
+        try:
+            builds = self._builds(base, project, commit)
+            notes = self._notifications(base, project, builds[0]) if builds else ()
+        except RtdError as exc:
+            return RtdLookup(project, commit, now, error=str(exc))
+        return RtdLookup(project, commit, now, builds=builds, notifications=notes)
+
+    def _builds(self, base: str, project: str, commit: str) -> tuple[RtdBuild, ...]:
+        url: str | None = f"{base.rstrip('/')}/projects/{project}/builds/"
+        params: dict[str, Any] | None = {"commit": commit, "limit": 100}
+        builds: list[RtdBuild] = []
+        while url:
+            page = self._get(url, params)
+            results = page.get("results") if isinstance(page, dict) else None
+            if not isinstance(results, list):
+                raise RtdError("the build list has no results")
+            builds.extend(parse_build(b) for b in results)
+            nxt = page.get("next")
+            url, params = (urljoin(url, nxt) if isinstance(nxt, str) and nxt else None), None
+        exact = [b for b in builds if b.commit == commit]
+        return _newest_first(exact)
+
+    def _notifications(self, base: str, project: str, newest: RtdBuild) -> tuple[str, ...]:
+        if not (
+            newest.state == "cancelled" or (newest.state == "finished" and newest.success is False)
+        ):
+            return ()
+        url = f"{base.rstrip('/')}/projects/{project}/builds/{newest.id}/notifications/"
+        page = self._get(url)
+        results = page.get("results") if isinstance(page, dict) else None
+        if not isinstance(results, list):
+            raise RtdError("the notification list has no results")
+        ids = (r.get("message", {}).get("id") for r in results if isinstance(r, dict))
+        return tuple(i for i in ids if isinstance(i, str))
+
+
+def _retry_after(response: httpx.Response, attempt: int) -> float:
+    value = response.headers.get("retry-after")
+    try:
+        wait = float(value) if value else 0.5 * 2.0**attempt
+    except ValueError:
+        wait = 0.5 * 2.0**attempt
+    return min(MAX_RETRY_AFTER_S, max(0.0, wait))
+
+
+def _json_or_error(response: httpx.Response) -> Any:
+    if response.status_code != 200:
+        detail = ""
+        try:
+            body = response.json()
+            detail = body.get("detail", "") if isinstance(body, dict) else ""
+        except ValueError:
+            detail = response.text[:120]
+        suffix = f": {detail}" if detail else ""
+        raise RtdError(f"Read the Docs answered HTTP {response.status_code}{suffix}")
+    try:
+        return response.json()
+    except ValueError as exc:
+        raise RtdError("Read the Docs answered with a body that is not JSON") from exc
+
+
+def is_final(lookup: RtdLookup) -> bool:
+    """True when the newest build has ended: its evidence no longer changes."""
+    return lookup.error is None and bool(lookup.builds) and lookup.builds[0].state in FINAL_STATES
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+def lookup_to_json(lookup: RtdLookup) -> str:
+    """Serialize a lookup for the state's cache of final builds."""
+    builds = [
+        {
+            "id": b.id,
+            "project": b.project,
+            "commit": b.commit,
+            "state": b.state,
+            "success": b.success,
+            "version": b.version,
+            "created": _iso(b.created),
+            "finished": _iso(b.finished),
+            "duration": b.duration,
+            "url": b.url,
+        }
+        for b in lookup.builds
+    ]
+    return json.dumps(
+        {
+            "project": lookup.project,
+            "commit": lookup.commit,
+            "fetched_at": _iso(lookup.fetched_at),
+            "builds": builds,
+            "notifications": list(lookup.notifications),
+        }
+    )
+
+
+def lookup_from_json(text: str) -> RtdLookup | None:
+    """The cached lookup, or None when the cached text cannot be read back."""
+    try:
+        data = json.loads(text)
+        builds = tuple(
+            RtdBuild(
+                id=b["id"],
+                project=b["project"],
+                commit=b["commit"],
+                state=b["state"],
+                success=b["success"],
+                version=b["version"],
+                created=_time(b["created"]),
+                finished=_time(b["finished"]),
+                duration=b["duration"],
+                url=b["url"],
+            )
+            for b in data["builds"]
+        )
+        fetched_at = _time(data["fetched_at"])
+    except (ValueError, KeyError, TypeError, RtdError):
+        return None
+    if fetched_at is None:
+        return None
+    return RtdLookup(
+        project=data["project"],
+        commit=data["commit"],
+        fetched_at=fetched_at,
+        builds=builds,
+        notifications=tuple(data["notifications"]),
+    )

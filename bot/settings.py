@@ -1,0 +1,460 @@
+"""Configuration: the TOML file and CI_STATUS_BOT_* environment, validated (the only reader)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tomllib
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
+from pydantic_core import ErrorDetails
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+    TomlConfigSettingsSource,
+)
+
+from bot.model import Policy
+
+ENV_PREFIX = "CI_STATUS_BOT_"
+ENV_DELIMITER = "__"
+CONFIG_ENV_VAR = f"{ENV_PREFIX}CONFIG"
+DEFAULT_CONFIG_PATH = Path("config/bot.toml")
+
+_REPO_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,38}/(?!\.\.?$)[A-Za-z0-9._-]{1,100}$")
+_RTD_SLUG = re.compile(r"^[A-Za-z0-9._-]*$")
+_SECRET_WORDS = ("token", "tokn", "secret", "key", "password")
+
+
+class ConfigError(Exception):
+    """The configuration is invalid or cannot be read; the message names the key and source."""
+
+
+def _http_url(value: str) -> str:
+    """Accept an absolute http(s) URL and drop a trailing slash."""
+    parts = urlsplit(value.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"must be an http:// or https:// URL, got {value!r}")
+    return value.strip().rstrip("/")
+
+
+class _Section(BaseModel):
+    """Base of every section: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GitHubSettings(_Section):
+    """[github]: where GitHub is and how the bot authenticates."""
+
+    api_url: str = "https://api.github.com"
+    token: SecretStr = SecretStr("")
+    app_id: int = Field(default=0, ge=0)
+    private_key_path: str = ""
+    installation_id: int = Field(default=0, ge=0)
+
+    @field_validator("api_url")
+    @classmethod
+    def _check_url(cls, value: str) -> str:
+        return _http_url(value)
+
+    @property
+    def uses_app(self) -> bool:
+        """Whether any GitHub App key is set."""
+        return self.app_id != 0 or self.private_key_path != ""
+
+
+class ReadTheDocsSettings(_Section):
+    """[readthedocs]: the Read the Docs API v3 endpoints and client limits."""
+
+    api_url: str = "https://app.readthedocs.org/api/v3"
+    business_api_url: str = "https://app.readthedocs.com/api/v3"
+    token: SecretStr = SecretStr("")
+    timeout_seconds: float = Field(default=10.0, gt=0)
+    max_retries: int = Field(default=3, ge=0)
+
+    @field_validator("api_url", "business_api_url")
+    @classmethod
+    def _check_urls(cls, value: str) -> str:
+        return _http_url(value)
+
+
+class ScheduleSettings(_Section):
+    """[schedule]: how often `run` polls."""
+
+    interval_seconds: int = Field(default=300, ge=30)
+    jitter_seconds: int = Field(default=30, ge=0)
+
+
+class PolicySettings(_Section):
+    """[policy]: what is reported and how fast the bot may write."""
+
+    stale_after_minutes: int = Field(default=120, ge=1)
+    include_drafts: bool = True
+    skip_labels: list[str] = Field(default_factory=list)
+    skip_authors: list[str] = Field(default_factory=list)
+    max_writes_per_minute: int = Field(default=80, ge=1, le=80)
+    max_writes_per_hour: int = Field(default=500, ge=1, le=500)
+    min_seconds_between_writes: float = Field(default=1.0, ge=1.0)
+
+
+class StateSettings(_Section):
+    """[state]: where the SQLite state lives."""
+
+    path: str = Field(default="state/ci-status-bot.sqlite3", min_length=1)
+
+
+class RenderSettings(_Section):
+    """[render]: an optional folder of templates searched before the built-in ones."""
+
+    template_dir: str = ""
+
+
+class LogSettings(_Section):
+    """[log]: log record format and level."""
+
+    format: Literal["text", "json"] = "text"
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    @field_validator("format", mode="before")
+    @classmethod
+    def _lower(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value
+
+    @field_validator("level", mode="before")
+    @classmethod
+    def _upper(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
+
+
+class RepoSettings(_Section):
+    """One [[repos]] entry."""
+
+    name: str
+    rtd_project: str = ""
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, value: str) -> str:
+        if not _REPO_NAME.match(value):
+            raise ValueError(f"must be OWNER/NAME as on GitHub, got {value!r}")
+        return value
+
+    @field_validator("rtd_project")
+    @classmethod
+    def _check_slug(cls, value: str) -> str:
+        if not _RTD_SLUG.match(value):
+            raise ValueError(f"must be a Read the Docs project slug, got {value!r}")
+        return value
+
+
+class Settings(BaseSettings):
+    """The whole configuration; build it with `load_settings`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter=ENV_DELIMITER,
+        extra="forbid",
+        frozen=True,
+    )
+
+    github: GitHubSettings = Field(default_factory=GitHubSettings)
+    readthedocs: ReadTheDocsSettings = Field(default_factory=ReadTheDocsSettings)
+    schedule: ScheduleSettings = Field(default_factory=ScheduleSettings)
+    policy: PolicySettings = Field(default_factory=PolicySettings)
+    state: StateSettings = Field(default_factory=StateSettings)
+    render: RenderSettings = Field(default_factory=RenderSettings)
+    log: LogSettings = Field(default_factory=LogSettings)
+    repos: list[RepoSettings] = Field(default_factory=list)
+
+    _config_file: Path | None = PrivateAttr(default=None)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Take values only from `load_settings`, which merges the file and the environment."""
+        return (init_settings,)
+
+    @field_validator("repos")
+    @classmethod
+    def _unique_repos(cls, repos: list[RepoSettings]) -> list[RepoSettings]:
+        seen: set[str] = set()
+        for repo in repos:
+            if repo.name.lower() in seen:
+                raise ValueError(f"repository {repo.name!r} is listed twice")
+            seen.add(repo.name.lower())
+        return repos
+
+    @property
+    def config_file(self) -> Path | None:
+        """The TOML file these settings were read from, if any."""
+        return self._config_file
+
+    def policy_model(self) -> Policy:
+        """The parts of the policy the pure core needs."""
+        return Policy(stale_after=timedelta(minutes=self.policy.stale_after_minutes))
+
+    def require_github_auth(self) -> None:
+        """Raise ConfigError unless exactly one GitHub credential (token or App) is usable."""
+        github = self.github
+        has_token = bool(github.token.get_secret_value())
+        if has_token and github.uses_app:
+            raise ConfigError(
+                "github: set either github.token or github.app_id + github.private_key_path, "
+                "not both"
+            )
+        if has_token:
+            return
+        if not github.uses_app:
+            raise ConfigError(
+                "github: no credentials: set github.token (CI_STATUS_BOT_GITHUB__TOKEN) or "
+                "github.app_id and github.private_key_path"
+            )
+        _require_app_keys(github)
+
+
+def _require_app_keys(github: GitHubSettings) -> None:
+    """Check the GitHub App keys: both set and the private key readable."""
+    if github.app_id == 0:
+        raise ConfigError("github.app_id: required when github.private_key_path is set")
+    if not github.private_key_path:
+        raise ConfigError("github.private_key_path: required when github.app_id is set")
+    key = Path(github.private_key_path).expanduser()
+    if not key.is_file():
+        raise ConfigError(f"github.private_key_path: no such file: {key}")
+    if not os.access(key, os.R_OK):
+        raise ConfigError(f"github.private_key_path: not readable: {key}")
+
+
+def load_settings(
+    config_path: str | os.PathLike[str] | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+) -> Settings:
+    """Read the TOML file (if any) and the environment, env winning; raise ConfigError."""
+    env = os.environ if environ is None else environ
+    path = _choose_file(config_path, env)
+    file_data = _read_toml(path) if path is not None else {}
+    env_data = _read_env(env)
+    try:
+        settings = Settings(**_deep_merge(file_data, env_data))
+    except ValidationError as exc:
+        sources = _Sources(path=path, file_data=file_data, env=env, env_data=env_data)
+        raise ConfigError(_describe_errors(exc, sources)) from None
+    settings._config_file = path
+    return settings
+
+
+def _choose_file(config_path: str | os.PathLike[str] | None, env: Mapping[str, str]) -> Path | None:
+    """--config, then $CI_STATUS_BOT_CONFIG, then config/bot.toml when present."""
+    if config_path is not None:
+        return _existing(Path(config_path), "--config")
+    named = env.get(CONFIG_ENV_VAR, "")
+    if named:
+        return _existing(Path(named), CONFIG_ENV_VAR)
+    return DEFAULT_CONFIG_PATH if DEFAULT_CONFIG_PATH.is_file() else None
+
+
+def _existing(path: Path, named_by: str) -> Path:
+    """An explicitly named configuration file must exist."""
+    if not path.expanduser().is_file():
+        raise ConfigError(f"config file {path} (named by {named_by}): no such file")
+    return path.expanduser()
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    """Parse the file with pydantic-settings' TOML source."""
+    try:
+        return dict(TomlConfigSettingsSource(Settings, toml_file=path)())
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: TOML syntax error: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+def _read_env(env: Mapping[str, str]) -> dict[str, Any]:
+    """The CI_STATUS_BOT_* variables of `env`, exploded into nested sections."""
+    source = EnvSettingsSource(Settings)
+    source.env_vars = {key.lower(): value for key, value in env.items()}
+    try:
+        return dict(source())
+    except SettingsError as exc:
+        raise ConfigError(_env_error_text(exc, env)) from None
+
+
+def _env_error_text(exc: SettingsError, env: Mapping[str, str]) -> str:
+    """Name the variables whose list or table value is not valid JSON."""
+    bad = [name for name, value in env.items() if _is_complex(name) and not _is_json(value)]
+    if not bad:
+        return f"environment: {exc}"
+    lines = [f"{_dotted_env(name)} (from {name}): not valid JSON" for name in sorted(bad)]
+    return "invalid configuration:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def _dotted_env(name: str) -> str:
+    """CI_STATUS_BOT_POLICY__SKIP_LABELS -> policy.skip_labels."""
+    return ".".join(name[len(ENV_PREFIX) :].lower().split(ENV_DELIMITER))
+
+
+def _is_complex(name: str) -> bool:
+    """Whether a CI_STATUS_BOT_* variable names a list or a section (a JSON value)."""
+    if not name.upper().startswith(ENV_PREFIX):
+        return False
+    model: type[BaseModel] = Settings
+    for part in _dotted_env(name).split("."):
+        field = model.model_fields.get(part)
+        if field is None:
+            return False
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            model = annotation
+            continue
+        return typing.get_origin(annotation) in (list, dict)
+    return True
+
+
+def _is_json(text: str) -> bool:
+    """Whether `text` parses as JSON."""
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge nested tables, `override` winning; lists and scalars are replaced whole."""
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+@dataclass(frozen=True, slots=True)
+class _Sources:
+    """What each source supplied, to say where a bad value came from."""
+
+    path: Path | None
+    file_data: Mapping[str, Any]
+    env: Mapping[str, str]
+    env_data: Mapping[str, Any]
+
+
+def _describe_errors(exc: ValidationError, sources: _Sources) -> str:
+    """One line per validation error: dotted key, where it came from, what is wrong."""
+    lines = [f"invalid configuration ({exc.error_count()} problem(s)):"]
+    for error in exc.errors():
+        loc = tuple(error["loc"])
+        origin = _origin(loc, sources)
+        lines.append(f"  {_dotted(loc)}{origin}: {_error_text(error, loc)}")
+    return "\n".join(lines)
+
+
+def _dotted(loc: tuple[int | str, ...]) -> str:
+    """('repos', 0, 'name') -> 'repos[0].name'."""
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return text.lstrip(".") or "(top level)"
+
+
+def _error_text(error: ErrorDetails, loc: tuple[int | str, ...]) -> str:
+    """Pydantic's message, with the offending value unless it may be a secret."""
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if error["type"] == "extra_forbidden":
+        return "unknown key (check its spelling)"
+    secret = any(word in str(part).lower() for part in loc for word in _SECRET_WORDS)
+    value = error.get("input")
+    if secret or isinstance(value, dict | list) or error["type"] == "value_error":
+        return message
+    return f"{message} (got {value!r})"
+
+
+def _origin(loc: tuple[int | str, ...], sources: _Sources) -> str:
+    """' (from VAR)' or ' (in FILE)' for the source that supplied this key."""
+    if not _reaches(sources.env_data, loc):
+        found = sources.path is not None and _reaches(sources.file_data, loc)
+        return f" (in {sources.path})" if found else ""
+    names = {key.upper(): key for key in sources.env}
+    keys = [str(part) for part in loc if isinstance(part, str)]
+    for depth in range(len(keys), 0, -1):
+        candidate = ENV_PREFIX + ENV_DELIMITER.join(keys[:depth]).upper()
+        if candidate in names:
+            return f" (from {names[candidate]})"
+    return " (from the environment)"
+
+
+def _reaches(data: Any, loc: tuple[int | str, ...]) -> bool:
+    """Whether the whole path `loc` is present in `data`."""
+    for part in loc:
+        in_table = isinstance(data, Mapping) and part in data
+        in_list = isinstance(data, list) and isinstance(part, int) and part < len(data)
+        if not (in_table or in_list):
+            return False
+        data = data[part]
+    return bool(loc)
+
+
+def describe(settings: Settings) -> str:
+    """The effective settings as TOML-like text, secrets masked."""
+    source = settings.config_file
+    lines = [f"# configuration file: {source if source else '(none: defaults and environment)'}"]
+    for name in Settings.model_fields:
+        if name == "repos":
+            continue
+        section: BaseModel = getattr(settings, name)
+        lines += ["", f"[{name}]"]
+        lines += [f"{key} = {_show(getattr(section, key))}" for key in type(section).model_fields]
+    for repo in settings.repos:
+        lines += ["", "[[repos]]", f"name = {_show(repo.name)}"]
+        lines.append(f"rtd_project = {_show(repo.rtd_project)}")
+    if not settings.repos:
+        lines += ["", "# no [[repos]] configured"]
+    return "\n".join(lines) + "\n"
+
+
+def _show(value: object) -> str:
+    """One value in TOML-like form; secrets only say whether they are set."""
+    if isinstance(value, SecretStr):
+        return "**** (set)" if value.get_secret_value() else "(not set)"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return _quote(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_show(item) for item in value) + "]"
+    return str(value)
+
+
+def _quote(text: str) -> str:
+    """A TOML basic string."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{escaped}"'

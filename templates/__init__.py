@@ -1,0 +1,1 @@
+"""The built-in jinja2 templates of the status comment (packaged as bot.templates)."""

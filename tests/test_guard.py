@@ -1,0 +1,81 @@
+"""The allowlist: what the bot may send to GitHub and Read the Docs, and what it refuses."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bot.guard import Guard, RefusedRequest
+
+DOTCOM = Guard.for_urls("https://api.github.com", ("https://app.readthedocs.org/api/v3",))
+GHE = Guard.for_urls("https://ghe.example/api/v3", ("http://127.0.0.1:1/rtd/api/v3",))
+
+
+def gql(query: str) -> str:
+    return json.dumps({"query": query, "variables": {}})
+
+
+ALLOWED = [
+    (DOTCOM, "GET", "https://api.github.com/user", None),
+    (DOTCOM, "GET", "https://api.github.com/repos/o/r/issues/7/comments?per_page=100", None),
+    (DOTCOM, "POST", "https://api.github.com/repos/o/r/issues/7/comments", None),
+    (DOTCOM, "PATCH", "https://api.github.com/repos/o/r/issues/comments/99", None),
+    (DOTCOM, "GET", "https://api.github.com/repositories/3544490/issues/7/comments?page=2", None),
+    (DOTCOM, "POST", "https://api.github.com/app/installations/7/access_tokens", None),
+    (DOTCOM, "POST", "https://api.github.com/graphql", gql("query { viewer { login } }")),
+    (GHE, "POST", "https://ghe.example/api/graphql", gql("{ viewer { login } }").encode()),
+    (GHE, "GET", "https://ghe.example/api/v3/repos/o/r/commits/abc/check-runs", None),
+]
+
+REFUSED = [
+    (DOTCOM, "POST", "https://api.github.com/repos/o/r/check-runs/4/rerequest", None),
+    (DOTCOM, "POST", "https://api.github.com/repos/o/r/check-suites/5/rerequest", None),
+    (DOTCOM, "POST", "https://api.github.com/repos/o/r/actions/runs/6/rerun", None),
+    (DOTCOM, "POST", "https://api.github.com/repos/o/r/actions/runs/6/rerun-failed-jobs", None),
+    (DOTCOM, "POST", "https://api.github.com/repos/o/r/actions/jobs/6/rerun", None),
+    (DOTCOM, "POST", "https://api.github.com/repos/o/r/actions/runs/6/cancel", None),
+    (DOTCOM, "POST", "https://api.github.com/repos/o/r/actions/runs/6/approve", None),
+    (DOTCOM, "POST", "https://api.github.com/repos/o/r/dispatches", None),
+    (DOTCOM, "POST", "https://api.github.com/repos/o/r/statuses/abc", None),
+    (DOTCOM, "POST", "https://api.github.com/repos/o/r/check-runs", None),
+    (DOTCOM, "PATCH", "https://api.github.com/repos/o/r/check-runs/4", None),
+    (DOTCOM, "DELETE", "https://api.github.com/repos/o/r/issues/comments/99", None),
+    (DOTCOM, "POST", "https://api.github.com/repos/o/r/pulls/7/requested_reviewers", None),
+    (DOTCOM, "PUT", "https://api.github.com/repos/o/r/pulls/7/merge", None),
+    (DOTCOM, "POST", "https://api.github.com/graphql", gql("mutation { rerequestCheckSuite(input: {}) { clientMutationId } }")),
+    (DOTCOM, "POST", "https://api.github.com/graphql", gql("query { a } mutation { b }")),
+    (DOTCOM, "POST", "https://api.github.com/graphql", "not json"),
+    (DOTCOM, "GET", "https://api.github.com/graphql", None),
+]
+
+
+@pytest.mark.parametrize(("guard", "method", "url", "body"), ALLOWED)
+def test_allowed_github_requests_pass(guard: Guard, method: str, url: str, body: object) -> None:
+    guard.check_github(method, url, body)
+
+
+@pytest.mark.parametrize(("guard", "method", "url", "body"), REFUSED)
+def test_requests_that_alter_ci_are_refused(guard: Guard, method: str, url: str, body: object) -> None:
+    with pytest.raises(RefusedRequest):
+        guard.check_github(method, url, body)
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "ok"),
+    [
+        ("GET", "https://app.readthedocs.org/api/v3/projects/p/builds/", True),
+        ("GET", "https://app.readthedocs.org/api/v3/projects/p/builds/12/", True),
+        ("GET", "https://app.readthedocs.org/api/v3/projects/p/builds/12/notifications/", True),
+        ("POST", "https://app.readthedocs.org/api/v3/projects/p/versions/7/builds/", False),
+        ("POST", "https://app.readthedocs.org/api/v3/projects/p/builds/", False),
+        ("GET", "https://app.readthedocs.org/api/v3/projects/p/versions/", False),
+        ("PATCH", "https://app.readthedocs.org/api/v3/projects/p/builds/12/", False),
+    ],
+)
+def test_read_the_docs_is_get_only(method: str, url: str, ok: bool) -> None:
+    if ok:
+        DOTCOM.check_rtd(method, url)
+    else:
+        with pytest.raises(RefusedRequest):
+            DOTCOM.check_rtd(method, url)

@@ -1,0 +1,744 @@
+"""Table-driven tests of the pure reconciliation core (no mocks)."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from bot.model import (
+    Kind,
+    Policy,
+    PullSnapshot,
+    Report,
+    RtdBuild,
+    RtdLookup,
+    Signal,
+    SinceSource,
+    State,
+    Verdict,
+)
+from bot.reconcile import (
+    EXPECTED_FINDING,
+    NO_SIGNALS_NOTE,
+    TRUNCATED_NOTE,
+    facts_key,
+    reconcile,
+    rtd_project_of,
+)
+
+NOW = datetime(2026, 10, 5, 14, 3, tzinfo=UTC)
+SHA = "eb46d06c1f3a9b25e8d7c4f0a6b3e9d2c5f8a1b4"
+PR_URL = "https://github.com/example/omni/pull/7430"
+DOCS = "docs/readthedocs.org:omni-docs"
+BUILD_URL = "https://readthedocs.org/projects/omni-docs/builds/34894885/"
+RECENT = NOW - timedelta(minutes=10)
+OLD = NOW - timedelta(hours=3)
+
+
+def at(hour: int, minute: int) -> datetime:
+    """A time on the seed day, in UTC."""
+    return datetime(2026, 10, 5, hour, minute, tzinfo=UTC)
+
+
+def run(name: str, state: str, **fields: object) -> Signal:
+    """A check run; completed states get a recent completed_at unless given."""
+    fields.setdefault("app", "github-actions")
+    fields.setdefault("started_at", RECENT)
+    fields.setdefault("completed_at", RECENT if state not in PENDING_RAW else None)
+    return Signal(name, Kind.CHECK_RUN, state, **fields)  # type: ignore[arg-type]
+
+
+def status(name: str, state: str, **fields: object) -> Signal:
+    """A commit status posted recently unless created_at is given."""
+    fields.setdefault("created_at", RECENT)
+    return Signal(name, Kind.STATUS, state, **fields)  # type: ignore[arg-type]
+
+
+def snapshot(*signals: Signal, truncated: bool = False, draft: bool = False) -> PullSnapshot:
+    """A pull request whose head carries the given signals."""
+    return PullSnapshot(
+        repo="example/omni",
+        number=7430,
+        title="Add the omni docs",
+        author="someone",
+        draft=draft,
+        head_sha=SHA,
+        url=PR_URL,
+        signals=signals,
+        truncated=truncated,
+    )
+
+
+def build(code: str, success: bool | None, **fields: object) -> RtdBuild:
+    """An RTD build of the head commit."""
+    fields.setdefault("id", 34894885)
+    fields.setdefault("created", RECENT)
+    return RtdBuild(  # type: ignore[misc]
+        project="omni-docs", commit=SHA, state=code, success=success, url=BUILD_URL, **fields
+    )
+
+
+def lookup(*builds: RtdBuild, notes: tuple[str, ...] = (), error: str | None = None) -> RtdLookup:
+    """What RTD answered for omni-docs and the head commit."""
+    return RtdLookup("omni-docs", SHA, NOW, builds, notes, error)
+
+
+def one_row(signal: Signal, rtd: RtdLookup | None = None, **kwargs: object) -> Report:
+    """Reconcile a pull request carrying one signal."""
+    table = {signal.name: rtd} if rtd is not None else {}
+    return reconcile(snapshot(signal), table, Policy(), now=NOW, **kwargs)  # type: ignore[arg-type]
+
+
+def seed_snapshot() -> PullSnapshot:
+    """The seed case: a draft PR, four passing runs and a docs status pending since 09:12."""
+    return dataclasses.replace(
+        snapshot(
+            run("DCO", "success", app="dco", started_at=at(9, 10), completed_at=at(9, 10)),
+            run("build-wheel (3.11)", "success", workflow="wheels", completed_at=at(9, 31)),
+            run("build-wheel (3.12)", "success", workflow="wheels", completed_at=at(9, 33)),
+            run("pre-commit", "success", workflow="pre-commit", completed_at=at(9, 14)),
+            status(
+                DOCS,
+                "pending",
+                url=BUILD_URL,
+                description="Read the Docs build is in progress!",
+                created_at=at(9, 12),
+            ),
+        ),
+        draft=True,
+        fetched_at=NOW,
+    )
+
+
+def seed_rtd() -> dict[str, RtdLookup]:
+    """RTD's answer in the seed case: one cancelled build, notification build:user:cancelled."""
+    cancelled = build("cancelled", False, created=at(9, 12), duration=0, finished=None)
+    return {DOCS: lookup(cancelled, notes=("build:user:cancelled",))}
+
+
+def seed_report() -> Report:
+    """The seed case reconciled at 14:03 UTC."""
+    return reconcile(seed_snapshot(), seed_rtd(), Policy(), now=NOW)
+
+
+PENDING_RAW = ("queued", "in_progress", "waiting", "pending", "requested")
+
+
+# --- GitHub's raw values -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "state"),
+    [
+        ("success", State.SUCCESS),
+        ("failure", State.FAILURE),
+        ("neutral", State.NEUTRAL),
+        ("cancelled", State.CANCELLED),
+        ("skipped", State.SKIPPED),
+        ("timed_out", State.TIMED_OUT),
+        ("action_required", State.ACTION_REQUIRED),
+        ("startup_failure", State.FAILURE),
+        ("stale", State.STALE),
+        ("completed", State.UNKNOWN),
+        ("something_new", State.UNKNOWN),
+        ("", State.UNKNOWN),
+        *((raw, State.PENDING) for raw in PENDING_RAW),
+    ],
+)
+def test_check_run_table(raw: str, state: State) -> None:
+    report = one_row(run("job", raw))
+    assert report.rows[0].state is state
+
+
+@pytest.mark.parametrize(
+    ("raw", "state", "finding"),
+    [
+        ("success", State.SUCCESS, None),
+        ("failure", State.FAILURE, None),
+        ("error", State.FAILURE, None),
+        ("pending", State.PENDING, None),
+        ("expected", State.UNKNOWN, EXPECTED_FINDING),
+        ("bogus", State.UNKNOWN, 'GitHub reported the value "bogus", which this bot does not map.'),
+    ],
+)
+def test_status_table(raw: str, state: State, finding: str | None) -> None:
+    row = one_row(status("ctx", raw)).rows[0]
+    assert (row.state, row.finding) == (state, finding)
+
+
+@pytest.mark.parametrize("raw", ["cancelled", "stale", "something_new", "completed"])
+def test_unsettled_check_runs_are_never_passing(raw: str) -> None:
+    report = reconcile(snapshot(run("a", "success"), run("b", raw)), {}, Policy(), now=NOW)
+    assert report.verdict is Verdict.INCOMPLETE
+
+
+def test_expected_is_never_called_pending() -> None:
+    report = one_row(status("required/ctx", "expected"))
+    assert report.verdict is Verdict.INCOMPLETE
+    assert report.rows[0].finding == EXPECTED_FINDING
+    assert "pending" not in EXPECTED_FINDING
+
+
+@pytest.mark.parametrize(
+    ("context", "project"),
+    [
+        ("docs/readthedocs.org:omni-docs", ("org", "omni-docs")),
+        ("docs/readthedocs.com:corp-docs", ("com", "corp-docs")),
+        ("docs/readthedocs.net:x", None),
+        ("docs/readthedocs.org:", None),
+        ("ci/readthedocs.org:x", None),
+        ("docs/readthedocs.org:x y", None),
+    ],
+)
+def test_rtd_project_of(context: str, project: tuple[str, str] | None) -> None:
+    assert rtd_project_of(context) == project
+
+
+# --- dedupe --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("signals", "kept"),
+    [
+        pytest.param(
+            (
+                run("DCO", "action_required", app="dco", started_at=at(9, 0), database_id=1),
+                run("DCO", "success", app="dco", started_at=at(9, 5), database_id=2),
+            ),
+            [("DCO", State.SUCCESS)],
+            id="dco-manual-override-wins",
+        ),
+        pytest.param(
+            (
+                run("test", "success", workflow="CI", started_at=at(10, 0), database_id=5),
+                run("test", "failure", workflow="CI", started_at=at(9, 0), database_id=9),
+            ),
+            [("test", State.SUCCESS)],
+            id="rerun-in-another-suite",
+        ),
+        pytest.param(
+            (
+                run("test", "failure", workflow="CI", started_at=at(9, 0), database_id=1),
+                run("test", "success", workflow="CI", started_at=at(9, 0), database_id=2),
+            ),
+            [("test", State.SUCCESS)],
+            id="tie-larger-database-id",
+        ),
+        pytest.param(
+            (
+                run("test", "queued", workflow="CI", started_at=None, database_id=9),
+                run("test", "success", workflow="CI", started_at=at(9, 0), database_id=1),
+            ),
+            [("test", State.SUCCESS)],
+            id="no-start-time-is-oldest",
+        ),
+        pytest.param(
+            (
+                run("test", "failure", workflow="CI", started_at=at(9, 0)),
+                run("test", "success", workflow="Nightly", started_at=at(10, 0)),
+            ),
+            [("test", State.FAILURE), ("test", State.SUCCESS)],
+            id="other-workflow-kept",
+        ),
+        pytest.param(
+            (
+                run("DCO", "action_required", app="dco", started_at=at(9, 0)),
+                run("DCO", "success", app="other-dco", started_at=at(10, 0)),
+            ),
+            [("DCO", State.ACTION_REQUIRED), ("DCO", State.SUCCESS)],
+            id="other-app-kept",
+        ),
+    ],
+)
+def test_dedupe(signals: tuple[Signal, ...], kept: list[tuple[str, State]]) -> None:
+    report = reconcile(snapshot(*signals), {}, Policy(), now=NOW)
+    assert [(row.signal.name, row.state) for row in report.rows] == kept
+
+
+# --- since and stale -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("signal", "first_seen", "state", "since", "source"),
+    [
+        (run("j", "queued", started_at=None), OLD, State.STALE, OLD, SinceSource.FIRST_SEEN),
+        (run("j", "queued", started_at=None), RECENT, State.PENDING, RECENT, SinceSource.FIRST_SEEN),
+        (run("j", "queued", started_at=None), None, State.PENDING, None, SinceSource.NONE),
+        (run("j", "in_progress", started_at=OLD), RECENT, State.STALE, OLD, SinceSource.GITHUB),
+        (run("j", "success", completed_at=OLD), None, State.SUCCESS, OLD, SinceSource.GITHUB),
+        (status("s", "pending", created_at=OLD), None, State.STALE, OLD, SinceSource.GITHUB),
+        (status("s", "pending", created_at=None), OLD, State.STALE, OLD, SinceSource.FIRST_SEEN),
+        (status("s", "failure", created_at=OLD), None, State.FAILURE, OLD, SinceSource.GITHUB),
+    ],
+)
+def test_since_and_stale(
+    signal: Signal,
+    first_seen: datetime | None,
+    state: State,
+    since: datetime | None,
+    source: SinceSource,
+) -> None:
+    seen = {signal.key: first_seen} if first_seen else None
+    row = one_row(signal, first_seen=seen).rows[0]
+    assert (row.state, row.since, row.since_source) == (state, since, source)
+
+
+def test_stale_finding_is_absolute_and_dated() -> None:
+    row = one_row(status("ci/x", "pending", created_at=at(9, 12))).rows[0]
+    assert row.state is State.STALE
+    assert row.finding == (
+        "GitHub has shown it pending since 2026-10-05 09:12 UTC, longer than the 120-minute limit."
+    )
+
+
+def test_stale_limit_comes_from_policy() -> None:
+    signal = status("ci/x", "pending", created_at=NOW - timedelta(minutes=30))
+    report = reconcile(snapshot(signal), {}, Policy(timedelta(minutes=20)), now=NOW)
+    assert report.rows[0].state is State.STALE
+    assert "20-minute limit" in (report.rows[0].finding or "")
+    assert report.stale_after == timedelta(minutes=20)
+
+
+# --- Read the Docs -------------------------------------------------------------------------
+
+RTD_CASES = [
+    # (id, github state, status created, lookup, state, divergent, build_id, builds, phrases)
+    (
+        "pending-no-build",
+        "pending",
+        RECENT,
+        lookup(),
+        State.PENDING,
+        False,
+        None,
+        0,
+        ["Read the Docs lists no build for this exact commit."],
+    ),
+    (
+        "pending-no-build-stale",
+        "pending",
+        OLD,
+        lookup(),
+        State.STALE,
+        False,
+        None,
+        0,
+        ["lists no build"],
+    ),
+    (
+        "pending-running",
+        "pending",
+        OLD,
+        lookup(build("building", None, created=RECENT)),
+        State.PENDING,
+        False,
+        34894885,
+        1,
+        ["build 34894885 for this exact commit as building since 2026-10-05 13:53 UTC."],
+    ),
+    (
+        "pending-running-too-long",
+        "pending",
+        RECENT,
+        lookup(build("triggered", None, created=OLD)),
+        State.STALE,
+        False,
+        34894885,
+        1,
+        ["as triggered since 2026-10-05 11:03 UTC, longer than the 120-minute limit."],
+    ),
+    (
+        "pending-cancelled",
+        "pending",
+        OLD,
+        lookup(build("cancelled", False), notes=("build:user:cancelled",)),
+        State.CANCELLED,
+        True,
+        34894885,
+        1,
+        [
+            "as cancelled (success: false)",
+            "it is the only build for this commit, so no newer build exists.",
+            "RTD's notification for it: build:user:cancelled.",
+            "No other cause is stated by any source.",
+        ],
+    ),
+    (
+        "pending-cancelled-no-notification",
+        "pending",
+        RECENT,
+        lookup(build("cancelled", None, id=3), build("finished", True, id=2), build("x", None)),
+        State.CANCELLED,
+        True,
+        3,
+        3,
+        [
+            "it is the newest of 3 builds for this commit, so no newer build exists.",
+            "RTD gave no notification for it. No other cause is stated by any source.",
+        ],
+    ),
+    (
+        "pending-cancelled-183-is-skipped",
+        "pending",
+        RECENT,
+        lookup(build("cancelled", False), notes=("build:user:exit-code-183",)),
+        State.SKIPPED,
+        True,
+        34894885,
+        1,
+        ["RTD's notification for it: build:user:exit-code-183."],
+    ),
+    (
+        "pending-succeeded",
+        "pending",
+        RECENT,
+        lookup(build("finished", True, finished=at(13, 40))),
+        State.SUCCESS,
+        True,
+        34894885,
+        1,
+        [
+            "as finished (success: true) at 2026-10-05 13:40 UTC.",
+            "GitHub's status was not updated after the build finished.",
+        ],
+    ),
+    (
+        "pending-failed",
+        "pending",
+        RECENT,
+        lookup(build("finished", False, finished=at(13, 40))),
+        State.FAILURE,
+        True,
+        34894885,
+        1,
+        ["as finished (success: false) at 2026-10-05 13:40 UTC."],
+    ),
+    (
+        "pending-unknown-rtd-state",
+        "pending",
+        RECENT,
+        lookup(build("exploded", None)),
+        State.PENDING,
+        False,
+        34894885,
+        1,
+        ['with state "exploded" and success null, which this bot does not map.'],
+    ),
+    (
+        "success-agrees",
+        "success",
+        RECENT,
+        lookup(build("finished", True, finished=at(13, 40))),
+        State.SUCCESS,
+        False,
+        34894885,
+        1,
+        ["Read the Docs agrees: it reports build 34894885 for this exact commit as finished"],
+    ),
+    (
+        "failure-agrees",
+        "failure",
+        RECENT,
+        lookup(build("finished", False)),
+        State.FAILURE,
+        False,
+        34894885,
+        1,
+        ["Read the Docs agrees", "(success: false)"],
+    ),
+    (
+        "error-status-agrees-with-failed-build",
+        "error",
+        RECENT,
+        lookup(build("finished", False)),
+        State.FAILURE,
+        False,
+        34894885,
+        1,
+        ["Read the Docs agrees"],
+    ),
+    (
+        "success-agrees-skipped-183",
+        "success",
+        RECENT,
+        lookup(build("cancelled", False), notes=("build:user:exit-code-183",)),
+        State.SKIPPED,
+        False,
+        34894885,
+        1,
+        ["Read the Docs agrees", "build:user:exit-code-183"],
+    ),
+    (
+        "success-disagrees-failed",
+        "success",
+        RECENT,
+        lookup(build("finished", False)),
+        State.FAILURE,
+        True,
+        34894885,
+        1,
+        ["GitHub's status says success. Read the Docs reports build 34894885", "success: false"],
+    ),
+    (
+        "failure-disagrees-succeeded",
+        "failure",
+        RECENT,
+        lookup(build("finished", True)),
+        State.SUCCESS,
+        True,
+        34894885,
+        1,
+        ["GitHub's status says failure.", "(success: true)"],
+    ),
+    (
+        "success-cancelled-not-183",
+        "success",
+        RECENT,
+        lookup(build("cancelled", False)),
+        State.CANCELLED,
+        True,
+        34894885,
+        1,
+        ["GitHub's status says success.", "as cancelled"],
+    ),
+    (
+        "failure-newer-running",
+        "failure",
+        OLD,
+        lookup(build("installing", None, created=RECENT)),
+        State.PENDING,
+        True,
+        34894885,
+        1,
+        ["GitHub's status says failure.", "as installing since 2026-10-05 13:53 UTC."],
+    ),
+    (
+        "failure-newer-running-too-long",
+        "failure",
+        OLD,
+        lookup(build("triggered", None, created=OLD)),
+        State.STALE,
+        True,
+        34894885,
+        1,
+        ["longer than the 120-minute limit"],
+    ),
+    (
+        "unreadable-pending",
+        "pending",
+        RECENT,
+        lookup(error="HTTP 403 from app.readthedocs.org."),
+        State.PENDING,
+        False,
+        None,
+        None,
+        ["Could not verify with Read the Docs: HTTP 403 from app.readthedocs.org."],
+    ),
+    (
+        "unreadable-pending-stale",
+        "pending",
+        OLD,
+        lookup(build("cancelled", False), error="timed out"),
+        State.STALE,
+        False,
+        None,
+        None,
+        ["Could not verify with Read the Docs: timed out."],
+    ),
+    (
+        "unreadable-success",
+        "success",
+        OLD,
+        lookup(error="timed out"),
+        State.SUCCESS,
+        False,
+        None,
+        None,
+        ["Could not verify"],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("github", "created", "rtd", "state", "divergent", "build_id", "builds", "phrases"),
+    [pytest.param(*case[1:], id=case[0]) for case in RTD_CASES],  # type: ignore[arg-type]
+)
+def test_read_the_docs_table(
+    github: str,
+    created: datetime,
+    rtd: RtdLookup,
+    state: State,
+    divergent: bool,
+    build_id: int | None,
+    builds: int | None,
+    phrases: list[str],
+) -> None:
+    row = one_row(status(DOCS, github, created_at=created), rtd).rows[0]
+    rec = row.reconciliation
+    assert rec is not None
+    assert row.state is state
+    assert (rec.divergent, rec.build_id, rec.builds_for_commit) == (divergent, build_id, builds)
+    assert (rec.provider, rec.project, rec.fetched_at) == ("readthedocs", "omni-docs", NOW)
+    for phrase in phrases:
+        assert phrase in rec.finding
+    if rec.build_id is None:
+        assert (rec.build_state, rec.success, rec.notification) == (None, None, None)
+
+
+def test_evidence_settles_before_age() -> None:
+    signal = status(DOCS, "pending", created_at=NOW - timedelta(days=3))
+    rtd = lookup(build("cancelled", False, created=NOW - timedelta(days=3)))
+    row = one_row(signal, rtd).rows[0]
+    assert row.state is State.CANCELLED
+    assert row.finding is None
+
+
+def test_unreadable_rtd_is_stale_with_github_finding() -> None:
+    row = one_row(status(DOCS, "pending", created_at=at(9, 12)), lookup(error="503")).rows[0]
+    assert row.state is State.STALE
+    assert row.finding is not None and "since 2026-10-05 09:12 UTC" in row.finding
+
+
+def test_rtd_lookup_applies_only_to_statuses() -> None:
+    report = one_row(run(DOCS, "success"), lookup(build("finished", False)))
+    assert report.rows[0].reconciliation is None
+    assert report.rows[0].state is State.SUCCESS
+
+
+def test_reconciliation_carries_build_details() -> None:
+    rec = seed_report().rows[0].reconciliation
+    assert rec is not None
+    assert (rec.build_state, rec.success, rec.build_url) == ("cancelled", False, BUILD_URL)
+    assert (rec.notification, rec.build_created, rec.build_finished) == (
+        "build:user:cancelled",
+        at(9, 12),
+        None,
+    )
+
+
+# --- verdict, notes, order -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("states", "verdict"),
+    [
+        (["success", "neutral", "skipped"], Verdict.PASSING),
+        (["success", "failure", "queued", "cancelled"], Verdict.FAILING),
+        (["success", "action_required"], Verdict.FAILING),
+        (["timed_out", "in_progress"], Verdict.FAILING),
+        (["startup_failure"], Verdict.FAILING),
+        (["success", "in_progress", "cancelled", "stale"], Verdict.PENDING),
+        (["success", "cancelled"], Verdict.INCOMPLETE),
+        (["success", "stale"], Verdict.INCOMPLETE),
+        (["success", "mystery"], Verdict.INCOMPLETE),
+        (["skipped"], Verdict.PASSING),
+    ],
+)
+def test_verdict_precedence(states: list[str], verdict: Verdict) -> None:
+    signals = [run(f"job{i}", raw) for i, raw in enumerate(states)]
+    assert reconcile(snapshot(*signals), {}, Policy(), now=NOW).verdict is verdict
+
+
+def test_no_signals_is_incomplete_with_note() -> None:
+    report = reconcile(snapshot(), {}, Policy(), now=NOW)
+    assert report.verdict is Verdict.INCOMPLETE
+    assert report.notes == (NO_SIGNALS_NOTE,)
+    assert "pending" not in NO_SIGNALS_NOTE
+
+
+@pytest.mark.parametrize(
+    ("raw", "verdict"),
+    [
+        ("success", Verdict.INCOMPLETE),
+        ("failure", Verdict.FAILING),
+        ("queued", Verdict.PENDING),
+    ],
+)
+def test_truncated_is_never_passing(raw: str, verdict: Verdict) -> None:
+    report = reconcile(snapshot(run("a", raw), truncated=True), {}, Policy(), now=NOW)
+    assert report.verdict is verdict
+    assert report.truncated
+    assert report.notes == (TRUNCATED_NOTE,)
+
+
+def test_rows_sorted_attention_first_then_by_name() -> None:
+    signals = [
+        run("zeta", "success"),
+        run("Alpha", "success"),
+        status("beta", "pending"),
+        run("omega", "cancelled"),
+        run("delta", "failure"),
+        status("Gamma", "expected"),
+        run("Epsilon", "action_required"),
+        run("eta", "stale"),
+        status("alpha", "success"),
+        run("alpha", "neutral"),
+    ]
+    report = reconcile(snapshot(*signals), {}, Policy(), now=NOW)
+    assert [(r.signal.name, r.signal.kind) for r in report.rows] == [
+        ("delta", Kind.CHECK_RUN),
+        ("Epsilon", Kind.CHECK_RUN),
+        ("eta", Kind.CHECK_RUN),
+        ("Gamma", Kind.STATUS),
+        ("omega", Kind.CHECK_RUN),
+        ("beta", Kind.STATUS),
+        ("Alpha", Kind.CHECK_RUN),
+        ("alpha", Kind.CHECK_RUN),
+        ("alpha", Kind.STATUS),
+        ("zeta", Kind.CHECK_RUN),
+    ]
+
+
+def test_report_header_fields() -> None:
+    report = seed_report()
+    assert (report.repo, report.number, report.head_sha, report.draft) == (
+        "example/omni",
+        7430,
+        SHA,
+        True,
+    )
+    assert report.observed_at == NOW
+    assert report.commit_url == f"{PR_URL}/commits/{SHA}"
+
+
+# --- facts_key -----------------------------------------------------------------------------
+
+
+def test_facts_key_ignores_observed_at() -> None:
+    report = seed_report()
+    later = dataclasses.replace(report, observed_at=NOW + timedelta(hours=5))
+    assert facts_key(report) == facts_key(later)
+    assert len(facts_key(report)) == 64
+
+
+def test_facts_key_changes_with_facts() -> None:
+    report = seed_report()
+    passing = dataclasses.replace(report, verdict=Verdict.PASSING)
+    assert facts_key(report) != facts_key(passing)
+
+
+def test_facts_key_stable_across_cycles_of_the_same_state() -> None:
+    first = reconcile(seed_snapshot(), seed_rtd(), Policy(), now=NOW)
+    second = reconcile(seed_snapshot(), seed_rtd(), Policy(), now=NOW + timedelta(hours=2))
+    assert facts_key(first) == facts_key(second)
+
+
+def test_seed_case_reconciles() -> None:
+    report = seed_report()
+    assert report.verdict is Verdict.INCOMPLETE
+    docs, *passing = report.rows
+    assert [r.signal.name for r in passing] == [
+        "build-wheel (3.11)",
+        "build-wheel (3.12)",
+        "DCO",
+        "pre-commit",
+    ]
+    assert all(r.state is State.SUCCESS for r in passing)
+    assert (docs.signal.name, docs.signal.github_state, docs.state) == (
+        DOCS,
+        "pending",
+        State.CANCELLED,
+    )
+    assert (docs.since, docs.since_source) == (at(9, 12), SinceSource.GITHUB)
