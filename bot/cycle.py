@@ -11,8 +11,8 @@ from datetime import datetime, timedelta
 
 from bot.github_io import Comment, GitHubApi, GitHubError, RateLimited
 from bot.model import MARKER, Policy, PullSnapshot, Report, RtdLookup, Verdict
-from bot.reconcile import facts_key, reconcile, rtd_project_of
-from bot.render import Renderer
+from bot.reconcile import reconcile, rtd_project_of
+from bot.render import Renderer, facts_key
 from bot.rtd_io import RtdApi, is_final, lookup_from_json, lookup_to_json
 from bot.settings import PolicySettings, RepoSettings
 from bot.store import Store

@@ -32,7 +32,7 @@ def demo_settings(sandbox: Sandbox, state_path: Path) -> Settings:
 
 
 def _print_comments(world: World, out: Callable[[str], None], login: str) -> None:
-    for number in sorted(world.pull_numbers(DEMO_REPO)):
+    for number in sorted(world.repo(DEMO_REPO).pulls):
         for comment in world.comments(DEMO_REPO, number):
             if comment["user"]["login"] == login and comment["body"].startswith(MARKER):
                 out(f"--- comment {comment['id']} on {DEMO_REPO}#{number} ---")

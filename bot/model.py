@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
 MARKER = "<!-- ci-status-bot:v1 -->"
 REPORT_SCHEMA = "ci-status-bot.report/v1"
+
+
+def as_utc(value: datetime) -> datetime:
+    """The same instant in UTC (a naive time is taken as UTC)."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def format_utc(value: datetime) -> str:
+    """Format a time as "2026-10-05 09:12 UTC": absolute, so a comment does not age."""
+    return as_utc(value).strftime("%Y-%m-%d %H:%M UTC")
 
 
 class Kind(StrEnum):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -24,8 +22,8 @@ from bot.model import (
     SinceSource,
     State,
     Verdict,
+    format_utc,
 )
-from bot.render import format_utc, report_dict
 
 NO_SIGNALS_NOTE: Final = "No check runs or commit statuses are reported on this commit."
 TRUNCATED_NOTE: Final = (
@@ -146,14 +144,6 @@ def reconcile(
         truncated=snapshot.truncated,
         notes=_notes(rows, truncated=snapshot.truncated),
     )
-
-
-def facts_key(report: Report) -> str:
-    """Return a stable sha256 of the JSON report without observed_at (changes only with facts)."""
-    data = report_dict(report)
-    data.pop("observed_at", None)
-    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def dedupe(signals: Iterable[Signal]) -> tuple[Signal, ...]:
@@ -279,7 +269,8 @@ def _github_finding(
     signal: Signal, base: State, *, state: State, since: datetime | None, clock: _Clock
 ) -> str | None:
     if state is State.STALE and base is State.PENDING and since is not None:
-        return f"GitHub has shown it pending since {format_utc(since)}, longer than {clock.limit}."
+        shown = f"GitHub has shown it {signal.github_state} since {format_utc(since)}"
+        return f"{shown}, longer than {clock.limit}."
     if signal.kind is Kind.STATUS and signal.github_state == "expected":
         return EXPECTED_FINDING
     if base is State.STALE:

@@ -2,18 +2,29 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import unicodedata
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import quote, urlsplit
 
 import jinja2
 
-from bot.model import MARKER, REPORT_SCHEMA, Reconciliation, Report, Row, State
+from bot.model import (
+    MARKER,
+    REPORT_SCHEMA,
+    Reconciliation,
+    Report,
+    Row,
+    State,
+    as_utc,
+    format_utc,
+)
 
 COMMENT_LIMIT: Final = 65_536
 TEMPLATE_NAME: Final = "status_comment.md.j2"
@@ -41,25 +52,21 @@ _GROUPS: Final[tuple[tuple[str, frozenset[State]], ...]] = (
     ("Stale", frozenset({State.STALE})),
     ("Pending", frozenset({State.PENDING})),
 )
-_PASSING: Final = frozenset({State.SUCCESS, State.NEUTRAL, State.SKIPPED})
+DIVERGENT_TITLE: Final = "Differs from GitHub"
+TITLES: Final = (*(title for title, _ in _GROUPS), DIVERGENT_TITLE)
 
 
 @dataclass(frozen=True, slots=True)
 class Group:
-    """One heading of attention rows in the comment."""
+    """One heading of rows shown in full in the comment."""
 
     title: str
     rows: tuple[Row, ...]
 
 
-def format_utc(value: datetime) -> str:
-    """Format a time as "2026-10-05 09:12 UTC" (naive times are taken as UTC)."""
-    return _as_utc(value).strftime("%Y-%m-%d %H:%M UTC")
-
-
 def iso_utc(value: datetime | None) -> str | None:
     """Format a time as "2026-10-05T09:12:00Z", or None."""
-    return None if value is None else _as_utc(value).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return None if value is None else as_utc(value).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def md(value: object, limit: int = TEXT_LIMIT) -> str:
@@ -123,8 +130,9 @@ class Renderer:
         if template_dir is not None:
             loaders.append(jinja2.FileSystemLoader(template_dir))
         loaders.append(jinja2.FileSystemLoader(default_template_dir()))
+        self._loader = jinja2.ChoiceLoader(loaders)
         self._env = jinja2.Environment(
-            loader=jinja2.ChoiceLoader(loaders),
+            loader=self._loader,
             autoescape=False,
             undefined=jinja2.StrictUndefined,
             trim_blocks=True,
@@ -132,6 +140,15 @@ class Renderer:
             keep_trailing_newline=True,
         )
         self._env.filters.update(md=md, url=safe_url, utc=format_utc, short=short_sha)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """A sha256 of this module and of every template in use; it changes when output may."""
+        digest = hashlib.sha256(Path(__file__).read_bytes())
+        for name in sorted(n for n in self._env.list_templates() if n.endswith(".j2")):
+            source, _, _ = self._loader.get_source(self._env, name)
+            digest.update(f"\0{name}\0{source}".encode())
+        return digest.hexdigest()
 
     def markdown(self, report: Report) -> str:
         """Render the status comment, shrinking it to stay within GitHub's 65,536 characters."""
@@ -144,7 +161,7 @@ class Renderer:
         return self._render(report, names=False, shown=self._fitting_rows(report))
 
     def _fitting_rows(self, report: Report) -> int:
-        low, high = 0, sum(1 for row in report.rows if row.state not in _PASSING)
+        low, high = 0, sum(1 for row in report.rows if group_of(row) is not None)
         while low < high:
             mid = (low + high + 1) // 2
             if len(self._render(report, names=False, shown=mid)) <= COMMENT_LIMIT:
@@ -154,14 +171,14 @@ class Renderer:
         return low
 
     def _render(self, report: Report, *, names: bool, shown: int | None) -> str:
-        attention = [row for row in report.rows if row.state not in _PASSING]
+        attention = [row for row in report.rows if group_of(row) is not None]
         kept = attention if shown is None else attention[:shown]
         template = self._env.get_template(TEMPLATE_NAME)
         return template.render(
             marker=MARKER,
             report=report,
             groups=_groups(kept),
-            passing=[row for row in report.rows if row.state in _PASSING],
+            passing=[row for row in report.rows if group_of(row) is None],
             passing_names=names,
             hidden=len(attention) - len(kept),
             counts=_counts(report.rows),
@@ -177,27 +194,29 @@ def default_template_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "templates"
 
 
+def group_of(row: Row) -> str | None:
+    """The heading a row is shown under in full, or None when it is only listed as passing."""
+    for title, states in _GROUPS:
+        if row.state in states:
+            return title
+    if row.reconciliation is not None and row.reconciliation.divergent:
+        return DIVERGENT_TITLE
+    return None
+
+
 def _groups(rows: list[Row]) -> list[Group]:
-    groups = (
-        Group(title, tuple(r for r in rows if r.state in states)) for title, states in _GROUPS
-    )
+    groups = (Group(title, tuple(r for r in rows if group_of(r) == title)) for title in TITLES)
     return [group for group in groups if group.rows]
 
 
 def _counts(rows: tuple[Row, ...]) -> dict[str, int]:
-    counts = {"total": len(rows), "passing": 0}
-    for title, states in _GROUPS:
-        counts[title.lower()] = sum(1 for row in rows if row.state in states)
-    counts["passing"] = sum(1 for row in rows if row.state in _PASSING)
-    return counts
+    titles = [group_of(row) for row in rows]
+    counts = {title.lower(): titles.count(title) for title in TITLES}
+    return {**counts, "total": len(rows)}
 
 
 def _printable(char: str) -> bool:
     return char in _WHITESPACE or unicodedata.category(char) not in ("Cc", "Cf", "Cs", "Co")
-
-
-def _as_utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def _signal_dict(row: Row) -> dict[str, Any]:
@@ -237,3 +256,11 @@ def _reconciliation_dict(rec: Reconciliation | None) -> dict[str, Any] | None:
         "build_created": iso_utc(rec.build_created),
         "build_finished": iso_utc(rec.build_finished),
     }
+
+
+def facts_key(report: Report) -> str:
+    """Return a stable sha256 of the JSON report without observed_at (changes only with facts)."""
+    data = report_dict(report)
+    data.pop("observed_at", None)
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -43,7 +43,12 @@ REFUSED = [
     (DOTCOM, "DELETE", "https://api.github.com/repos/o/r/issues/comments/99", None),
     (DOTCOM, "POST", "https://api.github.com/repos/o/r/pulls/7/requested_reviewers", None),
     (DOTCOM, "PUT", "https://api.github.com/repos/o/r/pulls/7/merge", None),
-    (DOTCOM, "POST", "https://api.github.com/graphql", gql("mutation { rerequestCheckSuite(input: {}) { clientMutationId } }")),
+    (
+        DOTCOM,
+        "POST",
+        "https://api.github.com/graphql",
+        gql("mutation { rerequestCheckSuite(input: {}) { clientMutationId } }"),
+    ),
     (DOTCOM, "POST", "https://api.github.com/graphql", gql("query { a } mutation { b }")),
     (DOTCOM, "POST", "https://api.github.com/graphql", "not json"),
     (DOTCOM, "GET", "https://api.github.com/graphql", None),
@@ -56,7 +61,9 @@ def test_allowed_github_requests_pass(guard: Guard, method: str, url: str, body:
 
 
 @pytest.mark.parametrize(("guard", "method", "url", "body"), REFUSED)
-def test_requests_that_alter_ci_are_refused(guard: Guard, method: str, url: str, body: object) -> None:
+def test_requests_that_alter_ci_are_refused(
+    guard: Guard, method: str, url: str, body: object
+) -> None:
     with pytest.raises(RefusedRequest):
         guard.check_github(method, url, body)
 

@@ -23,10 +23,10 @@ from bot.reconcile import (
     EXPECTED_FINDING,
     NO_SIGNALS_NOTE,
     TRUNCATED_NOTE,
-    facts_key,
     reconcile,
     rtd_project_of,
 )
+from bot.render import facts_key
 
 NOW = datetime(2026, 10, 5, 14, 3, tzinfo=UTC)
 SHA = "eb46d06c1f3a9b25e8d7c4f0a6b3e9d2c5f8a1b4"
@@ -75,9 +75,8 @@ def build(code: str, success: bool | None, **fields: object) -> RtdBuild:
     """An RTD build of the head commit."""
     fields.setdefault("id", 34894885)
     fields.setdefault("created", RECENT)
-    return RtdBuild(  # type: ignore[misc]
-        project="omni-docs", commit=SHA, state=code, success=success, url=BUILD_URL, **fields
-    )
+    fields.setdefault("url", BUILD_URL)
+    return RtdBuild(project="omni-docs", commit=SHA, state=code, success=success, **fields)  # type: ignore[arg-type]
 
 
 def lookup(*builds: RtdBuild, notes: tuple[str, ...] = (), error: str | None = None) -> RtdLookup:
@@ -264,7 +263,13 @@ def test_dedupe(signals: tuple[Signal, ...], kept: list[tuple[str, State]]) -> N
     ("signal", "first_seen", "state", "since", "source"),
     [
         (run("j", "queued", started_at=None), OLD, State.STALE, OLD, SinceSource.FIRST_SEEN),
-        (run("j", "queued", started_at=None), RECENT, State.PENDING, RECENT, SinceSource.FIRST_SEEN),
+        (
+            run("j", "queued", started_at=None),
+            RECENT,
+            State.PENDING,
+            RECENT,
+            SinceSource.FIRST_SEEN,
+        ),
         (run("j", "queued", started_at=None), None, State.PENDING, None, SinceSource.NONE),
         (run("j", "in_progress", started_at=OLD), RECENT, State.STALE, OLD, SinceSource.GITHUB),
         (run("j", "success", completed_at=OLD), None, State.SUCCESS, OLD, SinceSource.GITHUB),
@@ -290,6 +295,14 @@ def test_stale_finding_is_absolute_and_dated() -> None:
     assert row.state is State.STALE
     assert row.finding == (
         "GitHub has shown it pending since 2026-10-05 09:12 UTC, longer than the 120-minute limit."
+    )
+
+
+def test_stale_check_run_names_its_github_state() -> None:
+    row = one_row(run("lint", "in_progress", started_at=at(9, 0))).rows[0]
+    assert row.finding == (
+        "GitHub has shown it in_progress since 2026-10-05 09:00 UTC, "
+        "longer than the 120-minute limit."
     )
 
 
@@ -563,7 +576,7 @@ RTD_CASES = [
 
 @pytest.mark.parametrize(
     ("github", "created", "rtd", "state", "divergent", "build_id", "builds", "phrases"),
-    [pytest.param(*case[1:], id=case[0]) for case in RTD_CASES],  # type: ignore[arg-type]
+    [pytest.param(*case[1:], id=case[0]) for case in RTD_CASES],
 )
 def test_read_the_docs_table(
     github: str,

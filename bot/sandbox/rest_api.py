@@ -65,7 +65,9 @@ _REPO = r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)"
 ROUTES: list[Route] = []
 
 
-def route(method: str, pattern: str, kind: str, *, auth: str = "token") -> Callable[[Handler], Handler]:
+def route(
+    method: str, pattern: str, kind: str, *, auth: str = "token"
+) -> Callable[[Handler], Handler]:
     """Register a handler for METHOD + path regex."""
 
     def register(func: Handler) -> Handler:
@@ -207,7 +209,11 @@ def get_installation(call: Call, params: dict[str, str]) -> Answer:
     app = call.world.apps.get(call.login or "")
     full = f"{params['owner']}/{params['repo']}"
     if app is None or full not in app.repos or full not in call.world.repos:
-        return error(404, "Not Found", f"{DOCS}/apps/apps#get-a-repository-installation-for-the-authenticated-app")
+        return error(
+            404,
+            "Not Found",
+            f"{DOCS}/apps/apps#get-a-repository-installation-for-the-authenticated-app",
+        )
     return Answer(200, installation_json(app, params["owner"]))
 
 
@@ -325,7 +331,11 @@ def _runs_for(call: Call, rec: RepoRec, sha: str) -> list[CheckRunRec]:
     if call.arg("status"):
         runs = [r for r in runs if r.status == call.arg("status")]
     if call.arg("app_id"):
-        runs = [r for r in runs if (integration_json(r.app_slug) or {}).get("id") == call.int_arg("app_id", -1)]
+        runs = [
+            r
+            for r in runs
+            if (integration_json(r.app_slug) or {}).get("id") == call.int_arg("app_id", -1)
+        ]
     return sorted(runs, key=lambda r: r.id, reverse=True)
 
 
@@ -362,7 +372,11 @@ def _suite_json(call: Call, rec: RepoRec, suite_id: int) -> JSON:
         status = "completed"
         conclusions = {r.conclusion for r in runs}
         conclusion = next(
-            (c for c in ("action_required", "cancelled", "timed_out", "failure", "neutral") if c in conclusions),
+            (
+                c
+                for c in ("action_required", "cancelled", "timed_out", "failure", "neutral")
+                if c in conclusions
+            ),
             "success",
         )
     return {
@@ -378,7 +392,12 @@ def _suite_json(call: Call, rec: RepoRec, suite_id: int) -> JSON:
         "pull_requests": [],
         "app": integration_json(suite.app_slug),
         "created_at": iso(suite.created_at),
-        "updated_at": iso(max((r.completed_at or r.started_at or suite.created_at for r in runs), default=suite.created_at)),
+        "updated_at": iso(
+            max(
+                (r.completed_at or r.started_at or suite.created_at for r in runs),
+                default=suite.created_at,
+            )
+        ),
         "latest_check_runs_count": len({r.name for r in runs}),
         "check_runs_url": f"{API}/repos/{rec.full_name}/check-suites/{suite.id}/check-runs",
         "rerequestable": True,
@@ -454,7 +473,9 @@ def list_statuses(call: Call, params: dict[str, str]) -> Answer:
         return Answer(200, [])
     history = sorted(rec.statuses.get(sha, []), key=lambda s: (s.created_at, s.id), reverse=True)
     page, headers = paginate(call, rec, history)
-    return Answer(200, [status_json(call.world, rec, s, with_creator=True) for s in page], headers=headers)
+    return Answer(
+        200, [status_json(call.world, rec, s, with_creator=True) for s in page], headers=headers
+    )
 
 
 # -- comments (the bot's only write) ---------------------------------------------------------

@@ -212,6 +212,13 @@ class RepoRec:
     current_suite: dict[tuple[str, str | None, str | None], int] = field(default_factory=dict)
     statuses: dict[str, list[StatusRec]] = field(default_factory=dict)
     expected: tuple[str, ...] = ()
+    heads: dict[str, set[int]] = field(default_factory=dict)
+
+    def open_pulls_at(self, sha: str) -> list[PullRec]:
+        """Open pull requests whose head is `sha`."""
+        return [
+            self.pulls[n] for n in sorted(self.heads.get(sha, ())) if self.pulls[n].state == "open"
+        ]
 
     @property
     def owner(self) -> str:
@@ -270,11 +277,11 @@ class World:
             "user": itertools.count(583231),
             "repo": itertools.count(700000001),
             "pull": itertools.count(2100000001),
-            "check": itertools.count(24000000001),
-            "suite": itertools.count(17000000001),
-            "run": itertools.count(9000000001),
-            "status": itertools.count(31000000001),
-            "comment": itertools.count(2300000001),
+            "check": itertools.count(1500000001),
+            "suite": itertools.count(1300000001),
+            "run": itertools.count(1700000001),
+            "status": itertools.count(1800000001),
+            "comment": itertools.count(1900000001),
             "notification": itertools.count(1001),
             "rtd": itertools.count(30000001),
         }
@@ -356,7 +363,9 @@ class World:
 
     # -- repositories and pulls ------------------------------------------------------------
 
-    def add_repo(self, full_name: str, *, private: bool = False, default_branch: str = "main") -> JSON:
+    def add_repo(
+        self, full_name: str, *, private: bool = False, default_branch: str = "main"
+    ) -> JSON:
         """Add a repository."""
         with self.lock:
             if full_name in self.repos:
@@ -444,6 +453,7 @@ class World:
                 head_ref=head_ref or f"{author}/change-{number}",
             )
             rec.pulls[number] = pull
+            rec.heads.setdefault(head_sha, set()).add(number)
             return pull_json(self, rec, pull)
 
     def pull(self, repo: str, number: int) -> PullRec:
@@ -457,7 +467,10 @@ class World:
         """Push a new head commit to a pull request."""
         with self.lock:
             pull = self.pull(repo, number)
+            rec = self.repo(repo)
             self.add_commit(repo, sha)
+            rec.heads.get(pull.head_sha, set()).discard(number)
+            rec.heads.setdefault(sha, set()).add(number)
             pull.head_sha = sha
             pull.updated_at = self.now()
 
@@ -521,6 +534,44 @@ class World:
     ) -> JSON:
         """Add a check run; it joins the commit's suite of that app/workflow unless new_suite."""
         with self.lock:
+            run = self.add_check_run_record(
+                repo,
+                sha,
+                name=name,
+                app_slug=app_slug,
+                status=status,
+                conclusion=conclusion,
+                started_at=started_at,
+                completed_at=completed_at,
+                details_url=details_url,
+                workflow=workflow,
+                title=title,
+                summary=summary,
+                text=text,
+                new_suite=new_suite,
+            )
+            return check_run_json(self, run)
+
+    def add_check_run_record(
+        self,
+        repo: str,
+        sha: str,
+        *,
+        name: str,
+        app_slug: str | None = "github-actions",
+        status: str = "completed",
+        conclusion: str | None = "success",
+        started_at: datetime | None = None,
+        completed_at: datetime | None = None,
+        details_url: str | None = None,
+        workflow: str | None = None,
+        title: str | None = None,
+        summary: str | None = None,
+        text: str | None = None,
+        new_suite: bool = False,
+    ) -> CheckRunRec:
+        """Like add_check_run, returning the record (fast path for large seeds)."""
+        with self.lock:
             _require_aware(started_at, "started_at")
             _require_aware(completed_at, "completed_at")
             rec = self.repo(repo)
@@ -552,7 +603,7 @@ class World:
                 run.details_url = f"{WEB}/{repo}/actions/runs/{suite.run_id}/job/{run.id}"
             rec.checks.setdefault(sha, []).append(run)
             self.check_runs[run.id] = run
-            return check_run_json(self, run)
+            return run
 
     def update_check_run(self, repo: str, check_run_id: int, **fields: Any) -> JSON:
         """Change fields of a check run (status, conclusion, completed_at, title, summary...)."""
@@ -704,7 +755,7 @@ class World:
         self,
         project: str,
         *,
-        id: int | None = None,  # noqa: A002 - RTD's field name
+        id: int | None = None,
         commit: str | None,
         version: str,
         state: str = "finished",
@@ -918,7 +969,13 @@ def repo_json(rec: RepoRec, *, world: World | None = None) -> JSON:
         "archived": False,
         "disabled": False,
         "open_issues_count": sum(1 for p in rec.pulls.values() if p.state == "open"),
-        "permissions": {"admin": False, "maintain": False, "push": False, "triage": False, "pull": True},
+        "permissions": {
+            "admin": False,
+            "maintain": False,
+            "push": False,
+            "triage": False,
+            "pull": True,
+        },
     }
 
 
@@ -1030,7 +1087,12 @@ def commit_json(rec: RepoRec, commit: CommitRec) -> JSON:
             "tree": {"sha": "f" * 40, "url": f"{base}/git/trees/{'f' * 40}"},
             "url": f"{base}/git/commits/{commit.sha}",
             "comment_count": 0,
-            "verification": {"verified": False, "reason": "unsigned", "signature": None, "payload": None},
+            "verification": {
+                "verified": False,
+                "reason": "unsigned",
+                "signature": None,
+                "payload": None,
+            },
         },
         "url": f"{base}/commits/{commit.sha}",
         "html_url": f"{WEB}/{rec.full_name}/commit/{commit.sha}",
@@ -1063,8 +1125,7 @@ def check_run_json(world: World, run: CheckRunRec) -> JSON:
                 "repo": {"id": rec.id, "url": base, "name": rec.name},
             },
         }
-        for p in rec.pulls.values()
-        if p.head_sha == run.head_sha and p.state == "open"
+        for p in rec.open_pulls_at(run.head_sha)
     ]
     return {
         "id": run.id,

@@ -1,0 +1,662 @@
+"""GitHub GraphQL of the sandbox: validated against the real schema, executed over the World."""
+
+from __future__ import annotations
+
+import base64
+import importlib.resources
+import math
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import lru_cache
+from typing import Any, TypeVar
+
+from graphql import (
+    DocumentNode,
+    FieldNode,
+    FragmentDefinitionNode,
+    FragmentSpreadNode,
+    GraphQLError,
+    GraphQLInterfaceType,
+    GraphQLObjectType,
+    GraphQLSchema,
+    GraphQLSyntaxError,
+    InlineFragmentNode,
+    OperationDefinitionNode,
+    SelectionSetNode,
+    build_schema,
+    execute,
+    get_named_type,
+    parse,
+    validate,
+    value_from_ast_untyped,
+)
+from graphql.type.definition import GraphQLNamedType
+
+from bot.sandbox.world import (
+    JSON,
+    WEB,
+    CheckRunRec,
+    PullRec,
+    RepoRec,
+    StatusRec,
+    World,
+    app_info,
+    iso,
+    node_id,
+)
+
+MAX_PAGE = 100
+MAX_NODES = 500_000
+T = TypeVar("T")
+
+_schema: GraphQLSchema | None = None
+_schema_lock = threading.Lock()
+
+
+def schema() -> GraphQLSchema:
+    """GitHub's public GraphQL schema, built once per process."""
+    global _schema
+    with _schema_lock:
+        if _schema is None:
+            text = (
+                importlib.resources.files("bot.sandbox")
+                .joinpath("github-schema.graphql")
+                .read_text(encoding="utf-8")
+            )
+            built = build_schema(text, assume_valid_sdl=True)
+            built._validation_errors = []  # the real schema trips two strict checks
+            _schema = built
+        return _schema
+
+
+@lru_cache(maxsize=512)
+def prepare(query: str) -> DocumentNode | tuple[JSON, ...]:
+    """Parse and validate a query (cached); the document, or GitHub-style error entries."""
+    try:
+        document = parse(query)
+    except GraphQLSyntaxError as exc:
+        return (_format(exc),)
+    errors = validate(schema(), document)
+    if errors:
+        return tuple(_format(e) | {"extensions": {"code": "validationError"}} for e in errors)
+    return document
+
+
+def _format(exc: GraphQLError) -> JSON:
+    data: JSON = {"message": exc.message}
+    if exc.locations:
+        data["locations"] = [{"line": loc.line, "column": loc.column} for loc in exc.locations]
+    if exc.path:
+        data["path"] = list(exc.path)
+    return data
+
+
+def operation_of(document: DocumentNode, name: str | None) -> OperationDefinitionNode | None:
+    """The operation a request selects."""
+    ops = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
+    if name:
+        return next((o for o in ops if o.name and o.name.value == name), None)
+    return ops[0] if len(ops) == 1 else None
+
+
+# -- cost ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Cost:
+    """GitHub's accounting of one query."""
+
+    requests: int = 0
+    nodes: int = 0
+    errors: list[JSON] = field(default_factory=list)
+
+    @property
+    def points(self) -> int:
+        """requests / 100, rounded, at least 1."""
+        return max(1, math.floor(self.requests / 100 + 0.5))
+
+
+def query_cost(
+    document: DocumentNode, operation: OperationDefinitionNode, variables: dict[str, Any]
+) -> Cost:
+    """Sum over connections of the product of the first/last of their enclosing connections."""
+    sch = schema()
+    fragments = {
+        d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)
+    }
+    cost = Cost()
+    root = sch.mutation_type if operation.operation.value == "mutation" else sch.query_type
+    assert root is not None
+    _walk(sch, fragments, root, operation.selection_set, 1, variables, cost, ())
+    return cost
+
+
+def _page_size(node: FieldNode, variables: dict[str, Any]) -> int | None:
+    for arg in node.arguments:
+        if arg.name.value in ("first", "last"):
+            value = value_from_ast_untyped(arg.value, variables)
+            if isinstance(value, int):
+                return value
+    return None
+
+
+def _walk(
+    sch: GraphQLSchema,
+    fragments: dict[str, FragmentDefinitionNode],
+    parent: GraphQLNamedType,
+    selection_set: SelectionSetNode,
+    multiplier: int,
+    variables: dict[str, Any],
+    cost: Cost,
+    path: tuple[str, ...],
+) -> None:
+    for sel in selection_set.selections:
+        if isinstance(sel, FieldNode):
+            if not isinstance(parent, GraphQLObjectType | GraphQLInterfaceType):
+                continue
+            definition = parent.fields.get(sel.name.value)
+            if definition is None:
+                continue
+            named = get_named_type(definition.type)
+            child = multiplier
+            here = (*path, (sel.alias or sel.name).value)
+            if named.name.endswith("Connection"):
+                size = _page_size(sel, variables)
+                if size is None:
+                    cost.errors.append(_pagination_error(sel, here, None))
+                    size = 0
+                elif size > MAX_PAGE or size < 0:
+                    cost.errors.append(_pagination_error(sel, here, size))
+                cost.requests += multiplier
+                child = multiplier * size
+                cost.nodes += child
+            if sel.selection_set is not None:
+                _walk(sch, fragments, named, sel.selection_set, child, variables, cost, here)
+        elif isinstance(sel, InlineFragmentNode):
+            target = sch.get_type(sel.type_condition.name.value) if sel.type_condition else parent
+            if target is not None:
+                _walk(sch, fragments, target, sel.selection_set, multiplier, variables, cost, path)
+        elif isinstance(sel, FragmentSpreadNode):
+            frag = fragments.get(sel.name.value)
+            target = sch.get_type(frag.type_condition.name.value) if frag else None
+            if frag is not None and target is not None:
+                _walk(sch, fragments, target, frag.selection_set, multiplier, variables, cost, path)
+
+
+def _pagination_error(node: FieldNode, path: tuple[str, ...], size: int | None) -> JSON:
+    name = node.name.value
+    loc = node.loc.source.get_location(node.loc.start) if node.loc else None
+    if size is None:
+        entry: JSON = {
+            "type": "MISSING_PAGINATION_BOUNDARIES",
+            "message": f"You must provide a `first` or `last` value to properly paginate the `{name}` connection.",
+        }
+    else:
+        entry = {
+            "type": "EXCESSIVE_PAGINATION",
+            "message": f"Requesting {size} records on the `{name}` connection exceeds the `first` limit of {MAX_PAGE} records.",
+        }
+    entry["path"] = ["query", *path]
+    if loc is not None:
+        entry["locations"] = [{"line": loc.line, "column": loc.column}]
+    return entry
+
+
+# -- objects over the World ----------------------------------------------------------------------
+
+
+def _cursor(index: int) -> str:
+    return base64.b64encode(f"cursor:v2:{index}".encode()).decode()
+
+
+def _uncursor(cursor: str | None) -> int | None:
+    if not cursor:
+        return None
+    try:
+        return int(base64.b64decode(cursor).decode().rsplit(":", 1)[1])
+    except (ValueError, IndexError):
+        return None
+
+
+def connection(
+    items: Sequence[T], make: Callable[[T], JSON], args: dict[str, Any], **extra: Any
+) -> JSON:
+    """A Relay connection over items (first/after/last/before), nodes built on demand."""
+    start = 0
+    end = len(items)
+    after, before = _uncursor(args.get("after")), _uncursor(args.get("before"))
+    if after is not None:
+        start = after + 1
+    if before is not None:
+        end = min(end, before)
+    indices = list(range(start, max(start, end)))
+    if args.get("first") is not None:
+        indices = indices[: args["first"]]
+    if args.get("last") is not None:
+        indices = indices[-args["last"] :] if args["last"] else []
+    chosen = [(i, items[i]) for i in indices]
+
+    def nodes(info: Any) -> list[JSON]:
+        return [make(item) for _, item in chosen]
+
+    def edges(info: Any) -> list[JSON]:
+        return [{"cursor": _cursor(i), "node": make(item)} for i, item in chosen]
+
+    data: JSON = {
+        "totalCount": len(items),
+        "nodes": nodes,
+        "edges": edges,
+        "pageInfo": {
+            "hasNextPage": bool(indices) and indices[-1] < len(items) - 1,
+            "hasPreviousPage": bool(indices) and indices[0] > 0,
+            "startCursor": _cursor(indices[0]) if indices else None,
+            "endCursor": _cursor(indices[-1]) if indices else None,
+        },
+    }
+    data.update(extra)
+    return data
+
+
+def _false(info: Any, **kwargs: Any) -> bool:
+    return False
+
+
+_APPS: dict[str, JSON] = {}
+
+
+def _app(slug: str | None) -> JSON | None:
+    if slug is None:
+        return None
+    cached = _APPS.get(slug)
+    if cached is None:
+        info = app_info(slug)
+        assert info is not None
+        ident, name, _owner = info
+        cached = {
+            "__typename": "App",
+            "id": node_id("App", ident),
+            "databaseId": ident,
+            "slug": slug,
+            "name": name,
+            "url": f"{WEB}/apps/{slug}",
+            "logoUrl": f"https://avatars.githubusercontent.com/in/{ident}?v=4",
+            "logoBackgroundColor": "ffffff",
+            "createdAt": "2018-07-30T09:30:17Z",
+            "updatedAt": "2024-04-10T20:33:16Z",
+            "description": None,
+        }
+        _APPS[slug] = cached
+    return cached
+
+
+@dataclass
+class Context:
+    """Per-request state handed to resolvers."""
+
+    world: World
+    login: str
+    rate: JSON
+    errors: list[JSON] = field(default_factory=list)
+
+
+class Objects:
+    """Builds GraphQL-shaped dicts (with `__typename`) from World records."""
+
+    def __init__(self, ctx: Context) -> None:
+        """Bind to one request."""
+        self.ctx = ctx
+        self.world = ctx.world
+
+    def root(self) -> JSON:
+        """The Query root value."""
+        viewer = self.world.user(self.ctx.login)
+        return {
+            "viewer": {
+                "__typename": "User",
+                "login": viewer.login,
+                "id": node_id("User", viewer.id),
+                "databaseId": viewer.id,
+                "url": f"{WEB}/{viewer.login}",
+            },
+            "rateLimit": lambda info, **kw: self.ctx.rate,
+            "repository": self.repository,
+        }
+
+    def repository(self, info: Any, owner: str, name: str, **kw: Any) -> JSON | None:
+        """Query.repository (null + NOT_FOUND error when unknown)."""
+        rec = self.world.repos.get(f"{owner}/{name}")
+        if rec is None:
+            node = info.field_nodes[0]
+            loc = node.loc.source.get_location(node.loc.start) if node.loc else None
+            entry: JSON = {
+                "type": "NOT_FOUND",
+                "path": info.path.as_list(),
+                "message": f"Could not resolve to a Repository with the name '{owner}/{name}'.",
+            }
+            if loc is not None:
+                entry["locations"] = [{"line": loc.line, "column": loc.column}]
+            self.ctx.errors.append(entry)
+            return None
+        return self.repo(rec)
+
+    def repo(self, rec: RepoRec) -> JSON:
+        """A Repository."""
+
+        def pull_requests(info: Any, **args: Any) -> JSON:
+            states = args.get("states")
+            pulls = [p for p in rec.pulls.values() if not states or p.state.upper() in states]
+            order = args.get("orderBy") or {}
+            attr = "updated_at" if order.get("field") == "UPDATED_AT" else "created_at"
+            pulls.sort(
+                key=lambda p: (getattr(p, attr), p.number), reverse=order.get("direction") == "DESC"
+            )
+            return connection(pulls, lambda p: self.pull(rec, p), args)
+
+        def pull_request(info: Any, number: int) -> JSON | None:
+            pull = rec.pulls.get(number)
+            return self.pull(rec, pull) if pull else None
+
+        def obj(info: Any, oid: str | None = None, expression: str | None = None) -> JSON | None:
+            sha = oid or expression
+            return self.commit(rec, sha) if sha in rec.commits else None
+
+        return {
+            "__typename": "Repository",
+            "id": node_id("Repository", rec.id),
+            "databaseId": rec.id,
+            "name": rec.name,
+            "nameWithOwner": rec.full_name,
+            "owner": {"__typename": "Organization", "login": rec.owner},
+            "url": f"{WEB}/{rec.full_name}",
+            "isPrivate": rec.private,
+            "isArchived": False,
+            "defaultBranchRef": {"__typename": "Ref", "name": rec.default_branch},
+            "pullRequests": pull_requests,
+            "pullRequest": pull_request,
+            "object": obj,
+        }
+
+    def pull(self, rec: RepoRec, pull: PullRec) -> JSON:
+        """A PullRequest."""
+        author = self.world.user(pull.author)
+        url = f"{WEB}/{rec.full_name}/pull/{pull.number}"
+
+        def labels(info: Any, **args: Any) -> JSON:
+            return connection(
+                list(pull.labels),
+                lambda n: {"__typename": "Label", "name": n, "color": "ededed"},
+                args,
+            )
+
+        def commits(info: Any, **args: Any) -> JSON:
+            return connection(
+                [pull.head_sha],
+                lambda sha: {"__typename": "PullRequestCommit", "commit": self.commit(rec, sha)},
+                args,
+            )
+
+        return {
+            "__typename": "PullRequest",
+            "id": node_id("PullRequest", pull.id),
+            "databaseId": pull.id,
+            "number": pull.number,
+            "title": pull.title,
+            "body": pull.body or "",
+            "url": url,
+            "permalink": url,
+            "resourcePath": f"/{rec.full_name}/pull/{pull.number}",
+            "isDraft": pull.draft,
+            "state": pull.state.upper(),
+            "closed": pull.state == "closed",
+            "merged": False,
+            "headRefOid": pull.head_sha,
+            "headRefName": pull.head_ref,
+            "baseRefName": pull.base_ref,
+            "createdAt": iso(pull.created_at),
+            "updatedAt": iso(pull.updated_at),
+            "closedAt": iso(pull.closed_at),
+            "author": {
+                "__typename": "Bot" if author.is_bot else "User",
+                "login": author.login,
+                "url": f"{WEB}/{author.login}",
+            },
+            "labels": labels,
+            "commits": commits,
+            "statusCheckRollup": lambda info: self.rollup(rec, pull.head_sha),
+        }
+
+    def commit(self, rec: RepoRec, sha: str) -> JSON:
+        """A Commit."""
+        commit = rec.commits[sha]
+        return {
+            "__typename": "Commit",
+            "id": node_id("Commit", int(sha[:8], 16)),
+            "oid": sha,
+            "abbreviatedOid": sha[:7],
+            "message": commit.message,
+            "messageHeadline": commit.message.splitlines()[0] if commit.message else "",
+            "committedDate": iso(commit.date),
+            "authoredDate": iso(commit.date),
+            "url": f"{WEB}/{rec.full_name}/commit/{sha}",
+            "statusCheckRollup": lambda info: self.rollup(rec, sha),
+        }
+
+    def rollup(self, rec: RepoRec, sha: str) -> JSON | None:
+        """A StatusCheckRollup (null when the commit has no contexts)."""
+        runs = self.world.latest_check_runs(rec.full_name, sha)
+        statuses = self.world.latest_statuses(rec.full_name, sha)
+        reported = {r.name for r in runs} | {s.context for s in statuses}
+        expected = [name for name in rec.expected if name not in reported]
+        if not runs and not statuses:
+            return None
+        items: list[CheckRunRec | StatusRec | str] = [*runs, *statuses, *expected]
+        commit_date = iso(rec.commits[sha].date)
+
+        def make(item: CheckRunRec | StatusRec | str) -> JSON:
+            if isinstance(item, CheckRunRec):
+                return self.check_run(rec, item)
+            if isinstance(item, StatusRec):
+                return self.status_context(item)
+            return {
+                "__typename": "StatusContext",
+                "id": node_id("StatusContext", hash(item) & 0xFFFFFFF),
+                "context": item,
+                "state": "EXPECTED",
+                "description": None,
+                "targetUrl": None,
+                "createdAt": commit_date,
+                "isRequired": lambda info, **kw: True,
+                "avatarUrl": None,
+            }
+
+        state = rollup_state(runs, statuses, expected)
+        run_states = _counts([_run_state(r) for r in runs])
+        status_states = _counts([s.state.upper() for s in statuses] + ["EXPECTED"] * len(expected))
+        return {
+            "__typename": "StatusCheckRollup",
+            "id": node_id("StatusCheckRollup", int(sha[:8], 16)),
+            "state": state,
+            "contexts": lambda info, **args: connection(
+                items,
+                make,
+                args,
+                checkRunCount=len(runs),
+                statusContextCount=len(statuses) + len(expected),
+                checkRunCountsByState=run_states,
+                statusContextCountsByState=status_states,
+            ),
+        }
+
+    def check_run(self, rec: RepoRec, run: CheckRunRec) -> JSON:
+        """A CheckRun."""
+        suite = rec.suites[run.suite_id]
+        workflow_run = None
+        if suite.workflow is not None and suite.run_id is not None:
+            workflow_run = {
+                "__typename": "WorkflowRun",
+                "id": node_id("WorkflowRun", suite.run_id),
+                "databaseId": suite.run_id,
+                "runNumber": suite.run_id % 10000,
+                "event": "pull_request",
+                "url": f"{WEB}/{rec.full_name}/actions/runs/{suite.run_id}",
+                "workflow": {
+                    "__typename": "Workflow",
+                    "name": suite.workflow,
+                    "id": node_id("Workflow", suite.run_id),
+                },
+            }
+        url = f"{WEB}/{rec.full_name}/runs/{run.id}"
+        return {
+            "__typename": "CheckRun",
+            "id": node_id("CheckRun", run.id),
+            "databaseId": run.id,
+            "name": run.name,
+            "status": run.status.upper(),
+            "conclusion": run.conclusion.upper() if run.conclusion else None,
+            "startedAt": iso(run.started_at),
+            "completedAt": iso(run.completed_at),
+            "detailsUrl": run.details_url,
+            "title": run.title,
+            "summary": run.summary,
+            "text": run.text,
+            "url": url,
+            "permalink": url,
+            "resourcePath": f"/{rec.full_name}/runs/{run.id}",
+            "isRequired": _false,
+            "checkSuite": {
+                "__typename": "CheckSuite",
+                "id": node_id("CheckSuite", suite.id),
+                "databaseId": suite.id,
+                "app": _app(suite.app_slug),
+                "workflowRun": workflow_run,
+                "createdAt": iso(suite.created_at),
+            },
+        }
+
+    def status_context(self, status: StatusRec) -> JSON:
+        """A StatusContext."""
+        creator = self.world.user(status.creator)
+        return {
+            "__typename": "StatusContext",
+            "id": node_id("StatusContext", status.id),
+            "context": status.context,
+            "state": status.state.upper(),
+            "description": status.description,
+            "targetUrl": status.target_url,
+            "createdAt": iso(status.created_at),
+            "isRequired": _false,
+            "avatarUrl": f"https://avatars.githubusercontent.com/u/{creator.id}?v=4",
+            "creator": {"__typename": "User", "login": creator.login},
+        }
+
+
+def _run_state(run: CheckRunRec) -> str:
+    if run.status != "completed":
+        return run.status.upper()
+    return (run.conclusion or "neutral").upper()
+
+
+def _counts(states: list[str]) -> list[JSON]:
+    seen: dict[str, int] = {}
+    for s in states:
+        seen[s] = seen.get(s, 0) + 1
+    return [{"state": s, "count": n} for s, n in seen.items()]
+
+
+FAILING_CONCLUSIONS = {"failure", "timed_out", "cancelled", "action_required", "startup_failure"}
+
+
+def rollup_state(
+    runs: Sequence[CheckRunRec], statuses: Sequence[StatusRec], expected: Sequence[str]
+) -> str:
+    """The rollup's StatusState: ERROR/FAILURE beat PENDING/EXPECTED beat SUCCESS."""
+    if any(s.state == "error" for s in statuses):
+        return "ERROR"
+    if any(s.state == "failure" for s in statuses) or any(
+        r.status == "completed" and r.conclusion in FAILING_CONCLUSIONS for r in runs
+    ):
+        return "FAILURE"
+    if expected:
+        return "EXPECTED"
+    if any(s.state == "pending" for s in statuses) or any(r.status != "completed" for r in runs):
+        return "PENDING"
+    return "SUCCESS"
+
+
+# -- one request ----------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    """A GraphQL answer and its accounting."""
+
+    payload: JSON
+    cost: int
+    operation: str | None
+
+
+def run_query(
+    world: World,
+    body: Any,
+    *,
+    login: str,
+    charge: Callable[[int], JSON],
+) -> Outcome:
+    """Validate, refuse mutations, charge, execute; `charge(points)` returns rateLimit fields."""
+    if not isinstance(body, dict) or not isinstance(body.get("query"), str):
+        return Outcome(
+            {"errors": [{"message": "A query attribute must be specified and must be a string."}]},
+            1,
+            None,
+        )
+    variables = body.get("variables") or {}
+    prepared = prepare(body["query"])
+    if isinstance(prepared, tuple):
+        charge(1)
+        return Outcome({"errors": list(prepared)}, 1, None)
+    operation = operation_of(prepared, body.get("operationName"))
+    if operation is None:
+        charge(1)
+        return Outcome({"errors": [{"message": "An operation name is required"}]}, 1, None)
+    kind = operation.operation.value
+    if kind != "query":
+        charge(1)
+        message = f"The sandbox refuses GraphQL {kind}s: nothing was executed."
+        return Outcome(
+            {"data": None, "errors": [{"type": "FORBIDDEN", "message": message}]}, 1, kind
+        )
+    cost = query_cost(prepared, operation, variables)
+    if cost.errors:
+        charge(1)
+        return Outcome({"errors": cost.errors}, 1, kind)
+    if cost.nodes > MAX_NODES:
+        charge(1)
+        message = f"This query requests up to {cost.nodes:,} possible nodes which exceeds the maximum limit of {MAX_NODES:,}."
+        return Outcome(
+            {"errors": [{"type": "MAX_NODE_LIMIT_EXCEEDED", "message": message}]}, 1, kind
+        )
+    rate = charge(cost.points)
+    rate = {**rate, "cost": cost.points, "nodeCount": cost.nodes, "__typename": "RateLimit"}
+    ctx = Context(world=world, login=login, rate=rate)
+    with world.lock:
+        result = execute(
+            schema(),
+            prepared,
+            root_value=Objects(ctx).root(),
+            context_value=ctx,
+            variable_values=variables,
+            operation_name=body.get("operationName"),
+        )
+    assert not hasattr(result, "__await__")
+    payload: JSON = {"data": result.data}  # type: ignore[union-attr]
+    errors = ctx.errors + [_format(e) for e in (result.errors or [])]  # type: ignore[union-attr]
+    if errors:
+        payload["errors"] = errors
+    return Outcome(payload, cost.points, kind)
+
+
+def reset_at(epoch: float) -> str:
+    """An epoch as GraphQL DateTime."""
+    return iso(datetime.fromtimestamp(epoch, UTC)) or ""

@@ -1,0 +1,693 @@
+"""The loopback HTTP server: routing, auth, rate limits, ETags, fault injection, recording."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from bot.sandbox import graphql_api, rest_api, rtd_api
+from bot.sandbox.world import API, RTD_API, Answer, Call, World
+
+GITHUB_PREFIX = "/api/v3"
+GRAPHQL_PATH = "/api/graphql"
+RTD_PREFIX = "/rtd/api/v3"
+CONTROL_PREFIX = "/_sandbox/"
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One request the sandbox received (path relative to the service root) and its status."""
+
+    service: str
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]
+    body: bytes
+    status: int
+    graphql_cost: int | None = None
+    graphql_operation: str | None = None
+    route: str = ""
+    at: float = 0.0
+
+
+@dataclass
+class _Rule:
+    method: str | None
+    path: re.Pattern[str]
+    status: int
+    times: int
+    body: bytes | None
+    headers: dict[str, str]
+    apply: bool
+    delay_s: float
+
+
+@dataclass
+class _Bucket:
+    limit: int
+    remaining: int
+    reset: float
+    used: int = 0
+
+    def refresh(self, now: float) -> None:
+        if now >= self.reset:
+            self.remaining, self.used, self.reset = self.limit, 0, now + 3600
+
+    def headers(self, resource: str) -> dict[str, str]:
+        return {
+            "x-ratelimit-limit": str(self.limit),
+            "x-ratelimit-remaining": str(self.remaining),
+            "x-ratelimit-reset": str(int(self.reset)),
+            "x-ratelimit-used": str(self.used),
+            "x-ratelimit-resource": resource,
+        }
+
+
+@dataclass
+class _Stats:
+    by_route: Counter[str] = field(default_factory=Counter)
+    graphql_points: int = 0
+    writes: int = 0
+    writes_per_minute: Counter[str] = field(default_factory=Counter)
+    requests: int = 0
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], sandbox: Sandbox) -> None:
+        super().__init__(address, _Handler)
+        self.sandbox = sandbox
+
+
+class Sandbox:
+    """A fake GitHub (REST + GraphQL) and Read the Docs API v3 on 127.0.0.1, serving a World."""
+
+    def __init__(
+        self, world: World, *, latency_ms: float = 0, host: str = "127.0.0.1", port: int = 0
+    ) -> None:
+        """Bind the server (not yet serving); `latency_ms` is slept before every answer."""
+        self.world = world
+        self.latency_ms = latency_ms
+        self._lock = threading.Lock()
+        self._requests: list[Recorded] = []
+        self._rules: list[_Rule] = []
+        now = time.time()
+        self._buckets = {
+            "core": _Bucket(5000, 5000, now + 3600),
+            "graphql": _Bucket(5000, 5000, now + 3600),
+        }
+        self._stats = _Stats()
+        self._http = _HTTPServer((host, port), self)
+        self._thread: threading.Thread | None = None
+        bound_host, bound_port = self._http.server_address[:2]
+        self.base_url = f"http://{bound_host!s}:{bound_port}"
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> Sandbox:
+        """Serve in a daemon thread."""
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._http.serve_forever, name="sandbox", daemon=True
+            )
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the socket."""
+        if self._thread is not None:
+            self._http.shutdown()
+            self._thread.join(timeout=5)
+            self._thread = None
+        self._http.server_close()
+
+    def serve_forever(self) -> None:
+        """Serve in the calling thread until shutdown() is called from elsewhere."""
+        self._http.serve_forever()
+
+    def shutdown(self) -> None:
+        """Stop serve_forever() (from another thread or a signal handler thread)."""
+        self._http.shutdown()
+
+    def __enter__(self) -> Sandbox:
+        """Start serving."""
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Stop serving."""
+        self.stop()
+
+    # -- addresses -------------------------------------------------------------------------
+
+    @property
+    def github_url(self) -> str:
+        """REST base URL (GitHub Enterprise layout): http://127.0.0.1:PORT/api/v3."""
+        return self.base_url + GITHUB_PREFIX
+
+    @property
+    def graphql_url(self) -> str:
+        """GraphQL endpoint: http://127.0.0.1:PORT/api/graphql."""
+        return self.base_url + GRAPHQL_PATH
+
+    @property
+    def rtd_url(self) -> str:
+        """RTD API v3 base URL: http://127.0.0.1:PORT/rtd/api/v3."""
+        return self.base_url + RTD_PREFIX
+
+    # -- recording, faults, limits ---------------------------------------------------------
+
+    @property
+    def requests(self) -> list[Recorded]:
+        """A copy of every request recorded so far (control API excluded)."""
+        with self._lock:
+            return list(self._requests)
+
+    def clear_requests(self) -> None:
+        """Forget recorded requests."""
+        with self._lock:
+            self._requests.clear()
+
+    def fail(
+        self,
+        method: str | None,
+        path: str,
+        status: int = 502,
+        *,
+        times: int = 1,
+        body: bytes | str | dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+        apply: bool = False,
+        delay_s: float = 0.0,
+    ) -> None:
+        """Answer matching requests (path regex, fullmatch, no query) with `status`.
+
+        The path may be given relative to the service root (/repos/...) or in full
+        (/api/v3/repos/...); `times=-1` fails forever; `apply=True` performs the real
+        operation first; `delay_s` sleeps before answering.
+        """
+        raw: bytes | None
+        if isinstance(body, dict):
+            raw = json.dumps(body).encode()
+        elif isinstance(body, str):
+            raw = body.encode()
+        else:
+            raw = body
+        rule = _Rule(
+            method.upper() if method else None,
+            re.compile(path),
+            status,
+            times,
+            raw,
+            dict(headers or {}),
+            apply,
+            delay_s,
+        )
+        with self._lock:
+            self._rules.append(rule)
+
+    def clear_failures(self) -> None:
+        """Drop every fault rule."""
+        with self._lock:
+            self._rules.clear()
+
+    def set_rate_limit(
+        self,
+        resource: str,
+        *,
+        limit: int = 5000,
+        remaining: int | None = None,
+        reset_in_s: float = 3600,
+    ) -> None:
+        """Set the primary rate limit of "core" or "graphql"."""
+        if resource not in self._buckets:
+            raise ValueError(f"unknown rate-limit resource {resource!r}")
+        left = limit if remaining is None else remaining
+        with self._lock:
+            self._buckets[resource] = _Bucket(limit, left, time.time() + reset_in_s, limit - left)
+
+    def rate_limit(self, resource: str) -> dict[str, int]:
+        """The current state of one rate-limit resource."""
+        with self._lock:
+            bucket = self._buckets[resource]
+            bucket.refresh(time.time())
+            return {
+                "limit": bucket.limit,
+                "remaining": bucket.remaining,
+                "reset": int(bucket.reset),
+                "used": bucket.used,
+            }
+
+    def stats(self) -> dict[str, Any]:
+        """Counts of requests by service/method/route, GraphQL points, writes (also per minute)."""
+        with self._lock:
+            s = self._stats
+            return {
+                "requests": s.requests,
+                "by_route": dict(sorted(s.by_route.items())),
+                "graphql_points": s.graphql_points,
+                "writes": s.writes,
+                "writes_per_minute": dict(sorted(s.writes_per_minute.items())),
+                "rate_limit": {
+                    name: {"limit": b.limit, "remaining": b.remaining, "used": b.used}
+                    for name, b in self._buckets.items()
+                },
+            }
+
+    def reset_stats(self) -> None:
+        """Zero the statistics (recorded requests are kept)."""
+        with self._lock:
+            self._stats = _Stats()
+
+    # -- internals used by the handler -----------------------------------------------------
+
+    def _take_rule(self, method: str, paths: tuple[str, ...]) -> _Rule | None:
+        with self._lock:
+            for rule in self._rules:
+                if rule.method not in (None, method):
+                    continue
+                if not any(rule.path.fullmatch(p) for p in paths):
+                    continue
+                if rule.times > 0:
+                    rule.times -= 1
+                    if rule.times == 0:
+                        self._rules.remove(rule)
+                return rule
+        return None
+
+    def _bucket_blocked(self, resource: str) -> dict[str, str] | None:
+        with self._lock:
+            bucket = self._buckets[resource]
+            bucket.refresh(time.time())
+            if bucket.remaining <= 0:
+                return bucket.headers(resource)
+            return None
+
+    def _charge(self, resource: str, points: int) -> dict[str, str]:
+        with self._lock:
+            bucket = self._buckets[resource]
+            bucket.refresh(time.time())
+            bucket.remaining = max(0, bucket.remaining - points)
+            bucket.used += points
+            if resource == "graphql":
+                self._stats.graphql_points += points
+            return bucket.headers(resource)
+
+    def _peek(self, resource: str) -> dict[str, str]:
+        with self._lock:
+            bucket = self._buckets[resource]
+            bucket.refresh(time.time())
+            return bucket.headers(resource)
+
+    def _graphql_charge(self, points: int) -> dict[str, Any]:
+        headers = self._charge("graphql", points)
+        return {
+            "limit": int(headers["x-ratelimit-limit"]),
+            "remaining": int(headers["x-ratelimit-remaining"]),
+            "used": int(headers["x-ratelimit-used"]),
+            "resetAt": graphql_api.reset_at(float(headers["x-ratelimit-reset"])),
+        }
+
+    def _record(self, rec: Recorded, *, write: bool) -> None:
+        with self._lock:
+            self._requests.append(rec)
+            s = self._stats
+            s.requests += 1
+            s.by_route[f"{rec.service} {rec.method} {rec.route}"] += 1
+            if write:
+                s.writes += 1
+                minute = datetime.fromtimestamp(rec.at, UTC).strftime("%Y-%m-%dT%H:%MZ")
+                s.writes_per_minute[minute] += 1
+
+    def _rate_limit_json(self) -> dict[str, Any]:
+        with self._lock:
+            now = time.time()
+            resources = {}
+            for name, bucket in self._buckets.items():
+                bucket.refresh(now)
+                resources[name] = {
+                    "limit": bucket.limit,
+                    "used": bucket.used,
+                    "remaining": bucket.remaining,
+                    "reset": int(bucket.reset),
+                }
+            resources["search"] = {"limit": 30, "used": 0, "remaining": 30, "reset": int(now) + 60}
+            return {"resources": resources, "rate": resources["core"]}
+
+
+@dataclass
+class _Reply:
+    status: int
+    body: bytes
+    headers: dict[str, str]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "ci-status-bot-sandbox"
+    server: _HTTPServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Stay quiet."""
+
+    def do_GET(self) -> None:
+        """Serve GET."""
+        self._serve()
+
+    def do_POST(self) -> None:
+        """Serve POST."""
+        self._serve()
+
+    def do_PATCH(self) -> None:
+        """Serve PATCH."""
+        self._serve()
+
+    def do_PUT(self) -> None:
+        """Serve PUT."""
+        self._serve()
+
+    def do_DELETE(self) -> None:
+        """Serve DELETE."""
+        self._serve()
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    def _serve(self) -> None:
+        sandbox = self.server.sandbox
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        split = urlsplit(self.path)
+        path, query = split.path, parse_qs(split.query, keep_blank_values=True)
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        started = time.time()
+        if path.startswith(CONTROL_PREFIX):
+            reply = _control(sandbox, self.command, path, body)
+            self._write(reply)
+            return
+        if path.startswith(RTD_PREFIX + "/"):
+            service, rel = "rtd", path[len(RTD_PREFIX) :]
+        elif path == GRAPHQL_PATH:
+            service, rel = "github", "/graphql"
+        elif path.startswith(GITHUB_PREFIX + "/") or path == GITHUB_PREFIX:
+            service, rel = "github", path[len(GITHUB_PREFIX) :] or "/"
+        else:
+            service, rel = "github", path
+        call = Call(
+            world=sandbox.world,
+            method=self.command,
+            path=rel,
+            query=query,
+            headers=headers,
+            body=body,
+            github_url=sandbox.github_url,
+            rtd_url=sandbox.rtd_url,
+        )
+        if service == "rtd":
+            reply, rule, kind, answer = self._rtd(sandbox, call, path)
+        else:
+            reply, rule, kind, answer = self._github(sandbox, call, path)
+        write = (
+            service == "github"
+            and self.command in ("POST", "PATCH", "PUT", "DELETE")
+            and (
+                kind != "graphql" or (answer is not None and answer.graphql_operation == "mutation")
+            )
+            and kind != "access_tokens"
+        )
+        sandbox._record(
+            Recorded(
+                service=service,
+                method=self.command,
+                path=rel,
+                query=query,
+                headers=headers,
+                body=body,
+                status=reply.status,
+                graphql_cost=answer.graphql_cost if answer else None,
+                graphql_operation=answer.graphql_operation if answer else None,
+                route=kind,
+                at=started,
+            ),
+            write=write,
+        )
+        if rule is not None and rule.delay_s > 0:
+            time.sleep(rule.delay_s)
+        if sandbox.latency_ms > 0:
+            time.sleep(sandbox.latency_ms / 1000)
+        self._write(reply)
+
+    def _write(self, reply: _Reply) -> None:
+        try:
+            self.send_response(reply.status)
+            for key, value in reply.headers.items():
+                self.send_header(key, value)
+            if reply.status not in (204, 304):
+                self.send_header("Content-Length", str(len(reply.body)))
+            self.end_headers()
+            if reply.status not in (204, 304) and self.command != "HEAD":
+                self.wfile.write(reply.body)
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+    # -- GitHub ----------------------------------------------------------------------------
+
+    def _github(
+        self, sandbox: Sandbox, call: Call, full_path: str
+    ) -> tuple[_Reply, _Rule | None, str, Answer | None]:
+        world = sandbox.world
+        if call.path == "/graphql":
+            kind, auth, resource = "graphql", "token", "graphql"
+            found: tuple[rest_api.Route, dict[str, str]] | None = None
+        else:
+            found = rest_api.match(world, call.method, call.path)
+            kind = found[0].kind if found else "unknown"
+            auth = found[0].auth if found else "token"
+            resource = "core"
+        problem = self._authenticate(world, call, auth)
+        if problem is not None:
+            return (
+                self._github_reply(sandbox, call, problem, resource, charged=False),
+                None,
+                kind,
+                problem,
+            )
+        if kind != "rate_limit":
+            blocked = sandbox._bucket_blocked(resource)
+            if blocked is not None:
+                ip = self.client_address[0]
+                reply = _Reply(
+                    403,
+                    json.dumps({"message": f"API Rate Limit Exceeded for {ip}"}).encode(),
+                    {**_github_headers(), **blocked},
+                )
+                return reply, None, kind, None
+        rule = sandbox._take_rule(call.method, (call.path, full_path))
+        if rule is not None and not rule.apply:
+            answer = _fault_answer(rule, "github")
+        elif call.path == "/graphql":
+            answer = self._graphql(sandbox, call)
+        elif found is None:
+            answer = rest_api.not_found()
+        elif kind == "rate_limit":
+            answer = Answer(200, sandbox._rate_limit_json(), charge=False)
+        else:
+            with world.lock:
+                answer = found[0].handler(call, found[1])
+        if rule is not None and rule.apply:
+            answer = _fault_answer(rule, "github")
+        reply = self._github_reply(sandbox, call, answer, resource, charged=answer.charge)
+        return reply, rule, kind, answer
+
+    def _authenticate(self, world: World, call: Call, auth: str) -> Answer | None:
+        scheme, _, token = call.headers.get("authorization", "").partition(" ")
+        scheme, token = scheme.lower(), token.strip()
+        if auth == "jwt":
+            slug = _jwt_app(world, token) if scheme == "bearer" else None
+            if slug is None:
+                return rest_api.error(401, "A JSON web token could not be decoded")
+            call.login, call.token = slug, token
+            return None
+        if scheme not in ("token", "bearer") or not token:
+            return rest_api.error(401, "Requires authentication")
+        login = world.login_for(token)
+        if login is None:
+            return rest_api.error(401, "Bad credentials")
+        call.login, call.token = login, token
+        return None
+
+    def _graphql(self, sandbox: Sandbox, call: Call) -> Answer:
+        if call.method != "POST":
+            return rest_api.not_found()
+        try:
+            body = json.loads(call.body or b"null")
+        except ValueError:
+            return Answer(
+                400,
+                {
+                    "message": "Problems parsing JSON",
+                    "documentation_url": "https://docs.github.com/graphql",
+                },
+            )
+        assert call.login is not None
+        outcome = graphql_api.run_query(
+            sandbox.world, body, login=call.login, charge=sandbox._graphql_charge
+        )
+        return Answer(
+            200,
+            outcome.payload,
+            graphql_cost=outcome.cost,
+            graphql_operation=outcome.operation,
+            charge=False,  # run_query charged the points itself
+        )
+
+    def _github_reply(
+        self, sandbox: Sandbox, call: Call, answer: Answer, resource: str, *, charged: bool
+    ) -> _Reply:
+        headers = {**_github_headers(), **answer.headers}
+        body = answer.raw if answer.raw is not None else _dump(answer.payload, call)
+        status = answer.status
+        if call.method == "GET" and status == 200:
+            digest = hashlib.sha256((call.login or "").encode() + b"\0" + body).hexdigest()
+            etag = f'W/"{digest}"'
+            headers["ETag"] = etag
+            headers["Cache-Control"] = "private, max-age=60, s-maxage=60"
+            if _etag_matches(call.headers.get("if-none-match"), digest):
+                headers.update(sandbox._peek(resource))
+                return _Reply(304, b"", headers)
+        if charged and status not in (401,):
+            headers.update(sandbox._charge(resource, 1))
+        else:
+            headers.update(sandbox._peek(resource))
+        if status in (204, 304):
+            body = b""
+        return _Reply(status, body, headers)
+
+    # -- RTD -------------------------------------------------------------------------------
+
+    def _rtd(
+        self, sandbox: Sandbox, call: Call, full_path: str
+    ) -> tuple[_Reply, _Rule | None, str, Answer | None]:
+        kind = rtd_api.route_kind(call.method, call.path)
+        rule = sandbox._take_rule(call.method, (call.path, full_path))
+        if rule is not None and not rule.apply:
+            answer = _fault_answer(rule, "rtd")
+        else:
+            answer = rtd_api.handle(call)
+            if rule is not None:
+                answer = _fault_answer(rule, "rtd")
+        body = answer.raw if answer.raw is not None else _dump(answer.payload, call)
+        headers = {
+            "Content-Type": "application/json",
+            "Allow": "GET, HEAD, OPTIONS",
+            "Vary": "Accept, Authorization",
+        }
+        headers.update(answer.headers)
+        return _Reply(answer.status, body, headers), rule, kind, answer
+
+
+def _github_headers() -> dict[str, str]:
+    return {
+        "Content-Type": "application/json; charset=utf-8",
+        "X-GitHub-Media-Type": "github.v3; format=json",
+        "x-github-api-version-selected": "2022-11-28",
+        "X-GitHub-Request-Id": base64.b16encode(
+            hashlib.sha1(str(time.time_ns()).encode()).digest()[:8]
+        ).decode(),
+        "Access-Control-Expose-Headers": "ETag, Link, Location, Retry-After, X-GitHub-OTP, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Used, X-RateLimit-Resource, X-RateLimit-Reset",
+    }
+
+
+def _dump(payload: Any, call: Call) -> bytes:
+    if payload is None:
+        return b""
+    text = json.dumps(payload, separators=(",", ":"))
+    text = text.replace(API + "/", call.github_url + "/").replace(RTD_API + "/", call.rtd_url + "/")
+    return text.encode()
+
+
+def _etag_matches(header: str | None, digest: str) -> bool:
+    if not header:
+        return False
+    tags = [t.strip() for t in header.split(",")]
+    return "*" in tags or any(t.removeprefix("W/").strip('"') == digest for t in tags)
+
+
+def _jwt_app(world: World, token: str) -> str | None:
+    parts = token.split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        padded = parts[1] + "=" * (-len(parts[1]) % 4)
+        claims = json.loads(base64.urlsafe_b64decode(padded))
+        issuer = str(claims.get("iss"))
+    except (ValueError, AttributeError):
+        issuer = ""
+    with world.lock:
+        for app in world.apps.values():
+            if str(app.app_id) == issuer:
+                return app.slug
+        if len(world.apps) == 1:
+            return next(iter(world.apps))
+    return None
+
+
+def _fault_answer(rule: _Rule, service: str) -> Answer:
+    phrase = (
+        HTTPStatus(rule.status).phrase if rule.status in HTTPStatus._value2member_map_ else "Error"
+    )
+    if rule.body is not None:
+        raw = rule.body
+    elif service == "rtd":
+        raw = json.dumps({"detail": phrase}).encode()
+    else:
+        raw = json.dumps(
+            {
+                "message": phrase,
+                "documentation_url": "https://docs.github.com/rest",
+                "status": str(rule.status),
+            }
+        ).encode()
+    return Answer(rule.status, raw=raw, headers=dict(rule.headers))
+
+
+def _control(sandbox: Sandbox, method: str, path: str, body: bytes) -> _Reply:
+    from bot.sandbox import seeds
+
+    def reply(status: int, payload: Any) -> _Reply:
+        return _Reply(status, json.dumps(payload).encode(), {"Content-Type": "application/json"})
+
+    if method == "GET" and path == "/_sandbox/stats":
+        return reply(200, sandbox.stats())
+    if method == "POST" and path == "/_sandbox/reset-stats":
+        sandbox.reset_stats()
+        return reply(200, {"ok": True})
+    if method == "POST" and path == "/_sandbox/change":
+        try:
+            args = json.loads(body or b"{}")
+            changed = seeds.change_heads(
+                sandbox.world, float(args.get("fraction", 0.05)), rng_seed=int(args.get("seed", 0))
+            )
+        except (ValueError, TypeError) as exc:
+            return reply(400, {"error": str(exc)})
+        return reply(200, {"changed": changed})
+    return reply(404, {"error": "unknown control endpoint"})
