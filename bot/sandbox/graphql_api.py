@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import importlib.resources
+import json
 import math
 import threading
 from collections.abc import Callable, Sequence
@@ -14,6 +15,17 @@ from typing import Any, TypeVar
 
 from graphql import (
     DocumentNode,
+    ExecutionResult,
+    GraphQLList,
+    GraphQLNonNull,
+    GraphQLUnionType,
+    Undefined,
+    VariableNode,
+    coerce_input_value,
+    is_input_type,
+    is_leaf_type,
+    type_from_ast,
+    value_from_ast,
     FieldNode,
     FragmentDefinitionNode,
     FragmentSpreadNode,
@@ -101,6 +113,23 @@ def operation_of(document: DocumentNode, name: str | None) -> OperationDefinitio
     return ops[0] if len(ops) == 1 else None
 
 
+def sniff_operation(body: bytes) -> str:
+    """"query", "mutation" or "subscription": what a GraphQL request body asks for."""
+    try:
+        data = json.loads(body or b"null")
+    except ValueError:
+        return "query"
+    if not isinstance(data, dict) or not isinstance(data.get("query"), str):
+        return "query"
+    prepared = prepare(data["query"])
+    if not isinstance(prepared, tuple):
+        operation = operation_of(prepared, data.get("operationName"))
+        if operation is not None:
+            return operation.operation.value
+    head = data["query"].lstrip()
+    return next((kind for kind in ("mutation", "subscription") if head.startswith(kind)), "query")
+
+
 # -- cost ---------------------------------------------------------------------------------------
 
 
@@ -134,7 +163,7 @@ def query_cost(
 
 
 def _page_size(node: FieldNode, variables: dict[str, Any]) -> int | None:
-    for arg in node.arguments:
+    for arg in node.arguments or ():
         if arg.name.value in ("first", "last"):
             value = value_from_ast_untyped(arg.value, variables)
             if isinstance(value, int):
@@ -332,7 +361,7 @@ class Objects:
             loc = node.loc.source.get_location(node.loc.start) if node.loc else None
             entry: JSON = {
                 "type": "NOT_FOUND",
-                "path": info.path.as_list(),
+                "path": list(info.path) if isinstance(info, Info) else info.path.as_list(),
                 "message": f"Could not resolve to a Repository with the name '{owner}/{name}'.",
             }
             if loc is not None:
@@ -637,26 +666,251 @@ def run_query(
         return Outcome(
             {"errors": [{"type": "MAX_NODE_LIMIT_EXCEEDED", "message": message}]}, 1, kind
         )
+    variables, problems = coerce_variables(operation, variables)
+    if problems:
+        charge(1)
+        return Outcome({"errors": problems}, 1, kind)
     rate = charge(cost.points)
     rate = {**rate, "cost": cost.points, "nodeCount": cost.nodes, "__typename": "RateLimit"}
     ctx = Context(world=world, login=login, rate=rate)
     with world.lock:
-        result = execute(
-            schema(),
-            prepared,
-            root_value=Objects(ctx).root(),
-            context_value=ctx,
-            variable_values=variables,
-            operation_name=body.get("operationName"),
-        )
-    assert not hasattr(result, "__await__")
-    payload: JSON = {"data": result.data}  # type: ignore[union-attr]
-    errors = ctx.errors + [_format(e) for e in (result.errors or [])]  # type: ignore[union-attr]
-    if errors:
-        payload["errors"] = errors
+        root = Objects(ctx).root()
+        if "__schema" in body["query"] or "__type(" in body["query"]:
+            payload = _execute_core(prepared, root, ctx, variables, body.get("operationName"))
+        else:
+            payload = Executor(prepared, variables, ctx).run(operation, root)
     return Outcome(payload, cost.points, kind)
 
 
 def reset_at(epoch: float) -> str:
     """An epoch as GraphQL DateTime."""
     return iso(datetime.fromtimestamp(epoch, UTC)) or ""
+
+
+def _execute_core(
+    document: DocumentNode, root: JSON, ctx: Context, variables: dict[str, Any], name: str | None
+) -> JSON:
+    """graphql-core's own executor (slow; used for introspection queries)."""
+    result = execute(
+        schema(),
+        document,
+        root_value=root,
+        context_value=ctx,
+        variable_values=variables,
+        operation_name=name,
+    )
+    if not isinstance(result, ExecutionResult):
+        raise TypeError("asynchronous execution is not supported")
+    payload: JSON = {"data": result.data}
+    errors = ctx.errors + [_format(e) for e in (result.errors or [])]
+    if errors:
+        payload["errors"] = errors
+    return payload
+
+
+def coerce_variables(
+    operation: OperationDefinitionNode, raw: Any
+) -> tuple[dict[str, Any], list[JSON]]:
+    """Variables coerced to their declared types (defaults applied), or error entries."""
+    sch = schema()
+    given = raw if isinstance(raw, dict) else {}
+    values: dict[str, Any] = {}
+    errors: list[JSON] = []
+    for definition in operation.variable_definitions or ():
+        name = definition.variable.name.value
+        var_type = type_from_ast(sch, definition.type)
+        if var_type is None or not is_input_type(var_type):
+            continue
+        if name in given:
+            try:
+                value = coerce_input_value(given[name], var_type)
+            except GraphQLError as exc:
+                value, message = Undefined, exc.message
+            else:
+                message = "invalid value"
+            if value is Undefined:
+                errors.append({"message": f"Variable ${name} of type {var_type} was provided invalid value ({message})"})
+                continue
+            values[name] = value
+        elif definition.default_value is not None:
+            values[name] = value_from_ast(definition.default_value, var_type)
+        elif isinstance(var_type, GraphQLNonNull):
+            errors.append({"message": f"Variable ${name} of required type {var_type} was not provided."})
+    return values, errors
+
+
+_PLAIN = (str, int, bool, float)
+
+
+@dataclass
+class Info:
+    """The little a resolver here may ask about where it runs."""
+
+    field_nodes: list[FieldNode]
+    path: tuple[str | int, ...]
+
+    @property
+    def field_name(self) -> str:
+        """The field being resolved."""
+        return self.field_nodes[0].name.value
+
+    def path_list(self) -> list[str | int]:
+        """The response path."""
+        return list(self.path)
+
+
+class Executor:
+    """A small, fast executor for validated queries over dict sources (callables get args)."""
+
+    def __init__(self, document: DocumentNode, variables: dict[str, Any], ctx: Context) -> None:
+        """Bind one request."""
+        self.schema = schema()
+        self.variables = variables
+        self.ctx = ctx
+        self.fragments = {
+            d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)
+        }
+        self._collected: dict[tuple[str, tuple[int, ...]], list[tuple[str, list[FieldNode]]]] = {}
+        self._args: dict[int, dict[str, Any]] = {}
+        self.errors: list[JSON] = []
+
+    def run(self, operation: OperationDefinitionNode, root: JSON) -> JSON:
+        """Execute the operation; the response payload."""
+        query_type = self.schema.query_type
+        assert query_type is not None
+        data = self._object(query_type, root, (operation.selection_set,), ())
+        payload: JSON = {"data": data}
+        errors = self.ctx.errors + self.errors
+        if errors:
+            payload["errors"] = errors
+        return payload
+
+    def _object(
+        self,
+        runtime: GraphQLObjectType,
+        source: JSON,
+        sets: tuple[SelectionSetNode, ...],
+        path: tuple[str | int, ...],
+    ) -> JSON:
+        out: JSON = {}
+        for key, nodes in self._collect(runtime, sets):
+            name = nodes[0].name.value
+            if name == "__typename":
+                out[key] = runtime.name
+                continue
+            field_def = runtime.fields[name]
+            value = source.get(name)
+            if callable(value):
+                value = value(Info(nodes, (*path, key)), **self._arguments(field_def, nodes[0]))
+            if value is None:
+                if isinstance(field_def.type, GraphQLNonNull):
+                    self.errors.append(
+                        {
+                            "message": f"Cannot return null for non-nullable field {runtime.name}.{name}.",
+                            "path": [*path, key],
+                        }
+                    )
+                out[key] = None
+            elif isinstance(value, _PLAIN):
+                out[key] = value
+            else:
+                out[key] = self._complete(field_def.type, value, nodes, (*path, key))
+        return out
+
+    def _complete(
+        self, type_: Any, value: Any, nodes: list[FieldNode], path: tuple[str | int, ...]
+    ) -> Any:
+        if value is None:
+            return None
+        while isinstance(type_, GraphQLNonNull):
+            type_ = type_.of_type
+        if isinstance(type_, GraphQLList):
+            item_type = type_.of_type
+            return [self._complete(item_type, v, nodes, (*path, i)) for i, v in enumerate(value)]
+        if is_leaf_type(type_):
+            return value
+        if isinstance(type_, GraphQLObjectType):
+            runtime = type_
+        else:
+            found = self.schema.get_type(value.get("__typename", ""))
+            if not isinstance(found, GraphQLObjectType):
+                raise TypeError(f"no __typename for a value of abstract type {type_}")
+            runtime = found
+        sets = tuple(n.selection_set for n in nodes if n.selection_set is not None)
+        return self._object(runtime, value, sets, path)
+
+    def _collect(
+        self, runtime: GraphQLObjectType, sets: tuple[SelectionSetNode, ...]
+    ) -> list[tuple[str, list[FieldNode]]]:
+        key = (runtime.name, tuple(id(s) for s in sets))
+        cached = self._collected.get(key)
+        if cached is not None:
+            return cached
+        groups: dict[str, list[FieldNode]] = {}
+        visited: set[str] = set()
+
+        def visit(selection_set: SelectionSetNode) -> None:
+            for sel in selection_set.selections:
+                if not self._included(sel):
+                    continue
+                if isinstance(sel, FieldNode):
+                    groups.setdefault((sel.alias or sel.name).value, []).append(sel)
+                elif isinstance(sel, InlineFragmentNode):
+                    if sel.type_condition is None or self._applies(sel.type_condition.name.value, runtime):
+                        visit(sel.selection_set)
+                elif isinstance(sel, FragmentSpreadNode):
+                    frag = self.fragments.get(sel.name.value)
+                    if frag is None or sel.name.value in visited:
+                        continue
+                    visited.add(sel.name.value)
+                    if self._applies(frag.type_condition.name.value, runtime):
+                        visit(frag.selection_set)
+
+        for selection_set in sets:
+            visit(selection_set)
+        result = list(groups.items())
+        self._collected[key] = result
+        return result
+
+    def _applies(self, condition: str, runtime: GraphQLObjectType) -> bool:
+        if condition == runtime.name:
+            return True
+        target = self.schema.get_type(condition)
+        return isinstance(target, GraphQLInterfaceType | GraphQLUnionType) and self.schema.is_sub_type(
+            target, runtime
+        )
+
+    def _included(self, node: Any) -> bool:
+        for directive in node.directives or ():
+            name = directive.name.value
+            if name not in ("skip", "include"):
+                continue
+            flag = next(
+                (
+                    value_from_ast_untyped(a.value, self.variables)
+                    for a in directive.arguments or ()
+                    if a.name.value == "if"
+                ),
+                False,
+            )
+            if (name == "skip" and flag) or (name == "include" and not flag):
+                return False
+        return True
+
+    def _arguments(self, field_def: Any, node: FieldNode) -> dict[str, Any]:
+        cached = self._args.get(id(node))
+        if cached is not None:
+            return cached
+        args: dict[str, Any] = {}
+        for arg in node.arguments or ():
+            name = arg.name.value
+            definition = field_def.args.get(name)
+            if definition is None:
+                continue
+            if isinstance(arg.value, VariableNode):
+                if arg.value.name.value in self.variables:
+                    args[name] = self.variables[arg.value.name.value]
+            else:
+                args[name] = value_from_ast(arg.value, definition.type, self.variables)
+        self._args[id(node)] = args
+        return args

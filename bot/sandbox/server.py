@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import logging
 import re
 import threading
 import time
@@ -19,6 +20,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from bot.sandbox import graphql_api, rest_api, rtd_api
 from bot.sandbox.world import API, RTD_API, Answer, Call, World
+
+logger = logging.getLogger(__name__)
 
 GITHUB_PREFIX = "/api/v3"
 GRAPHQL_PATH = "/api/graphql"
@@ -421,16 +424,20 @@ class _Handler(BaseHTTPRequestHandler):
             github_url=sandbox.github_url,
             rtd_url=sandbox.rtd_url,
         )
-        if service == "rtd":
-            reply, rule, kind, answer = self._rtd(sandbox, call, path)
-        else:
-            reply, rule, kind, answer = self._github(sandbox, call, path)
+        try:
+            if service == "rtd":
+                reply, rule, kind, answer = self._rtd(sandbox, call, path)
+            else:
+                reply, rule, kind, answer = self._github(sandbox, call, path)
+        except Exception as exc:  # noqa: BLE001 - a sandbox bug must answer, not hang the client
+            logger.exception("sandbox failed on %s %s", self.command, self.path)
+            payload = {"message": f"sandbox error: {type(exc).__name__}: {exc}"}
+            reply, rule, kind, answer = _Reply(500, json.dumps(payload).encode(), {}), None, "error", None
+        operation = graphql_api.sniff_operation(body) if rel == "/graphql" else None
         write = (
             service == "github"
             and self.command in ("POST", "PATCH", "PUT", "DELETE")
-            and (
-                kind != "graphql" or (answer is not None and answer.graphql_operation == "mutation")
-            )
+            and operation in (None, "mutation")
             and kind != "access_tokens"
         )
         sandbox._record(
@@ -443,7 +450,7 @@ class _Handler(BaseHTTPRequestHandler):
                 body=body,
                 status=reply.status,
                 graphql_cost=answer.graphql_cost if answer else None,
-                graphql_operation=answer.graphql_operation if answer else None,
+                graphql_operation=operation,
                 route=kind,
                 at=started,
             ),

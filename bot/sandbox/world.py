@@ -58,7 +58,10 @@ def rtd_iso(value: datetime | None) -> str | None:
     """Format an aware datetime the way RTD API v3 does."""
     if value is None:
         return None
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    value = value.astimezone(UTC)
+    if value.microsecond:
+        return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return value.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def node_id(kind: str, ident: int) -> str:
