@@ -16,32 +16,32 @@ from typing import Any, TypeVar
 from graphql import (
     DocumentNode,
     ExecutionResult,
-    GraphQLList,
-    GraphQLNonNull,
-    GraphQLUnionType,
-    Undefined,
-    VariableNode,
-    coerce_input_value,
-    is_input_type,
-    is_leaf_type,
-    type_from_ast,
-    value_from_ast,
     FieldNode,
     FragmentDefinitionNode,
     FragmentSpreadNode,
     GraphQLError,
     GraphQLInterfaceType,
+    GraphQLList,
+    GraphQLNonNull,
     GraphQLObjectType,
     GraphQLSchema,
     GraphQLSyntaxError,
+    GraphQLUnionType,
     InlineFragmentNode,
     OperationDefinitionNode,
     SelectionSetNode,
+    Undefined,
+    VariableNode,
     build_schema,
+    coerce_input_value,
     execute,
     get_named_type,
+    is_input_type,
+    is_leaf_type,
     parse,
+    type_from_ast,
     validate,
+    value_from_ast,
     value_from_ast_untyped,
 )
 from graphql.type.definition import GraphQLNamedType
@@ -114,7 +114,7 @@ def operation_of(document: DocumentNode, name: str | None) -> OperationDefinitio
 
 
 def sniff_operation(body: bytes) -> str:
-    """"query", "mutation" or "subscription": what a GraphQL request body asks for."""
+    """ "query", "mutation" or "subscription": what a GraphQL request body asks for."""
     try:
         data = json.loads(body or b"null")
     except ValueError:
@@ -220,12 +220,14 @@ def _pagination_error(node: FieldNode, path: tuple[str, ...], size: int | None) 
     if size is None:
         entry: JSON = {
             "type": "MISSING_PAGINATION_BOUNDARIES",
-            "message": f"You must provide a `first` or `last` value to properly paginate the `{name}` connection.",
+            "message": "You must provide a `first` or `last` value to properly paginate "
+            f"the `{name}` connection.",
         }
     else:
         entry = {
             "type": "EXCESSIVE_PAGINATION",
-            "message": f"Requesting {size} records on the `{name}` connection exceeds the `first` limit of {MAX_PAGE} records.",
+            "message": f"Requesting {size} records on the `{name}` connection exceeds "
+            f"the `first` limit of {MAX_PAGE} records.",
         }
     entry["path"] = ["query", *path]
     if loc is not None:
@@ -662,7 +664,10 @@ def run_query(
         return Outcome({"errors": cost.errors}, 1, kind)
     if cost.nodes > MAX_NODES:
         charge(1)
-        message = f"This query requests up to {cost.nodes:,} possible nodes which exceeds the maximum limit of {MAX_NODES:,}."
+        message = (
+            f"This query requests up to {cost.nodes:,} possible nodes "
+            f"which exceeds the maximum limit of {MAX_NODES:,}."
+        )
         return Outcome(
             {"errors": [{"type": "MAX_NODE_LIMIT_EXCEEDED", "message": message}]}, 1, kind
         )
@@ -729,13 +734,20 @@ def coerce_variables(
             else:
                 message = "invalid value"
             if value is Undefined:
-                errors.append({"message": f"Variable ${name} of type {var_type} was provided invalid value ({message})"})
+                errors.append(
+                    {
+                        "message": f"Variable ${name} of type {var_type} "
+                        f"was provided invalid value ({message})"
+                    }
+                )
                 continue
             values[name] = value
         elif definition.default_value is not None:
             values[name] = value_from_ast(definition.default_value, var_type)
         elif isinstance(var_type, GraphQLNonNull):
-            errors.append({"message": f"Variable ${name} of required type {var_type} was not provided."})
+            errors.append(
+                {"message": f"Variable ${name} of required type {var_type} was not provided."}
+            )
     return values, errors
 
 
@@ -806,7 +818,8 @@ class Executor:
                 if isinstance(field_def.type, GraphQLNonNull):
                     self.errors.append(
                         {
-                            "message": f"Cannot return null for non-nullable field {runtime.name}.{name}.",
+                            "message": "Cannot return null for non-nullable field "
+                            f"{runtime.name}.{name}.",
                             "path": [*path, key],
                         }
                     )
@@ -856,7 +869,9 @@ class Executor:
                 if isinstance(sel, FieldNode):
                     groups.setdefault((sel.alias or sel.name).value, []).append(sel)
                 elif isinstance(sel, InlineFragmentNode):
-                    if sel.type_condition is None or self._applies(sel.type_condition.name.value, runtime):
+                    if sel.type_condition is None or self._applies(
+                        sel.type_condition.name.value, runtime
+                    ):
                         visit(sel.selection_set)
                 elif isinstance(sel, FragmentSpreadNode):
                     frag = self.fragments.get(sel.name.value)
@@ -876,9 +891,9 @@ class Executor:
         if condition == runtime.name:
             return True
         target = self.schema.get_type(condition)
-        return isinstance(target, GraphQLInterfaceType | GraphQLUnionType) and self.schema.is_sub_type(
-            target, runtime
-        )
+        return isinstance(
+            target, GraphQLInterfaceType | GraphQLUnionType
+        ) and self.schema.is_sub_type(target, runtime)
 
     def _included(self, node: Any) -> bool:
         for directive in node.directives or ():

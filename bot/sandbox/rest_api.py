@@ -255,7 +255,7 @@ def list_pulls(call: Call, params: dict[str, str]) -> Answer:
     state = call.arg("state", "open")
     pulls = [p for p in rec.pulls.values() if state == "all" or p.state == state]
     sort = call.arg("sort", "created")
-    direction = call.arg("direction", "desc" if sort == "created" else "desc")
+    direction = call.arg("direction", "desc")
     key: Callable[[Any], Any] = {
         "updated": lambda p: (p.updated_at, p.number),
         "popularity": lambda p: p.number,

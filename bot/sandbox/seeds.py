@@ -1,4 +1,4 @@
-"""Ready-made worlds: the demo pull requests (the seed case first) and a large one for benchmarks."""
+"""Ready-made worlds: the demo pull requests (seed case first) and a large one for benchmarks."""
 
 from __future__ import annotations
 
@@ -53,25 +53,40 @@ def _rtd_build_url(slug: str, build_id: int) -> str:
 
 def _green_checks(world: World, repo: str, sha: str, at: datetime) -> list[str]:
     world.add_check_run(
-        repo, sha, name="DCO", app_slug="dco", started_at=at, completed_at=at,
-        title="DCO", summary="All commits are signed off!",
+        repo,
+        sha,
+        name="DCO",
+        app_slug="dco",
+        started_at=at,
+        completed_at=at,
+        title="DCO",
+        summary="All commits are signed off!",
         details_url="https://github.com/dcoapp/app#how-it-works",
-    )  # fmt: skip
+    )
     for offset, py in ((1, "3.11"), (2, "3.12")):
         world.add_check_run(
-            repo, sha, name=f"build-wheel ({py})", app_slug="github-actions", workflow="wheels",
-            started_at=at + timedelta(minutes=offset), completed_at=at + timedelta(minutes=offset + 4),
-        )  # fmt: skip
+            repo,
+            sha,
+            name=f"build-wheel ({py})",
+            app_slug="github-actions",
+            workflow="wheels",
+            started_at=at + timedelta(minutes=offset),
+            completed_at=at + timedelta(minutes=offset + 4),
+        )
     world.add_check_run(
-        repo, sha, name="pre-commit", app_slug="pre-commit-ci",
-        started_at=at + timedelta(minutes=1), completed_at=at + timedelta(minutes=2),
+        repo,
+        sha,
+        name="pre-commit",
+        app_slug="pre-commit-ci",
+        started_at=at + timedelta(minutes=1),
+        completed_at=at + timedelta(minutes=2),
         details_url=f"https://results.pre-commit.ci/run/github/1/{int(at.timestamp())}",
-    )  # fmt: skip
+    )
     return ["DCO", "build-wheel (3.11)", "build-wheel (3.12)", "pre-commit"]
 
 
 def seed_demo(world: World, *, now: datetime | None = None) -> dict[str, Any]:
-    """Seed user ci-status-bot (token sandbox-token), octo/omni with PRs 7430-7434, RTD omni-docs."""
+    """Seed ci-status-bot (token sandbox-token), octo/omni PRs 7430-7434 and RTD omni-docs."""
     now = now or world.now()
     if now.tzinfo is None:
         raise ValueError("now must be an aware datetime")
@@ -87,19 +102,37 @@ def seed_demo(world: World, *, now: datetime | None = None) -> dict[str, Any]:
     # 7430: the seed case - green checks, RTD status pending forever, build cancelled on RTD.
     sha = _sha("omni-7430", "eb46d06")
     world.add_pull(
-        DEMO_REPO, 7430, title="Add the omni resolver", author="alice", head_sha=sha, draft=True,
-        labels=("docs",), created_at=morning - timedelta(hours=3),
-    )  # fmt: skip
+        DEMO_REPO,
+        7430,
+        title="Add the omni resolver",
+        author="alice",
+        head_sha=sha,
+        draft=True,
+        labels=("docs",),
+        created_at=morning - timedelta(hours=3),
+    )
     checks = _green_checks(world, DEMO_REPO, sha, morning - timedelta(minutes=10))
     world.add_status(
-        DEMO_REPO, sha, context=f"docs/readthedocs.org:{DEMO_RTD}", state="pending",
-        description=RTD_PENDING, target_url=_rtd_build_url(DEMO_RTD, 34894885),
-        created_at=morning, creator="read-the-docs-community[bot]",
-    )  # fmt: skip
+        DEMO_REPO,
+        sha,
+        context=f"docs/readthedocs.org:{DEMO_RTD}",
+        state="pending",
+        description=RTD_PENDING,
+        target_url=_rtd_build_url(DEMO_RTD, 34894885),
+        created_at=morning,
+        creator="read-the-docs-community[bot]",
+    )
     world.add_rtd_build(
-        DEMO_RTD, id=34894885, commit=sha, version="7430", state="cancelled", success=False,
-        created=morning, finished=None, duration=0,
-    )  # fmt: skip
+        DEMO_RTD,
+        id=34894885,
+        commit=sha,
+        version="7430",
+        state="cancelled",
+        success=False,
+        created=morning,
+        finished=None,
+        duration=0,
+    )
     world.add_rtd_notification(DEMO_RTD, 34894885, "build:user:cancelled")
     pulls[7430] = {
         "head_sha": sha,
@@ -112,35 +145,70 @@ def seed_demo(world: World, *, now: datetime | None = None) -> dict[str, Any]:
     # 7431: one failing test job.
     sha = _sha("omni-7431")
     at = now - timedelta(minutes=50)
-    world.add_pull(DEMO_REPO, 7431, title="Speed up the parser", author="bob", head_sha=sha,
-                   created_at=now - timedelta(hours=5))  # fmt: skip
+    world.add_pull(
+        DEMO_REPO,
+        7431,
+        title="Speed up the parser",
+        author="bob",
+        head_sha=sha,
+        created_at=now - timedelta(hours=5),
+    )
     world.add_check_run(DEMO_REPO, sha, name="DCO", app_slug="dco", started_at=at, completed_at=at)
     world.add_check_run(
-        DEMO_REPO, sha, name="tests (3.11)", workflow="tests",
-        started_at=at, completed_at=at + timedelta(minutes=7),
-    )  # fmt: skip
+        DEMO_REPO,
+        sha,
+        name="tests (3.11)",
+        workflow="tests",
+        started_at=at,
+        completed_at=at + timedelta(minutes=7),
+    )
     world.add_check_run(
-        DEMO_REPO, sha, name="tests (3.12)", workflow="tests", conclusion="failure",
-        started_at=at, completed_at=at + timedelta(minutes=6),
-        title="1 failed, 812 passed", summary="tests/test_parser.py::test_unicode_escape FAILED",
-    )  # fmt: skip
+        DEMO_REPO,
+        sha,
+        name="tests (3.12)",
+        workflow="tests",
+        conclusion="failure",
+        started_at=at,
+        completed_at=at + timedelta(minutes=6),
+        title="1 failed, 812 passed",
+        summary="tests/test_parser.py::test_unicode_escape FAILED",
+    )
     pulls[7431] = {"head_sha": sha, "case": "tests (3.12) failed", "expected_verdict": "failing"}
 
     # 7432: RTD finished successfully; GitHub still shows the status pending.
     sha = _sha("omni-7432")
     at = now - timedelta(hours=3)
-    world.add_pull(DEMO_REPO, 7432, title="Document the config file", author="carol",
-                   head_sha=sha, labels=("docs",), created_at=now - timedelta(days=1))  # fmt: skip
+    world.add_pull(
+        DEMO_REPO,
+        7432,
+        title="Document the config file",
+        author="carol",
+        head_sha=sha,
+        labels=("docs",),
+        created_at=now - timedelta(days=1),
+    )
     world.add_check_run(DEMO_REPO, sha, name="DCO", app_slug="dco", started_at=at, completed_at=at)
     world.add_status(
-        DEMO_REPO, sha, context=f"docs/readthedocs.org:{DEMO_RTD}", state="pending",
-        description=RTD_PENDING, target_url=_rtd_build_url(DEMO_RTD, 34894990),
-        created_at=at, creator="read-the-docs-community[bot]",
-    )  # fmt: skip
+        DEMO_REPO,
+        sha,
+        context=f"docs/readthedocs.org:{DEMO_RTD}",
+        state="pending",
+        description=RTD_PENDING,
+        target_url=_rtd_build_url(DEMO_RTD, 34894990),
+        created_at=at,
+        creator="read-the-docs-community[bot]",
+    )
     world.add_rtd_build(
-        DEMO_RTD, id=34894990, commit=sha, version="7432", state="finished", success=True,
-        created=at, finished=at + timedelta(minutes=2), duration=118,
-    )  # fmt: skip
+        DEMO_RTD,
+        id=34894990,
+        commit=sha,
+        version="7432",
+        state="finished",
+        success=True,
+        created=at,
+        finished=at + timedelta(minutes=2),
+        duration=118,
+    )
     pulls[7432] = {
         "head_sha": sha,
         "case": "RTD build finished (success) while GitHub still shows pending",
@@ -150,19 +218,38 @@ def seed_demo(world: World, *, now: datetime | None = None) -> dict[str, Any]:
     # 7433: DCO action_required, one offending commit.
     sha = _sha("omni-7433")
     at = now - timedelta(minutes=30)
-    world.add_pull(DEMO_REPO, 7433, title="Fix typo in README", author="dana", head_sha=sha,
-                   created_at=now - timedelta(hours=2))  # fmt: skip
-    world.add_commit(DEMO_REPO, sha, message="Fix typo in README", author_name="Dana Doe",
-                     author_email="dana@example.org", date=at)  # fmt: skip
+    world.add_pull(
+        DEMO_REPO,
+        7433,
+        title="Fix typo in README",
+        author="dana",
+        head_sha=sha,
+        created_at=now - timedelta(hours=2),
+    )
+    world.add_commit(
+        DEMO_REPO,
+        sha,
+        message="Fix typo in README",
+        author_name="Dana Doe",
+        author_email="dana@example.org",
+        date=at,
+    )
     offending = (
         f"Commit sha: [{sha[:7]}](https://github.com/{DEMO_REPO}/pull/7433/commits/{sha}), "
         "Author: Dana Doe, Committer: Dana Doe; The sign-off is missing."
     )
     world.add_check_run(
-        DEMO_REPO, sha, name="DCO", app_slug="dco", conclusion="action_required",
-        started_at=at, completed_at=at, title="DCO", summary=DCO_SUMMARY + offending,
+        DEMO_REPO,
+        sha,
+        name="DCO",
+        app_slug="dco",
+        conclusion="action_required",
+        started_at=at,
+        completed_at=at,
+        title="DCO",
+        summary=DCO_SUMMARY + offending,
         details_url="https://github.com/dcoapp/app#how-it-works",
-    )  # fmt: skip
+    )
     world.add_check_run(
         DEMO_REPO, sha, name="pre-commit", app_slug="pre-commit-ci", started_at=at, completed_at=at
     )
@@ -171,18 +258,36 @@ def seed_demo(world: World, *, now: datetime | None = None) -> dict[str, Any]:
     # 7434: everything green, RTD included.
     sha = _sha("omni-7434")
     at = now - timedelta(hours=1)
-    world.add_pull(DEMO_REPO, 7434, title="Bump version to 2.4.0", author="erin", head_sha=sha,
-                   created_at=now - timedelta(hours=1, minutes=10))  # fmt: skip
+    world.add_pull(
+        DEMO_REPO,
+        7434,
+        title="Bump version to 2.4.0",
+        author="erin",
+        head_sha=sha,
+        created_at=now - timedelta(hours=1, minutes=10),
+    )
     checks = _green_checks(world, DEMO_REPO, sha, at)
     world.add_rtd_build(
-        DEMO_RTD, id=34895012, commit=sha, version="7434", state="finished", success=True,
-        created=at, finished=at + timedelta(minutes=2), duration=101,
-    )  # fmt: skip
+        DEMO_RTD,
+        id=34895012,
+        commit=sha,
+        version="7434",
+        state="finished",
+        success=True,
+        created=at,
+        finished=at + timedelta(minutes=2),
+        duration=101,
+    )
     world.add_status(
-        DEMO_REPO, sha, context=f"docs/readthedocs.org:{DEMO_RTD}", state="success",
-        description=RTD_SUCCESS, target_url=f"https://{DEMO_RTD}--7434.org.readthedocs.build/en/7434/",
-        created_at=at + timedelta(minutes=2), creator="read-the-docs-community[bot]",
-    )  # fmt: skip
+        DEMO_REPO,
+        sha,
+        context=f"docs/readthedocs.org:{DEMO_RTD}",
+        state="success",
+        description=RTD_SUCCESS,
+        target_url=f"https://{DEMO_RTD}--7434.org.readthedocs.build/en/7434/",
+        created_at=at + timedelta(minutes=2),
+        creator="read-the-docs-community[bot]",
+    )
     pulls[7434] = {"head_sha": sha, "case": "all green", "expected_verdict": "passing"}
 
     return {
@@ -211,8 +316,15 @@ def seed_scale(
             number = 1000 + index
             sha = f"{rng.getrandbits(160):040x}"
             created = now - timedelta(hours=rng.randint(1, 24 * 30))
-            world.add_pull(SCALE_REPO, number, title=f"Change {number}", author=f"dev{index % 37}",
-                           head_sha=sha, draft=index % 9 == 0, created_at=created)  # fmt: skip
+            world.add_pull(
+                SCALE_REPO,
+                number,
+                title=f"Change {number}",
+                author=f"dev{index % 37}",
+                head_sha=sha,
+                draft=index % 9 == 0,
+                created_at=created,
+            )
             count = max(checks, 120) if index in big else checks
             _scale_contexts(world, rng, sha, count, now)
             if index % 10 == 0:
@@ -235,24 +347,39 @@ def _scale_contexts(world: World, rng: random.Random, sha: str, count: int, now:
         roll = rng.random()
         at = now - timedelta(minutes=rng.randint(5, 600))
         if k == 0:
-            world.add_check_run_record(SCALE_REPO, sha, name="DCO", app_slug="dco",
-                                       started_at=at, completed_at=at)  # fmt: skip
+            world.add_check_run_record(
+                SCALE_REPO, sha, name="DCO", app_slug="dco", started_at=at, completed_at=at
+            )
             continue
         status, conclusion = "completed", "success"
+        conclusion_or_none: str | None
         if roll < 0.03:
             conclusion = "failure"
         elif roll < 0.06:
-            status, conclusion = "in_progress", None
+            status = "in_progress"
         elif roll < 0.08:
             conclusion = "skipped"
+        conclusion_or_none = None if status == "in_progress" else conclusion
         world.add_check_run_record(
-            SCALE_REPO, sha, name=f"job-{k:03d}", workflow=f"ci-{k % 4}", status=status,
-            conclusion=conclusion, started_at=at, completed_at=at + timedelta(minutes=3),
-        )  # fmt: skip
+            SCALE_REPO,
+            sha,
+            name=f"job-{k:03d}",
+            workflow=f"ci-{k % 4}",
+            status=status,
+            conclusion=conclusion_or_none,
+            started_at=at,
+            completed_at=at + timedelta(minutes=3),
+        )
     for k in range(statuses):
         at = now - timedelta(minutes=rng.randint(5, 600))
-        world.add_status(SCALE_REPO, sha, context=f"ci/external-{k:02d}", state="success",
-                         description="Build finished.", created_at=at)  # fmt: skip
+        world.add_status(
+            SCALE_REPO,
+            sha,
+            context=f"ci/external-{k:02d}",
+            state="success",
+            description="Build finished.",
+            created_at=at,
+        )
 
 
 def _scale_docs(
@@ -263,23 +390,67 @@ def _scale_docs(
     context = f"docs/readthedocs.org:{SCALE_RTD}"
     target = _rtd_build_url(SCALE_RTD, build_id)
     if case == 0:
-        world.add_status(SCALE_REPO, sha, context=context, state="pending", description=RTD_PENDING,
-                         target_url=target, created_at=at)  # fmt: skip
-        world.add_rtd_build(SCALE_RTD, id=build_id, commit=sha, version=str(number),
-                            state="building", success=None, created=at)  # fmt: skip
+        world.add_status(
+            SCALE_REPO,
+            sha,
+            context=context,
+            state="pending",
+            description=RTD_PENDING,
+            target_url=target,
+            created_at=at,
+        )
+        world.add_rtd_build(
+            SCALE_RTD,
+            id=build_id,
+            commit=sha,
+            version=str(number),
+            state="building",
+            success=None,
+            created=at,
+        )
         return "running"
     if case == 1:
-        world.add_status(SCALE_REPO, sha, context=context, state="pending", description=RTD_PENDING,
-                         target_url=target, created_at=at)  # fmt: skip
-        world.add_rtd_build(SCALE_RTD, id=build_id, commit=sha, version=str(number),
-                            state="cancelled", success=False, created=at, duration=0)  # fmt: skip
+        world.add_status(
+            SCALE_REPO,
+            sha,
+            context=context,
+            state="pending",
+            description=RTD_PENDING,
+            target_url=target,
+            created_at=at,
+        )
+        world.add_rtd_build(
+            SCALE_RTD,
+            id=build_id,
+            commit=sha,
+            version=str(number),
+            state="cancelled",
+            success=False,
+            created=at,
+            duration=0,
+        )
         world.add_rtd_notification(SCALE_RTD, build_id, "build:user:cancelled")
         return "cancelled"
-    world.add_rtd_build(SCALE_RTD, id=build_id, commit=sha, version=str(number), state="finished",
-                        success=True, created=at, finished=at + timedelta(minutes=2), duration=120)  # fmt: skip
-    world.add_status(SCALE_REPO, sha, context=context, state="success", description=RTD_SUCCESS,
-                     target_url=f"https://{SCALE_RTD}--{number}.org.readthedocs.build/en/{number}/",
-                     created_at=at + timedelta(minutes=2))  # fmt: skip
+    world.add_rtd_build(
+        SCALE_RTD,
+        id=build_id,
+        commit=sha,
+        version=str(number),
+        state="finished",
+        success=True,
+        created=at,
+        finished=at + timedelta(minutes=2),
+        duration=120,
+    )
+    world.add_status(
+        SCALE_REPO,
+        sha,
+        context=context,
+        state="success",
+        description=RTD_SUCCESS,
+        target_url=f"https://{SCALE_RTD}--{number}.org.readthedocs.build/en/{number}/",
+        created_at=at + timedelta(minutes=2),
+    )
     return "finished"
 
 
@@ -304,18 +475,44 @@ def change_heads(
             runs = world.latest_check_runs(name, pull.head_sha)
             now = world.now()
             if not runs:
-                world.add_status(name, pull.head_sha, context="ci/sandbox-change", state="success",
-                                 description="Changed by the sandbox.", created_at=now)  # fmt: skip
-                changed.append({"repo": name, "number": pull.number, "head_sha": pull.head_sha,
-                                "context": "ci/sandbox-change", "state": "success"})  # fmt: skip
+                world.add_status(
+                    name,
+                    pull.head_sha,
+                    context="ci/sandbox-change",
+                    state="success",
+                    description="Changed by the sandbox.",
+                    created_at=now,
+                )
+                changed.append(
+                    {
+                        "repo": name,
+                        "number": pull.number,
+                        "head_sha": pull.head_sha,
+                        "context": "ci/sandbox-change",
+                        "state": "success",
+                    }
+                )
                 continue
             old = rng.choice(runs)
             new = "failure" if old.conclusion == "success" else "success"
             suite = world.repo(name).suites[old.suite_id]
             world.add_check_run_record(
-                name, pull.head_sha, name=old.name, app_slug=suite.app_slug,
-                workflow=suite.workflow, conclusion=new, started_at=now, completed_at=now,
-            )  # fmt: skip
-            changed.append({"repo": name, "number": pull.number, "head_sha": pull.head_sha,
-                            "context": old.name, "state": new})  # fmt: skip
+                name,
+                pull.head_sha,
+                name=old.name,
+                app_slug=suite.app_slug,
+                workflow=suite.workflow,
+                conclusion=new,
+                started_at=now,
+                completed_at=now,
+            )
+            changed.append(
+                {
+                    "repo": name,
+                    "number": pull.number,
+                    "head_sha": pull.head_sha,
+                    "context": old.name,
+                    "state": new,
+                }
+            )
     return changed

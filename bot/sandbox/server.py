@@ -23,6 +23,10 @@ from bot.sandbox.world import API, RTD_API, Answer, Call, World
 
 logger = logging.getLogger(__name__)
 
+EXPOSED = (
+    "ETag, Link, Location, Retry-After, X-GitHub-OTP, X-RateLimit-Limit, X-RateLimit-Remaining, "
+    "X-RateLimit-Used, X-RateLimit-Resource, X-RateLimit-Reset"
+)
 GITHUB_PREFIX = "/api/v3"
 GRAPHQL_PATH = "/api/graphql"
 RTD_PREFIX = "/rtd/api/v3"
@@ -429,10 +433,15 @@ class _Handler(BaseHTTPRequestHandler):
                 reply, rule, kind, answer = self._rtd(sandbox, call, path)
             else:
                 reply, rule, kind, answer = self._github(sandbox, call, path)
-        except Exception as exc:  # noqa: BLE001 - a sandbox bug must answer, not hang the client
+        except Exception as exc:
             logger.exception("sandbox failed on %s %s", self.command, self.path)
             payload = {"message": f"sandbox error: {type(exc).__name__}: {exc}"}
-            reply, rule, kind, answer = _Reply(500, json.dumps(payload).encode(), {}), None, "error", None
+            reply, rule, kind, answer = (
+                _Reply(500, json.dumps(payload).encode(), {}),
+                None,
+                "error",
+                None,
+            )
         operation = graphql_api.sniff_operation(body) if rel == "/graphql" else None
         write = (
             service == "github"
@@ -620,7 +629,7 @@ def _github_headers() -> dict[str, str]:
         "X-GitHub-Request-Id": base64.b16encode(
             hashlib.sha1(str(time.time_ns()).encode()).digest()[:8]
         ).decode(),
-        "Access-Control-Expose-Headers": "ETag, Link, Location, Retry-After, X-GitHub-OTP, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Used, X-RateLimit-Resource, X-RateLimit-Reset",
+        "Access-Control-Expose-Headers": EXPOSED,
     }
 
 

@@ -580,7 +580,9 @@ class World:
             rec = self.repo(repo)
             self.add_commit(repo, sha)
             suite = self._suite(rec, sha, app_slug, workflow, new_suite)
-            started = started_at or self.now()
+            # A queued run has not started: GitHub gives it no startedAt.
+            waiting = status in {"queued", "waiting", "pending", "requested"}
+            started = started_at or (None if waiting else self.now())
             if status == "completed":
                 completed = completed_at or started
             else:
@@ -812,10 +814,9 @@ class World:
                 raise KeyError(f"unknown RTD build {build_id}")
             header, default_body = RTD_MESSAGES.get(message_id, (message_id, message_id))
             ident = self.next_id("notification")
+            api = f"{RTD_API}/projects/{project}"
             note: JSON = {
-                "_links": {
-                    "_self": f"{RTD_API}/projects/{project}/builds/{build_id}/notifications/{ident}/"
-                },
+                "_links": {"_self": f"{api}/builds/{build_id}/notifications/{ident}/"},
                 "attached_to_content_type": "build",
                 "attached_to_id": build_id,
                 "dismissable": False,
