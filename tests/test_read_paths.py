@@ -11,6 +11,7 @@ from typing import Any
 
 import graphql
 import pytest
+from github.Requester import Requester
 from support import CONTEXT, LOGIN, REPO, RTD, TOKEN, outside_allowlist, write_config, writes
 
 from bot.cli import main
@@ -37,6 +38,8 @@ def env(tmp_path: Path) -> Iterator[Env]:
     world.add_rtd_project(RTD)
     with Sandbox(world) as sandbox:
         yield Env(world, sandbox, write_config(tmp_path, sandbox))
+        # main() installed the bot's guard process-wide; leave PyGithub as other tests expect it
+        Requester.resetConnectionClasses()
         assert outside_allowlist(sandbox) == []
         assert writes(sandbox) == []
 

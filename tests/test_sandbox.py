@@ -279,6 +279,30 @@ def test_app_tokens_act_as_the_bot_account(
     assert viewer.json()["data"]["viewer"]["login"] == "ci-status-bot[bot]"
 
 
+def test_pygithub_app_auth_gets_an_installation_token(world: World, sandbox: Sandbox) -> None:
+    serialization = pytest.importorskip("cryptography.hazmat.primitives.serialization")
+    rsa = pytest.importorskip("cryptography.hazmat.primitives.asymmetric.rsa")
+    pem = (
+        rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        .private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+        .decode()
+    )
+    world.add_repo(REPO)
+    world.add_pull(REPO, 1, title="t", author="alice", head_sha=SHA)
+    world.add_app(slug="ci-status-bot", app_id=1, installation_id=7, repos=[REPO])
+    auth = github.Auth.AppAuth(1, pem)
+    installation = github.GithubIntegration(auth=auth, base_url=sandbox.github_url)
+    assert installation.get_repo_installation("octo", "omni").id == 7
+    gh = github.Github(auth=auth.get_installation_auth(7), base_url=sandbox.github_url)
+    comment = gh.get_repo(REPO).get_pull(1).create_issue_comment("hi")
+    assert comment.user.login == "ci-status-bot[bot]"
+    assert [c["body"] for c in world.comments(REPO, 1)] == ["hi"]
+
+
 # -- GraphQL ---------------------------------------------------------------------------------
 
 

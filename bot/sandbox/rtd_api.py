@@ -135,7 +135,7 @@ def _trigger(call: Call, slug: str, version: str) -> Answer:
     now = call.world.now()
     api = f"https://readthedocs.org/api/v3/projects/{slug}"
     build = RtdBuildRec(
-        id=0,
+        id=call.world.next_id("rtd"),
         project=slug,
         commit=None,
         version=version,

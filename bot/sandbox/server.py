@@ -130,7 +130,7 @@ class Sandbox:
         """Serve in a daemon thread."""
         if self._thread is None:
             self._thread = threading.Thread(
-                target=self._http.serve_forever, name="sandbox", daemon=True
+                target=self._http.serve_forever, args=(0.05,), name="sandbox", daemon=True
             )
             self._thread.start()
         return self
@@ -145,7 +145,7 @@ class Sandbox:
 
     def serve_forever(self) -> None:
         """Serve in the calling thread until shutdown() is called from elsewhere."""
-        self._http.serve_forever()
+        self._http.serve_forever(0.05)
 
     def shutdown(self) -> None:
         """Stop serve_forever() (from another thread or a signal handler thread)."""

@@ -1,0 +1,478 @@
+"""Benchmark one bot cycle against the loopback sandbox, next to a naive REST poller.
+
+    python benchmarks/cycle.py --prs 2000 --checks 60 --latency-ms 50
+    python benchmarks/cycle.py --prs 50 --checks 10 --latency-ms 0      # the CI size
+
+It starts the sandbox in its own process (`python -m bot.sandbox serve --scenario scale`,
+every answer delayed by --latency-ms), writes a temporary TOML configuration pointing the
+bot at it, and runs the real bot, `python -m bot once --config CFG`, three times:
+
+- cold: empty state;
+- warm: right after, nothing changed in the sandbox;
+- changed: after the sandbox's control API gave --change-fraction of the heads a new
+  check state.
+
+Then (unless --skip-naive) it runs benchmarks/naive.py over the same sandbox: PyGithub,
+per open pull request: list check runs, combined status, list issue comments.
+
+Sandbox statistics are reset before each run; GitHub requests by kind, GraphQL points (the
+sandbox charges GitHub's cost formula), Read the Docs requests and writes come from them.
+Wall time, CPU (user+sys) and peak RSS are those of the child process (os.wait4).
+
+Writes are paced by the bot (>= 1 s apart, <= 80 a minute, <= 500 an hour), so a cold
+cycle over many pull requests writes part of its comments and defers the rest; the later
+cycles then create some of the deferred comments (carry-over) within what is left of the
+budgets. A create in the warm or changed cycle is carry-over; an edit is a changed fact.
+
+The last line printed is one JSON object: prs, checks, latency_ms, cold, warm, changed,
+naive (null with --skip-naive), each run holding github_requests, graphql_points,
+rtd_requests, writes, wall_s, cpu_s, peak_rss_mb and details. Exit status 1 when a child
+failed (the measurements are still printed), 2 when the sandbox could not be started.
+All traffic stays on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import select
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from itertools import pairwise
+from pathlib import Path
+from typing import IO, Any
+from urllib.parse import urlsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+NAIVE = Path(__file__).resolve().with_name("naive.py")
+RUNS = ("cold", "warm", "changed", "naive")
+_SUMMARY = re.compile(
+    r"comments created (?P<created>\d+), edited (?P<edited>\d+), left (?P<left>\d+), "
+    r"deferred (?P<deferred>\d+)"
+)
+
+
+@dataclass(frozen=True)
+class Child:
+    """A finished child process: exit code, output, and what it cost."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    wall_s: float
+    cpu_s: float
+    peak_rss_mb: float
+    timed_out: bool
+
+
+def child_env() -> dict[str, str]:
+    """The environment of every child: no proxies, no CI_STATUS_BOT_* overrides."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("CI_STATUS_BOT_") and k.lower() not in ("http_proxy", "https_proxy")
+    }
+    env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
+    return env
+
+
+def run_child(cmd: Sequence[str], *, timeout_s: float) -> Child:
+    """Run a command to completion (killed after timeout_s); its own rusage via os.wait4."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        started = time.monotonic()
+        proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=ROOT, env=child_env()
+        )
+        killed = threading.Event()
+
+        def kill() -> None:
+            killed.set()
+            proc.kill()
+
+        timer = threading.Timer(timeout_s, kill)
+        timer.start()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            timer.cancel()
+        wall = time.monotonic() - started
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        return Child(
+            returncode=proc.returncode,
+            stdout=out.read().decode("utf-8", "replace"),
+            stderr=err.read().decode("utf-8", "replace"),
+            wall_s=wall,
+            cpu_s=usage.ru_utime + usage.ru_stime,
+            peak_rss_mb=usage.ru_maxrss / 1024,  # kilobytes on Linux
+            timed_out=killed.is_set(),
+        )
+
+
+class SandboxProcess:
+    """`python -m bot.sandbox serve` in its own process, and its control API."""
+
+    def __init__(self, args: argparse.Namespace, log: IO[bytes]) -> None:
+        cmd = [
+            sys.executable, "-m", "bot.sandbox", "serve", "--host", "127.0.0.1", "--port", "0",
+            "--latency-ms", str(args.latency_ms), "--scenario", "scale",
+            "--prs", str(args.prs), "--checks", str(args.checks), "--seed", str(args.seed),
+        ]  # fmt: skip
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, cwd=ROOT,
+            env=child_env(),
+        )  # fmt: skip
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        self.info: dict[str, Any] = {}
+
+    def ready(self, timeout_s: float) -> dict[str, Any]:
+        """Wait for the sandbox's JSON line (its URLs, token and repository)."""
+        assert self.proc.stdout is not None
+        readable, _, _ = select.select([self.proc.stdout], [], [], timeout_s)
+        line = self.proc.stdout.readline() if readable else b""
+        if not line:
+            raise RuntimeError(f"the sandbox printed no address line within {timeout_s:.0f} s")
+        self.info = json.loads(line)
+        for key in ("github_url", "rtd_url", "control_url"):
+            host = urlsplit(self.info[key]).hostname
+            if host != "127.0.0.1":
+                raise RuntimeError(f"the sandbox's {key} is not on 127.0.0.1: {self.info[key]}")
+        return self.info
+
+    def control(self, method: str, name: str, payload: dict[str, Any] | None = None) -> Any:
+        """Call /_sandbox/<name> and return its JSON answer."""
+        data = None if payload is None else json.dumps(payload).encode()
+        request = urllib.request.Request(
+            f"{self.info['control_url']}/{name}",
+            data=data,
+            method=method,
+            headers={"Content-Type": "application/json"},
+        )
+        with self._opener.open(request, timeout=60) as answer:
+            return json.loads(answer.read())
+
+    def stop(self) -> None:
+        """Terminate the sandbox process (kill it if it does not stop)."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+def write_config(info: dict[str, Any], folder: Path) -> Path:
+    """A TOML configuration pointing the bot at the sandbox, its state in `folder`."""
+    q = json.dumps  # a JSON string is a valid TOML basic string for these values
+    text = (
+        f"[github]\napi_url = {q(info['github_url'])}\ntoken = {q(info['token'])}\n\n"
+        f"[readthedocs]\napi_url = {q(info['rtd_url'])}\n"
+        f"business_api_url = {q(info['rtd_url'])}\n\n"
+        f"[state]\npath = {q(str(folder / 'state.sqlite3'))}\n\n"
+        '[log]\nformat = "text"\nlevel = "INFO"\n\n'
+        f"[[repos]]\nname = {q(info['repo'])}\n"
+    )
+    path = folder / "bot.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _audit(state: Path, query: str, *args: object) -> list[tuple[Any, ...]]:
+    """Rows of a read-only query on the bot's state (none before the state exists)."""
+    if not state.exists():
+        return []
+    db = sqlite3.connect(f"{state.as_uri()}?mode=ro", uri=True)
+    try:
+        return db.execute(query, args).fetchall()
+    finally:
+        db.close()
+
+
+def last_audit_id(state: Path) -> int:
+    """The id of the newest row of the bot's write audit (0 when there is none)."""
+    rows = _audit(state, "SELECT max(id) FROM audit")
+    return int(rows[0][0] or 0) if rows else 0
+
+
+def write_times(state: Path, after_id: int) -> list[datetime]:
+    """When the bot recorded its comment writes (created/edited) after audit row `after_id`."""
+    rows = _audit(
+        state,
+        "SELECT at FROM audit WHERE id > ? AND action IN ('created', 'edited') ORDER BY id",
+        after_id,
+    )
+    return [datetime.fromisoformat(r[0]) for r in rows]
+
+
+def pacing(times: list[datetime]) -> dict[str, Any]:
+    """Most writes in any 60-s window and the closest two writes, from the bot's audit.
+
+    The audit stores times to the second, so a gap of 0 s proves two writes < 1 s apart.
+    """
+    stamps = [t.timestamp() for t in times]
+    most, start = 0, 0
+    for end, at in enumerate(stamps):
+        while at - stamps[start] >= 60:
+            start += 1
+        most = max(most, end - start + 1)
+    gaps = [b - a for a, b in pairwise(stamps)]
+    return {
+        "writes_60s_window_max": most,
+        "min_write_gap_s": min(gaps) if gaps else None,
+        "write_pairs_same_second": sum(1 for g in gaps if g == 0),
+    }
+
+
+def measure(child: Child, stats: dict[str, Any]) -> dict[str, Any]:
+    """One run's numbers: the sandbox's statistics and the child's costs."""
+    github: dict[str, int] = {}
+    rtd: dict[str, int] = {}
+    for key, count in stats["by_route"].items():
+        service, _, kind = key.partition(" ")
+        (rtd if service == "rtd" else github)[kind] = count
+    per_minute = stats.get("writes_per_minute") or {}
+    return {
+        "github_requests": sum(github.values()),
+        "graphql_points": stats["graphql_points"],
+        "rtd_requests": sum(rtd.values()),
+        "writes": stats["writes"],
+        "wall_s": round(child.wall_s, 2),
+        "cpu_s": round(child.cpu_s, 2),
+        "peak_rss_mb": round(child.peak_rss_mb, 1),
+        "requests_by_kind": github,
+        "rtd_requests_by_kind": rtd,
+        "writes_per_minute": per_minute,
+        "writes_per_minute_max": max(per_minute.values(), default=0),
+        "exit_code": child.returncode,
+        "timed_out": child.timed_out,
+    }
+
+
+def bot_cycle(
+    sandbox: SandboxProcess, config: Path, state: Path, *, timeout_s: float
+) -> dict[str, Any]:
+    """Reset the sandbox's statistics, run `python -m bot once`, measure it."""
+    sandbox.control("POST", "reset-stats")
+    before = last_audit_id(state)
+    child = run_child(
+        [sys.executable, "-m", "bot", "once", "--config", str(config)], timeout_s=timeout_s
+    )
+    result = measure(child, sandbox.control("GET", "stats"))
+    lines = [ln for ln in child.stdout.splitlines() if ln.startswith("cycle:")]
+    result["summary"] = lines[-1] if lines else ""
+    found = _SUMMARY.search(result["summary"])
+    for key in ("created", "edited", "left", "deferred"):
+        result[key] = int(found[key]) if found else None
+    result.update(pacing(write_times(state, before)))
+    kinds = result["requests_by_kind"]
+    result["writes_created"] = kinds.get("POST comments.create", 0)
+    result["writes_edited"] = kinds.get("PATCH comments.edit", 0)
+    if child.returncode != 0:
+        result["stderr_tail"] = child.stderr.strip().splitlines()[-5:]
+    return result
+
+
+def naive_poll(sandbox: SandboxProcess, *, timeout_s: float) -> dict[str, Any]:
+    """Reset the sandbox's statistics, run benchmarks/naive.py, measure it."""
+    sandbox.control("POST", "reset-stats")
+    info = sandbox.info
+    child = run_child(
+        [sys.executable, str(NAIVE), "--github-url", info["github_url"],
+         "--token", info["token"], "--repo", info["repo"]],
+        timeout_s=timeout_s,
+    )  # fmt: skip
+    result = measure(child, sandbox.control("GET", "stats"))
+    lines = child.stdout.strip().splitlines()
+    result["read"] = json.loads(lines[-1]) if child.returncode == 0 and lines else None
+    if child.returncode != 0:
+        result["stderr_tail"] = child.stderr.strip().splitlines()[-5:]
+    return result
+
+
+# -- output ------------------------------------------------------------------------------
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return str(value)
+
+
+def table(rows: list[tuple[str, list[Any]]], columns: Sequence[str]) -> str:
+    """A plain text table: one label column, then one column per run."""
+    head = ["", *columns]
+    body = [[label, *(_cell(v) for v in values)] for label, values in rows]
+    widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
+
+    def fmt(row: list[str]) -> str:
+        first = row[0].ljust(widths[0])
+        return "  ".join([first, *(c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True))])
+
+    return "\n".join([fmt(head), fmt(["-" * w for w in widths]), *(fmt(r) for r in body)])
+
+
+def report(results: dict[str, dict[str, Any] | None]) -> str:
+    """The readable summary of every run."""
+    runs = [name for name in RUNS if results.get(name) is not None]
+    got = {name: results[name] or {} for name in runs}
+
+    def row(label: str, key: str) -> tuple[str, list[Any]]:
+        return label, [got[name].get(key) for name in runs]
+
+    rows = [
+        row("GitHub requests", "github_requests"),
+        row("GraphQL points", "graphql_points"),
+        row("Read the Docs requests", "rtd_requests"),
+        row("writes (POST/PATCH)", "writes"),
+        row("  comments created", "writes_created"),
+        row("  comments edited", "writes_edited"),
+        row("deferred (bot summary)", "deferred"),
+        row("writes max / calendar minute", "writes_per_minute_max"),
+        row("writes max / any 60 s (audit)", "writes_60s_window_max"),
+        row("write pairs in one second", "write_pairs_same_second"),
+        row("wall s", "wall_s"),
+        row("CPU s (user+sys)", "cpu_s"),
+        row("peak RSS MB", "peak_rss_mb"),
+        row("exit code", "exit_code"),
+    ]
+    kinds = sorted({k for name in runs for k in got[name]["requests_by_kind"]})
+    kinds_rtd = sorted({k for name in runs for k in got[name]["rtd_requests_by_kind"]})
+    rows.append(("GitHub requests by kind:", ["" for _ in runs]))
+    rows += [(f"  {k}", [got[n]["requests_by_kind"].get(k, 0) for n in runs]) for k in kinds]
+    rows.append(("Read the Docs requests by kind:", ["" for _ in runs]))
+    rows += [
+        (f"  {k}", [got[n]["rtd_requests_by_kind"].get(k, 0) for n in runs]) for k in kinds_rtd
+    ]
+    return table(rows, runs)
+
+
+def notes(results: dict[str, dict[str, Any] | None]) -> list[str]:
+    """Sentences on carry-over, the cold cycle's pacing and the naive/warm ratio."""
+    out: list[str] = []
+    previous: dict[str, Any] | None = None
+    for name in ("cold", "warm", "changed"):
+        run = results.get(name)
+        if run is None:
+            continue
+        out.append(f"{name} summary: {run['summary'] or '(no summary line)'}")
+        if previous is not None and previous.get("deferred"):
+            out.append(
+                f"  {run['writes_created']} of its {run['writes']} writes are carry-over creates "
+                f"(the previous cycle deferred {previous['deferred']}); "
+                f"{run['writes_edited']} are edits of changed facts"
+            )
+        for line in run.get("stderr_tail", []):
+            out.append(f"  stderr: {line}")
+        previous = run
+    cold = results.get("cold")
+    if cold is not None:
+        out.append(
+            f"cold cycle: at most {cold['writes_per_minute_max']} writes in a calendar minute "
+            f"(sandbox), {cold['writes_60s_window_max']} in any 60-s window (bot audit, to the "
+            f"second); closest writes {_cell(cold['min_write_gap_s'])} s apart by the audit"
+        )
+    naive, warm = results.get("naive"), results.get("warm")
+    if naive is not None and warm is not None and warm["github_requests"]:
+        out.append(
+            f"naive/warm GitHub requests: {naive['github_requests']} / {warm['github_requests']}"
+            f" = {naive['github_requests'] / warm['github_requests']:.1f}x"
+        )
+    if naive is not None and naive.get("read"):
+        out.append(f"naive poller read: {json.dumps(naive['read'])}")
+    for line in (naive or {}).get("stderr_tail", []):
+        out.append(f"  naive stderr: {line}")
+    return out
+
+
+# -- main --------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line."""
+    parser = argparse.ArgumentParser(
+        prog="benchmarks/cycle.py",
+        description="Cold, warm and changed bot cycles and a naive poller against the sandbox.",
+    )
+    parser.add_argument("--prs", type=int, default=2000, help="open pull requests")
+    parser.add_argument("--checks", type=int, default=60, help="contexts per head")
+    parser.add_argument("--latency-ms", type=float, default=50.0, help="delay of every answer")
+    parser.add_argument("--seed", type=int, default=0, help="the sandbox's random seed")
+    parser.add_argument("--change-fraction", type=float, default=0.05, help="heads changed")
+    parser.add_argument("--skip-naive", action="store_true", help="do not run the naive poller")
+    parser.add_argument(
+        "--timeout", type=float, default=3600.0, help="seconds before a child is killed"
+    )
+    return parser.parse_args(argv)
+
+
+def run_all(args: argparse.Namespace, folder: Path) -> dict[str, dict[str, Any] | None]:
+    """Start the sandbox, run the three cycles and the naive poller; always stop the sandbox."""
+    results: dict[str, dict[str, Any] | None] = dict.fromkeys(RUNS)
+    with open(folder / "sandbox.log", "wb") as log:
+        sandbox = SandboxProcess(args, log)
+        try:
+            info = sandbox.ready(timeout_s=min(args.timeout, 600.0))
+            print(f"sandbox: {info['github_url']} repo {info['repo']}", flush=True)
+            config, state = write_config(info, folder), folder / "state.sqlite3"
+            for name in ("cold", "warm", "changed"):
+                changed = 0
+                if name == "changed":
+                    payload = {"fraction": args.change_fraction, "seed": 1}
+                    changed = len(sandbox.control("POST", "change", payload)["changed"])
+                    print(f"sandbox: changed {changed} heads", flush=True)
+                print(f"running the {name} cycle...", flush=True)
+                result = bot_cycle(sandbox, config, state, timeout_s=args.timeout)
+                result["changed_heads"] = changed
+                results[name] = result
+            if not args.skip_naive:
+                print("running the naive poller...", flush=True)
+                results["naive"] = naive_poll(sandbox, timeout_s=args.timeout)
+        finally:
+            sandbox.stop()
+    return results
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point."""
+    args = parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="ci-status-bot-bench-") as tmp:
+        try:
+            results = run_all(args, Path(tmp))
+        except RuntimeError as exc:
+            log = (Path(tmp) / "sandbox.log").read_text(encoding="utf-8", errors="replace")
+            print(f"benchmark: {exc}\n{log[-2000:]}", file=sys.stderr)
+            return 2
+    print()
+    print(report(results))
+    print()
+    print("\n".join(notes(results)))
+    naive, warm = results["naive"], results["warm"]
+    ratio = None
+    if naive is not None and warm is not None and warm["github_requests"]:
+        ratio = round(naive["github_requests"] / warm["github_requests"], 2)
+    line: dict[str, Any] = {"prs": args.prs, "checks": args.checks, "latency_ms": args.latency_ms}
+    line.update(results)
+    line["naive_over_warm_github_requests"] = ratio
+    print(json.dumps(line, sort_keys=False))
+    failed = any(r is not None and r["exit_code"] != 0 for r in results.values())
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

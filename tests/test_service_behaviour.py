@@ -1,0 +1,172 @@
+"""Write pacing, priority, budget holds, problem logging and GitHub App authentication."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from github.Requester import Requester
+from support import LOGIN, REPO, TOKEN, bot_comments, cli, outside_allowlist, seed_case, writes
+
+from bot.cycle import Summary
+from bot.github_io import Usage
+from bot.sandbox import Sandbox, World
+from bot.service import ProblemTracker, budget_delay
+from bot.store import Store
+
+NOW = datetime.now(UTC).replace(microsecond=0)
+
+
+def green_pull(world: World, number: int) -> None:
+    sha = f"{number:040x}"
+    world.add_pull(REPO, number, title=f"pr {number}", author="bob", head_sha=sha)
+    world.add_check_run(REPO, sha, name="tests", app_slug="github-actions", workflow="ci",
+                        started_at=NOW, completed_at=NOW)  # fmt: skip
+
+
+def failing_pull(world: World, number: int) -> None:
+    sha = f"{number:040x}"
+    world.add_pull(REPO, number, title=f"pr {number}", author="bob", head_sha=sha)
+    world.add_check_run(REPO, sha, name="tests", app_slug="github-actions", workflow="ci",
+                        conclusion="failure", started_at=NOW, completed_at=NOW)  # fmt: skip
+
+
+@pytest.fixture
+def world() -> World:
+    w = World()
+    w.add_user(login=LOGIN, token=TOKEN)
+    w.add_repo(REPO)
+    return w
+
+
+def config(tmp: Path, sandbox: Sandbox, *extra: str) -> Path:
+    text = "\n".join(
+        [
+            "[github]",
+            f'api_url = "{sandbox.github_url}"',
+            f'token = "{TOKEN}"',
+            "[readthedocs]",
+            f'api_url = "{sandbox.rtd_url}"',
+            f'business_api_url = "{sandbox.rtd_url}"',
+            "[state]",
+            f'path = "{tmp / "state.sqlite3"}"',
+            *extra,
+            "[[repos]]",
+            f'name = "{REPO}"',
+        ]
+    )
+    path = tmp / "bot.toml"
+    path.write_text(text + "\n", encoding="utf-8")
+    return path
+
+
+def test_writes_are_paced_and_the_rest_carried_with_attention_first(
+    world: World, tmp_path: Path
+) -> None:
+    for number in (1, 2, 3):
+        green_pull(world, number)
+    failing_pull(world, 4)
+    with Sandbox(world) as sandbox:
+        cfg = config(tmp_path, sandbox, "[policy]", "max_writes_per_minute = 2")
+        first = cli("once", "--config", str(cfg))
+        assert first.returncode == 0, first.stderr
+        assert "comments created 2" in first.stdout and "deferred 2" in first.stdout
+        assert "carried to the next cycle" in first.stdout
+        posts = [w for w in writes(sandbox) if w.method == "POST"]
+        assert len(posts) == 2
+        assert posts[1].at - posts[0].at >= 0.95  # at least a second apart
+        assert bot_comments(world, 4), "the failing pull request is written first"
+        second = cli("once", "--config", str(cfg))
+        assert "comments created 0" in second.stdout and "deferred 2" in second.stdout
+        with Store.open(tmp_path / "state.sqlite3") as store:
+            assert store.writes_since(NOW - timedelta(minutes=5)) == 2
+            assert [row.action for row in store.audit()] == ["created", "created"]
+
+
+def test_the_hourly_budget_is_kept_across_processes(world: World, tmp_path: Path) -> None:
+    for number in (1, 2, 3):
+        green_pull(world, number)
+    with Sandbox(world) as sandbox:
+        cfg = config(tmp_path, sandbox, "[policy]", "max_writes_per_hour = 1")
+        assert "comments created 1" in cli("once", "--config", str(cfg)).stdout
+        assert "comments created 0" in cli("once", "--config", str(cfg)).stdout
+        assert len([w for w in writes(sandbox) if w.method == "POST"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("summary", "usage", "expected"),
+    [
+        (Summary(rate_limited_s=42.0), Usage(), 42.0),
+        (
+            Summary(graphql_points=40, github_requests=45),
+            Usage(remaining={"graphql": 30}, reset_at={"graphql": NOW + timedelta(seconds=600)}),
+            601.0,
+        ),
+        (
+            Summary(graphql_points=40, github_requests=45),
+            Usage(remaining={"graphql": 4000}, reset_at={"graphql": NOW + timedelta(seconds=600)}),
+            None,
+        ),
+        (
+            Summary(graphql_points=1, github_requests=300),
+            Usage(remaining={"core": 100}, reset_at={"core": NOW + timedelta(seconds=60)}),
+            61.0,
+        ),
+    ],
+)
+def test_budget_delay(summary: Summary, usage: Usage, expected: float | None) -> None:
+    delay = budget_delay(summary, usage, now=NOW)
+    assert (delay[0] if delay else None) == expected
+    if delay:
+        assert delay[1]  # a stated reason
+
+
+def test_problems_are_logged_when_they_start_and_end(caplog: pytest.LogCaptureFixture) -> None:
+    tracker = ProblemTracker()
+    with caplog.at_level(logging.INFO, logger="bot.service"):
+        tracker.update({"o/r#1": "boom"})
+        tracker.update({"o/r#1": "boom"})
+        tracker.update({})
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages == ["problem started: o/r#1: boom", "problem resolved: o/r#1"]
+    assert caplog.records[0].pr == 1  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def app_key(tmp_path: Path) -> Iterator[Path]:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    )
+    path = tmp_path / "app.pem"
+    path.write_bytes(pem)
+    yield path
+    Requester.resetConnectionClasses()
+
+
+def test_github_app_authentication_finds_its_installation_and_comments_as_the_app(
+    world: World, tmp_path: Path, app_key: Path
+) -> None:
+    seed_case(world, now=NOW)
+    world.add_app(slug="ci-status-bot", app_id=1, installation_id=7, repos=[REPO])
+    with Sandbox(world) as sandbox:
+        lines = config(tmp_path, sandbox).read_text().replace(f'token = "{TOKEN}"', "")
+        cfg = tmp_path / "app.toml"
+        cfg.write_text(
+            lines.replace("[github]", f'[github]\napp_id = 1\nprivate_key_path = "{app_key}"')
+        )
+        result = cli("once", "--config", str(cfg))
+        assert result.returncode == 0, result.stderr
+        own = bot_comments(world, 7430, login="ci-status-bot[bot]")
+        assert len(own) == 1
+        paths = [r.path for r in sandbox.requests]
+        assert "/repos/octo/omni/installation" in paths
+        assert "/app/installations/7/access_tokens" in paths
+        assert outside_allowlist(sandbox) == []
