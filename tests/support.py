@@ -27,7 +27,9 @@ def seed_case(world: World, *, now: datetime, number: int = 7430, sha: str = SEE
     world.add_user(login=LOGIN, token=TOKEN)
     if REPO not in world.repos:
         world.add_repo(REPO)
-    world.add_pull(REPO, number, title="Add the omni resolver", author="alice", head_sha=sha, draft=True)
+    world.add_pull(
+        REPO, number, title="Add the omni resolver", author="alice", head_sha=sha, draft=True
+    )
     done = now - timedelta(hours=5)
     world.add_check_run(REPO, sha, name="DCO", app_slug="dco", started_at=done, completed_at=done)
     for name in ("build-wheel (3.11)", "build-wheel (3.12)"):

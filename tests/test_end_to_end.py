@@ -94,7 +94,7 @@ def test_a_foreign_comment_with_the_marker_is_never_edited(env: Env) -> None:
     result = once(env)
     assert result.returncode == 0, result.stderr
     comments = env.world.comments(REPO, 7430)
-    assert [c for c in comments if c["id"] == forged["id"]][0]["body"] == f"{MARKER}\nall green!"
+    assert next(c for c in comments if c["id"] == forged["id"])["body"] == f"{MARKER}\nall green!"
     own = bot_comments(env.world, 7430)
     assert len(own) == 1 and own[0]["id"] != forged["id"]
     assert not [w for w in writes(env.sandbox) if w.method == "PATCH"]
@@ -261,4 +261,4 @@ def test_a_new_rtd_status_after_the_cached_build_is_looked_up_again(env: Env) ->
     assert [r for r in env.sandbox.requests if r.service == "rtd"]
     body = bot_comments(env.world, 7430)[0]["body"]
     assert "**Verdict: passing.**" in body
-    assert LOGIN == bot_comments(env.world, 7430)[0]["user"]["login"]
+    assert bot_comments(env.world, 7430)[0]["user"]["login"] == LOGIN

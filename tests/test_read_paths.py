@@ -1,4 +1,4 @@
-"""`show` against the sandbox: every RTD row, pagination, collapsing, unreadable sources, queries."""
+"""`show` against the sandbox: every RTD row, pagination, reruns, unreadable sources, queries."""
 
 from __future__ import annotations
 
@@ -65,11 +65,11 @@ def docs_status(env: Env, state: str, *, age: timedelta = timedelta(minutes=10))
 
 
 def build(env: Env, build_id: int, state: str, success: bool | None, *, age: timedelta) -> None:
-    final = state in {"finished", "cancelled"}
+    done = state == "finished"
     env.world.add_rtd_build(
         RTD, id=build_id, commit=SHA, version="1", state=state, success=success,
-        created=NOW - age, finished=NOW - age + timedelta(minutes=1) if final and success is not None
-        and state == "finished" else None, duration=60 if state == "finished" else 0,
+        created=NOW - age, finished=NOW - age + timedelta(minutes=1) if done else None,
+        duration=60 if done else 0,
     )  # fmt: skip
 
 
@@ -113,7 +113,9 @@ def test_every_rtd_row_through_show(
         assert note in rec["finding"]
 
 
-def test_a_build_of_another_commit_is_not_counted(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_build_of_another_commit_is_not_counted(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
     docs_status(env, "pending")
     env.world.add_rtd_build(
         RTD, id=99, commit="d" * 40, version="1", state="finished", success=True,
@@ -158,8 +160,9 @@ def test_more_than_100_contexts_are_all_read(env: Env, capsys: pytest.CaptureFix
 def test_a_rerun_in_a_new_suite_supersedes_the_old_run(
     env: Env, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    hour_ago = NOW - timedelta(hours=1)
     env.world.add_check_run(REPO, SHA, name="DCO", app_slug="dco", conclusion="action_required",
-                            started_at=NOW - timedelta(hours=1), completed_at=NOW - timedelta(hours=1))  # fmt: skip
+                            started_at=hour_ago, completed_at=hour_ago)  # fmt: skip
     env.world.add_check_run(REPO, SHA, name="DCO", app_slug="dco", conclusion="success",
                             started_at=NOW, completed_at=NOW, new_suite=True,
                             summary="Commit sign-off was manually approved.")  # fmt: skip
@@ -168,7 +171,9 @@ def test_a_rerun_in_a_new_suite_supersedes_the_old_run(
     assert len(dco) == 1 and dco[0]["state"] == "success"
 
 
-def test_no_signals_is_none_reported_not_pending(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+def test_no_signals_is_none_reported_not_pending(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
     report = show(env, capsys)
     assert report["signals"] == [] and report["verdict"] == "incomplete"
     main(["show", f"{REPO}#1", "--config", str(env.config)])
