@@ -107,7 +107,10 @@ def _select_repos(settings: Settings, names: Sequence[str] | None) -> list[RepoS
         if not configured:
             raise ConfigError("repos: no repository is configured (add a [[repos]] entry)")
         return list(configured.values())
-    return [configured.get(n) or RepoSettings(name=n) for n in names]
+    try:
+        return [configured.get(n) or RepoSettings(name=n) for n in names]
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        raise UsageError(f"--repo: expected OWNER/NAME, got {', '.join(names)}") from exc
 
 
 # -- commands ----------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import requests
 from github import Github
 from github.GithubException import GithubException
 
-from bot.model import Kind, PullSnapshot, Signal
+from bot.model import Kind, PullSnapshot, Signal, parse_time
 
 log = logging.getLogger(__name__)
 
@@ -134,13 +134,10 @@ class Usage:
 def _parse_time(value: Any) -> datetime | None:
     if value is None:
         return None
-    if not isinstance(value, str):
-        raise MalformedAnswer(f"malformed timestamp {value!r}")
     try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError as exc:
+        return parse_time(value)
+    except (TypeError, ValueError) as exc:
         raise MalformedAnswer(f"malformed timestamp {value!r}") from exc
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def _get(node: Any, *path: str) -> Any:

@@ -20,6 +20,11 @@ def format_utc(value: datetime) -> str:
     return as_utc(value).strftime("%Y-%m-%d %H:%M UTC")
 
 
+def parse_time(value: str) -> datetime:
+    """An ISO-8601 time from an API answer, as aware UTC (raises ValueError when malformed)."""
+    return as_utc(datetime.fromisoformat(value))
+
+
 class Kind(StrEnum):
     """Where a signal lives on GitHub."""
 

@@ -13,7 +13,7 @@ from urllib.parse import urljoin
 import httpx
 
 from bot.guard import Guard
-from bot.model import RtdBuild, RtdLookup
+from bot.model import RtdBuild, RtdLookup, parse_time
 
 log = logging.getLogger(__name__)
 
@@ -29,13 +29,10 @@ class RtdError(Exception):
 def _time(value: Any) -> datetime | None:
     if value is None:
         return None
-    if not isinstance(value, str):
-        raise RtdError(f"malformed timestamp {value!r}")
     try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError as exc:
+        return parse_time(value)
+    except (TypeError, ValueError) as exc:
         raise RtdError(f"malformed timestamp {value!r}") from exc
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def parse_build(data: Any) -> RtdBuild:

@@ -11,7 +11,17 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from github.Requester import Requester
-from support import LOGIN, REPO, TOKEN, bot_comments, cli, outside_allowlist, seed_case, writes
+from support import (
+    LOGIN,
+    REPO,
+    TOKEN,
+    bot_comments,
+    cli,
+    outside_allowlist,
+    seed_case,
+    write_config,
+    writes,
+)
 
 from bot.cycle import Summary
 from bot.github_io import Usage
@@ -44,27 +54,6 @@ def world() -> World:
     return w
 
 
-def config(tmp: Path, sandbox: Sandbox, *extra: str) -> Path:
-    text = "\n".join(
-        [
-            "[github]",
-            f'api_url = "{sandbox.github_url}"',
-            f'token = "{TOKEN}"',
-            "[readthedocs]",
-            f'api_url = "{sandbox.rtd_url}"',
-            f'business_api_url = "{sandbox.rtd_url}"',
-            "[state]",
-            f'path = "{tmp / "state.sqlite3"}"',
-            *extra,
-            "[[repos]]",
-            f'name = "{REPO}"',
-        ]
-    )
-    path = tmp / "bot.toml"
-    path.write_text(text + "\n", encoding="utf-8")
-    return path
-
-
 def test_writes_are_paced_and_the_rest_carried_with_attention_first(
     world: World, tmp_path: Path
 ) -> None:
@@ -72,7 +61,7 @@ def test_writes_are_paced_and_the_rest_carried_with_attention_first(
         green_pull(world, number)
     failing_pull(world, 4)
     with Sandbox(world) as sandbox:
-        cfg = config(tmp_path, sandbox, "[policy]", "max_writes_per_minute = 2")
+        cfg = write_config(tmp_path, sandbox, max_writes_per_minute=2)
         first = cli("once", "--config", str(cfg))
         assert first.returncode == 0, first.stderr
         assert "comments created 2" in first.stdout and "deferred 2" in first.stdout
@@ -92,7 +81,7 @@ def test_the_hourly_budget_is_kept_across_processes(world: World, tmp_path: Path
     for number in (1, 2, 3):
         green_pull(world, number)
     with Sandbox(world) as sandbox:
-        cfg = config(tmp_path, sandbox, "[policy]", "max_writes_per_hour = 1")
+        cfg = write_config(tmp_path, sandbox, max_writes_per_hour=1)
         assert "comments created 1" in cli("once", "--config", str(cfg)).stdout
         assert "comments created 0" in cli("once", "--config", str(cfg)).stdout
         assert len([w for w in writes(sandbox) if w.method == "POST"]) == 1
@@ -157,7 +146,7 @@ def test_github_app_authentication_finds_its_installation_and_comments_as_the_ap
     seed_case(world, now=NOW)
     world.add_app(slug="ci-status-bot", app_id=1, installation_id=7, repos=[REPO])
     with Sandbox(world) as sandbox:
-        lines = config(tmp_path, sandbox).read_text().replace(f'token = "{TOKEN}"', "")
+        lines = write_config(tmp_path, sandbox).read_text().replace(f'token = "{TOKEN}"', "")
         cfg = tmp_path / "app.toml"
         cfg.write_text(
             lines.replace("[github]", f'[github]\napp_id = 1\nprivate_key_path = "{app_key}"')
