@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -20,6 +20,9 @@ from bot.store import Store
 log = logging.getLogger(__name__)
 
 PRIORITY = {Verdict.FAILING: 0, Verdict.INCOMPLETE: 1, Verdict.PENDING: 2, Verdict.PASSING: 3}
+# Comments to be edited are re-read in batches (one GraphQL query each) just before the batch's
+# writes; writes are >= 1 s apart, so a re-read is at most about this many seconds old.
+REREAD_BATCH = 50
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,7 @@ class Plan:
     body: str
     comment_key: str
     comment_id: int | None
+    node_id: str = ""
 
     @property
     def label(self) -> str:
@@ -244,23 +248,27 @@ class Cycle:
         if stored is not None and stored.facts_key == comment_key:
             return Plan(report, "leave", "", comment_key, stored.comment_id)
         body = self.renderer.markdown(report)
-        action = "create" if stored is None else "edit"
-        return Plan(report, action, body, comment_key, stored.comment_id if stored else None)
+        if stored is None:
+            return Plan(report, "create", body, comment_key, None)
+        return Plan(report, "edit", body, comment_key, stored.comment_id, stored.node_id)
 
     # -- writes ----------------------------------------------------------------------------
 
     def _publish_all(self, plans: list[Plan], summary: Summary) -> None:
         ordered = sorted(plans, key=lambda p: (PRIORITY[p.report.verdict], p.label))
+        current: dict[str, Comment | None] = {}
         for index, plan in enumerate(ordered):
             if self.dry_run:
                 self._show(plan)
                 continue
+            if index % REREAD_BATCH == 0 and self._has_write_budget():
+                current = self._reread(ordered[index : index + REREAD_BATCH], summary)
             if self.should_stop() or not self._wait_for_write_budget():
                 summary.deferred = len(ordered) - index
                 log.info("write budget reached: %d writes deferred", summary.deferred)
                 return
             try:
-                outcome = self.publish(plan)
+                outcome = self.publish(plan, current=current)
             except RateLimited as exc:
                 summary.rate_limited_s = exc.wait_s
                 summary.deferred = len(ordered) - index
@@ -272,13 +280,28 @@ class Cycle:
                 continue
             setattr(summary, outcome, getattr(summary, outcome) + 1)
 
-    def _wait_for_write_budget(self) -> bool:
-        """Sleep to keep writes apart; False when the minute or hour budget is spent."""
+    def _reread(self, batch: Sequence[Plan], summary: Summary) -> dict[str, Comment | None]:
+        """Re-read the comments this batch will edit, in one query (GitHub has no CAS)."""
+        ids = [p.node_id for p in batch if p.action == "edit" and p.node_id]
+        try:
+            return self.github.read_comments(ids)
+        except RateLimited:
+            raise
+        except GitHubError as exc:  # fall back to re-reading each comment over REST
+            log.warning("batched re-read failed, re-reading one by one: %s", exc)
+            return {}
+
+    def _has_write_budget(self) -> bool:
         now = self.clock()
         minute = self.store.writes_since(now - timedelta(minutes=1))
         hour = self.store.writes_since(now - timedelta(hours=1))
-        if minute >= self.policy.max_writes_per_minute or hour >= self.policy.max_writes_per_hour:
+        return minute < self.policy.max_writes_per_minute and hour < self.policy.max_writes_per_hour
+
+    def _wait_for_write_budget(self) -> bool:
+        """Sleep to keep writes apart; False when the minute or hour budget is spent."""
+        if not self._has_write_budget():
             return False
+        now = self.clock()
         last = self.store.last_write_at()
         if last is not None:
             gap = self.policy.min_seconds_between_writes - (now - last).total_seconds()
@@ -286,13 +309,21 @@ class Cycle:
                 self.sleep(gap)
         return True
 
-    def publish(self, plan: Plan) -> str:
-        """Write one planned comment; returns "created", "edited" or "left"."""
+    def publish(self, plan: Plan, *, current: Mapping[str, Comment | None] | None = None) -> str:
+        """Write one planned comment; returns "created", "edited" or "left".
+
+        `current` holds comments already re-read in a batch, by node id; any other comment
+        to edit is re-read here, over REST, just before the edit.
+        """
         repo, number = plan.report.repo, plan.report.number
         if plan.comment_id is not None:
-            current = self.github.get_comment(repo, plan.comment_id)
-            if current is not None and is_own(current, self.login):
-                return self._edit_or_keep(plan, current)
+            reread = current or {}
+            if plan.node_id in reread:
+                existing = reread[plan.node_id]
+            else:
+                existing = self.github.get_comment(repo, plan.comment_id)
+            if existing is not None and is_own(existing, self.login):
+                return self._edit_or_keep(plan, existing)
             self.store.forget_comment(repo, number)
         own = self._find_own(repo, number)
         if own is not None:
@@ -307,15 +338,15 @@ class Cycle:
             if own is None:
                 raise
             created = own
-        self._record(plan, created.id, "created")
+        self._record(plan, created, "created")
         return "created"
 
     def _edit_or_keep(self, plan: Plan, current: Comment) -> str:
         if current.body == plan.body:
-            self._record(plan, current.id, "adopted")
+            self._record(plan, current, "adopted")
             return "left"
         self.github.edit_comment(plan.report.repo, current.id, plan.body)
-        self._record(plan, current.id, "edited")
+        self._record(plan, current, "edited")
         return "edited"
 
     def _find_own(self, repo: str, number: int) -> Comment | None:
@@ -323,11 +354,13 @@ class Cycle:
         own = [c for c in self.github.list_comments(repo, number) if is_own(c, self.login)]
         return own[0] if own else None
 
-    def _record(self, plan: Plan, comment_id: int, action: str) -> None:
+    def _record(self, plan: Plan, comment: Comment, action: str) -> None:
+        comment_id = comment.id
         self.store.record_write(
             plan.report.repo,
             plan.report.number,
             comment_id=comment_id,
+            node_id=comment.node_id or plan.node_id,
             body_hash=sha256(plan.body),
             facts_key=plan.comment_key,
             observed_at=plan.report.observed_at,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -83,6 +83,17 @@ def more_contexts_query(count: int) -> str:
     )
 
 
+COMMENTS_QUERY = """
+query Comments($ids: [ID!]!) {
+  rateLimit { cost remaining resetAt }
+  nodes(ids: $ids) {
+    __typename
+    ... on IssueComment { databaseId body author { __typename login } }
+  }
+}
+"""
+
+
 class GitHubError(Exception):
     """GitHub could not be read or written; the message says what it answered."""
 
@@ -114,6 +125,7 @@ class Comment:
     id: int
     author: str | None
     body: str
+    node_id: str = ""
 
 
 @dataclass
@@ -341,7 +353,14 @@ class GitHubApi:
                 pass
 
     def graphql(self, query: str, variables: dict[str, Any]) -> dict[str, Any]:
-        """Send one GraphQL query (never a mutation) and return its `data`."""
+        """Send one GraphQL query (never a mutation) and return its `data`; errors raise."""
+        data, _ = self._graphql(query, variables, missing_ok=False)
+        return data
+
+    def _graphql(
+        self, query: str, variables: dict[str, Any], *, missing_ok: bool
+    ) -> tuple[dict[str, Any], set[tuple[Any, ...]]]:
+        """`data` and the paths GitHub answered NOT_FOUND for (allowed when `missing_ok`)."""
         headers, payload = self._send(
             "POST",
             self._requester.graphql_url,
@@ -351,7 +370,8 @@ class GitHubApi:
         if not isinstance(payload, dict):
             raise MalformedAnswer("GraphQL answer is not an object")
         errors = payload.get("errors") or []
-        if errors:
+        missing = {tuple(e.get("path") or ()) for e in errors if _is_not_found(e)}
+        if errors and not (missing_ok and len(missing) == len(errors)):
             self._raise_graphql_errors(errors, headers)
         data = payload.get("data")
         if not isinstance(data, dict):
@@ -362,7 +382,7 @@ class GitHubApi:
         remaining = _get(data, "rateLimit", "remaining")
         if isinstance(remaining, int):
             self.usage.remaining["graphql"] = remaining
-        return data
+        return data, missing
 
     def _raise_graphql_errors(self, errors: Any, headers: Mapping[str, str]) -> None:
         first = errors[0] if isinstance(errors, list) and errors else {}
@@ -462,6 +482,21 @@ class GitHubApi:
             url, params = _next_link(headers.get("link", "")), None
         return comments
 
+    def read_comments(self, node_ids: Sequence[str]) -> dict[str, Comment | None]:
+        """Re-read many comments in one GraphQL query; None for one that no longer exists."""
+        if not node_ids:
+            return {}
+        data, missing = self._graphql(COMMENTS_QUERY, {"ids": list(node_ids)}, missing_ok=True)
+        nodes = _get(data, "nodes")
+        if not isinstance(nodes, list) or len(nodes) != len(node_ids):
+            raise MalformedAnswer("nodes(ids:) did not answer one entry per id")
+        found: dict[str, Comment | None] = {}
+        for index, (node_id, node) in enumerate(zip(node_ids, nodes, strict=True)):
+            if node is None and ("nodes", index) not in missing:
+                raise MalformedAnswer(f"comment {node_id} came back empty without an error")
+            found[node_id] = None if node is None else _graphql_comment(node, node_id)
+        return found
+
     def get_comment(self, repo: str, comment_id: int) -> Comment | None:
         """Re-read one comment; None when it no longer exists."""
         try:
@@ -503,7 +538,28 @@ def _comment(data: Any) -> Comment:
     body = _get(data, "body")
     if not isinstance(comment_id, int):
         raise MalformedAnswer("a comment has no id")
-    return Comment(id=comment_id, author=_get(data, "user", "login"), body=body or "")
+    node_id = _get(data, "node_id")
+    return Comment(
+        id=comment_id,
+        author=_get(data, "user", "login"),
+        body=body or "",
+        node_id=node_id if isinstance(node_id, str) else "",
+    )
+
+
+def _is_not_found(error: Any) -> bool:
+    return isinstance(error, dict) and error.get("type") == "NOT_FOUND"
+
+
+def _graphql_comment(node: Any, node_id: str) -> Comment:
+    """An IssueComment node; a Bot's GraphQL login lacks the `[bot]` its REST login has."""
+    comment_id = _get(node, "databaseId")
+    if not isinstance(comment_id, int):
+        raise MalformedAnswer("an IssueComment has no databaseId")
+    login = _get(node, "author", "login")
+    if isinstance(login, str) and _get(node, "author", "__typename") == "Bot":
+        login += "[bot]"
+    return Comment(id=comment_id, author=login, body=_get(node, "body") or "", node_id=node_id)
 
 
 def _next_link(link: str) -> str | None:

@@ -62,16 +62,18 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
             PRIMARY KEY (project, commit_sha)
         )""",
     ),
+    # 2: the comment's GraphQL node id, so edits can be re-read in batches
+    ("ALTER TABLE comments ADD COLUMN node_id TEXT NOT NULL DEFAULT ''",),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 _UPSERT_COMMENT = (
     "INSERT INTO comments (repo, number, comment_id, body_hash, facts_key, observed_at, "
-    "head_sha, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+    "head_sha, updated_at, node_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
     "ON CONFLICT (repo, number) DO UPDATE SET comment_id = excluded.comment_id, "
     "body_hash = excluded.body_hash, facts_key = excluded.facts_key, "
     "observed_at = excluded.observed_at, head_sha = excluded.head_sha, "
-    "updated_at = excluded.updated_at"
+    "updated_at = excluded.updated_at, node_id = excluded.node_id"
 )
 
 
@@ -91,6 +93,7 @@ class StoredComment:
     observed_at: datetime
     head_sha: str
     updated_at: datetime
+    node_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,13 +200,13 @@ class Store:
         """The bot's comment on this pull request, if one is recorded."""
         with self._lock:
             row = self._db.execute(
-                "SELECT comment_id, body_hash, facts_key, observed_at, head_sha, updated_at "
-                "FROM comments WHERE repo = ? AND number = ?",
+                "SELECT comment_id, body_hash, facts_key, observed_at, head_sha, updated_at, "
+                "node_id FROM comments WHERE repo = ? AND number = ?",
                 (repo, number),
             ).fetchone()
         if row is None:
             return None
-        comment_id, body_hash, facts_key, observed_at, head_sha, updated_at = row
+        comment_id, body_hash, facts_key, observed_at, head_sha, updated_at, node_id = row
         return StoredComment(
             repo=repo,
             number=number,
@@ -213,6 +216,7 @@ class Store:
             observed_at=_from_text(observed_at),
             head_sha=head_sha,
             updated_at=_from_text(updated_at),
+            node_id=node_id,
         )
 
     def record_write(
@@ -227,12 +231,14 @@ class Store:
         head_sha: str,
         action: Action,
         now: datetime,
+        node_id: str = "",
     ) -> None:
         """Upsert the pull request's comment row and append an audit row, atomically."""
         if action not in ("created", "edited", "adopted"):
             raise ValueError(f"unknown action {action!r}")
         at = _to_text(now)
-        row = (repo, number, comment_id, body_hash, facts_key, _to_text(observed_at), head_sha, at)
+        observed = _to_text(observed_at)
+        row = (repo, number, comment_id, body_hash, facts_key, observed, head_sha, at, node_id)
         with self._transaction() as db:
             db.execute(_UPSERT_COMMENT, row)
             db.execute(

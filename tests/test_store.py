@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.store import SCHEMA_VERSION, AuditRow, Store, StoredComment, StoreError
+from bot.store import _MIGRATIONS, SCHEMA_VERSION, AuditRow, Store, StoredComment, StoreError
 
 ROOT = Path(__file__).resolve().parent.parent
 T0 = datetime(2026, 10, 5, 14, 3, tzinfo=UTC)
@@ -47,7 +47,7 @@ def write(store: Store, number: int, *, action: str = "created", at: datetime = 
 def test_open_creates_parent_dirs_and_file(tmp_path: Path) -> None:
     path = tmp_path / "state" / "deep" / "bot.sqlite3"
     with Store.open(path) as store:
-        assert store.schema_version == SCHEMA_VERSION == 1
+        assert store.schema_version == SCHEMA_VERSION == 2
     assert path.is_file()
 
 
@@ -265,3 +265,21 @@ def test_survives_kill_9(tmp_path: Path, extra_writes_seconds: float) -> None:
             stored = store.get_comment("owner/repo", number)
             assert stored is not None
             assert stored.comment_id == comment_id
+
+
+def test_a_version_1_file_is_migrated_and_keeps_its_rows(tmp_path: Path) -> None:
+    path = tmp_path / "v1.sqlite3"
+    db = sqlite3.connect(path)
+    for statement in _MIGRATIONS[0]:
+        db.execute(statement)
+    db.execute(
+        "INSERT INTO comments VALUES ('o/r', 1, 42, 'h', 'k', ?, 'sha', ?)",
+        ("2026-10-05T14:03:00.000000Z", "2026-10-05T14:03:00.000000Z"),
+    )
+    db.execute("PRAGMA user_version = 1")
+    db.commit()
+    db.close()
+    with Store.open(path) as store:
+        assert store.schema_version == SCHEMA_VERSION
+        kept = store.get_comment("o/r", 1)
+        assert kept is not None and kept.comment_id == 42 and kept.node_id == ""

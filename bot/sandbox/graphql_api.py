@@ -50,6 +50,7 @@ from bot.sandbox.world import (
     JSON,
     WEB,
     CheckRunRec,
+    CommentRec,
     PullRec,
     RepoRec,
     StatusRec,
@@ -353,6 +354,47 @@ class Objects:
             },
             "rateLimit": lambda info, **kw: self.ctx.rate,
             "repository": self.repository,
+            "nodes": self.nodes,
+        }
+
+    def nodes(self, info: Any, ids: list[str], **kw: Any) -> list[JSON | None]:
+        """Query.nodes: issue comments by global id; null + NOT_FOUND for an unknown one."""
+        found: list[JSON | None] = []
+        for index, ident in enumerate(ids):
+            rec = self._comment_by_node_id(ident)
+            if rec is None:
+                path = list(info.path) if isinstance(info, Info) else info.path.as_list()
+                self.ctx.errors.append(
+                    {
+                        "type": "NOT_FOUND",
+                        "path": [*path, index],
+                        "message": f"Could not resolve to a node with the global id of '{ident}'",
+                    }
+                )
+            found.append(None if rec is None else self.comment(rec))
+        return found
+
+    def _comment_by_node_id(self, ident: str) -> CommentRec | None:
+        try:
+            decoded = base64.b64decode(ident.encode(), validate=True).decode()
+        except (ValueError, UnicodeDecodeError):
+            return None
+        prefix = f"0{len('IssueComment')}:IssueComment"
+        if not decoded.startswith(prefix) or not decoded[len(prefix) :].isdigit():
+            return None
+        rec = self.world.comment_recs.get(int(decoded[len(prefix) :]))
+        return None if rec is None or rec.deleted else rec
+
+    def comment(self, rec: CommentRec) -> JSON:
+        """An IssueComment; a GitHub App author is a Bot whose GraphQL login has no [bot]."""
+        author = self.world.user(rec.author)
+        login = author.login[:-5] if author.is_bot else author.login
+        return {
+            "__typename": "IssueComment",
+            "id": node_id("IssueComment", rec.id),
+            "databaseId": rec.id,
+            "body": rec.body,
+            "author": {"__typename": "Bot" if author.is_bot else "User", "login": login},
         }
 
     def repository(self, info: Any, owner: str, name: str, **kw: Any) -> JSON | None:
