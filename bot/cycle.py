@@ -217,8 +217,8 @@ class Cycle:
             else:
                 yield plan
 
-    def report_for(self, snapshot: PullSnapshot, repo: RepoSettings) -> Report:
-        """Reconcile one pull request, with first-seen times and a stable observation time."""
+    def report_for(self, snapshot: PullSnapshot, repo: RepoSettings) -> tuple[Report, str]:
+        """Reconcile one pull request with a stable observation time; also its facts key."""
         now = self.clock()
         keys = needs_first_seen(snapshot)
         first_seen: dict[str, datetime] = {}
@@ -234,16 +234,15 @@ class Cycle:
         key = facts_key(report)
         known = self.store.get_facts(repo.name, snapshot.number)
         if known is not None and known[0] == key:
-            return replace(report, observed_at=known[1])
+            return replace(report, observed_at=known[1]), key
         if not self.dry_run:
             self.store.set_facts(repo.name, snapshot.number, facts_key=key, observed_at=now)
-        return report
+        return report, key
 
     def plan(self, snapshot: PullSnapshot, repo: RepoSettings) -> Plan:
         """Decide create / edit / leave for one pull request (reads only)."""
-        report = self.report_for(snapshot, repo)
-        comment_key = sha256(facts_key(report) + report.observed_at.isoformat())
-        comment_key = sha256(comment_key + self.renderer.fingerprint)
+        report, key = self.report_for(snapshot, repo)
+        comment_key = sha256(key + report.observed_at.isoformat() + self.renderer.fingerprint)
         stored = self.store.get_comment(repo.name, snapshot.number)
         if stored is not None and stored.facts_key == comment_key:
             return Plan(report, "leave", "", comment_key, stored.comment_id)

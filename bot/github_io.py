@@ -171,35 +171,51 @@ def _text(node: Any, key: str, *, required: bool = False) -> str | None:
     return value
 
 
+def _str(node: dict[str, Any], key: str) -> str | None:
+    value = node.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    raise MalformedAnswer(f"field {key!r} is {value!r}, expected text")
+
+
+def _required(node: dict[str, Any], key: str) -> str:
+    value = node.get(key)
+    if isinstance(value, str):
+        return value
+    raise MalformedAnswer(f"field {key!r} is {value!r}, expected text")
+
+
 def parse_context(node: Any) -> Signal:
     """Turn one statusCheckRollup context (CheckRun or StatusContext) into a Signal."""
-    kind = _get(node, "__typename")
+    if not isinstance(node, dict):
+        raise MalformedAnswer("a rollup context is not an object")
+    kind = node.get("__typename")
     if kind == "CheckRun":
-        status = (_text(node, "status", required=True) or "").lower()
-        conclusion = _text(node, "conclusion")
-        state = conclusion.lower() if status == "completed" and conclusion else status
-        database_id = _get(node, "databaseId")
+        status = _required(node, "status").lower()
+        conclusion = _str(node, "conclusion")
+        database_id = node.get("databaseId")
+        suite = node.get("checkSuite")
         return Signal(
-            name=_text(node, "name", required=True) or "",
+            name=_required(node, "name"),
             kind=Kind.CHECK_RUN,
-            github_state=state,
-            app=_get(node, "checkSuite", "app", "slug"),
-            workflow=_get(node, "checkSuite", "workflowRun", "workflow", "name"),
-            url=_text(node, "detailsUrl"),
-            description=_text(node, "title"),
-            summary=_text(node, "summary"),
-            started_at=_parse_time(_get(node, "startedAt")),
-            completed_at=_parse_time(_get(node, "completedAt")),
+            github_state=conclusion.lower() if status == "completed" and conclusion else status,
+            app=_get(suite, "app", "slug"),
+            workflow=_get(suite, "workflowRun", "workflow", "name"),
+            url=_str(node, "detailsUrl"),
+            description=_str(node, "title"),
+            summary=_str(node, "summary"),
+            started_at=_parse_time(node.get("startedAt")),
+            completed_at=_parse_time(node.get("completedAt")),
             database_id=database_id if isinstance(database_id, int) else None,
         )
     if kind == "StatusContext":
         return Signal(
-            name=_text(node, "context", required=True) or "",
+            name=_required(node, "context"),
             kind=Kind.STATUS,
-            github_state=(_text(node, "state", required=True) or "").lower(),
-            url=_text(node, "targetUrl"),
-            description=_text(node, "description"),
-            created_at=_parse_time(_get(node, "createdAt")),
+            github_state=_required(node, "state").lower(),
+            url=_str(node, "targetUrl"),
+            description=_str(node, "description"),
+            created_at=_parse_time(node.get("createdAt")),
         )
     raise MalformedAnswer(f"unknown rollup context type {kind!r}")
 
@@ -279,7 +295,7 @@ class GitHubApi:
         self,
         gh: Github,
         *,
-        page_size: int = 50,
+        page_size: int = 100,
         with_labels: bool = False,
         sleep: Callable[[float], None] = time.sleep,
         max_attempts: int = 3,

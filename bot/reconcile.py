@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
-from typing import Final
+from typing import Final, NamedTuple
 
 from bot.model import (
     Kind,
@@ -99,8 +99,7 @@ _AGREES: Final = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class _Since:
+class _Since(NamedTuple):
     """When a signal entered its GitHub state, and who said so."""
 
     at: datetime | None

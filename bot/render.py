@@ -259,8 +259,65 @@ def _reconciliation_dict(rec: Reconciliation | None) -> dict[str, Any] | None:
 
 
 def facts_key(report: Report) -> str:
-    """Return a stable sha256 of the JSON report without observed_at (changes only with facts)."""
-    data = report_dict(report)
-    data.pop("observed_at", None)
-    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """A sha256 of every fact the report states: not observed_at, the title or fetch times."""
+    rows = tuple(_row_facts(row) for row in report.rows)
+    facts = (
+        report.repo,
+        report.number,
+        report.url,
+        report.head_sha,
+        report.draft,
+        report.verdict.value,
+        report.stale_after.total_seconds(),
+        report.truncated,
+        report.notes,
+        rows,
+    )
+    return hashlib.sha256(repr(facts).encode("utf-8")).hexdigest()
+
+
+def _ts(value: datetime | None) -> float | None:
+    return None if value is None else value.timestamp()
+
+
+def _row_facts(row: Row) -> tuple[Any, ...]:
+    """Plain values only (str, float, bool, None): their repr is fast and stable."""
+    s, rec = row.signal, row.reconciliation
+    evidence = (
+        None
+        if rec is None
+        else (
+            rec.provider,
+            rec.project,
+            rec.build_id,
+            rec.build_state,
+            rec.success,
+            rec.builds_for_commit,
+            rec.divergent,
+            rec.finding,
+            rec.build_url,
+            rec.notification,
+            _ts(rec.build_created),
+            _ts(rec.build_finished),
+        )
+    )
+    return (
+        s.name,
+        s.kind.value,
+        s.github_state,
+        s.app,
+        s.workflow,
+        s.url,
+        s.description,
+        s.summary,
+        _ts(s.started_at),
+        _ts(s.completed_at),
+        _ts(s.created_at),
+        s.required,
+        s.database_id,
+        row.state.value,
+        _ts(row.since),
+        row.since_source.value,
+        row.finding,
+        evidence,
+    )

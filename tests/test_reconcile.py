@@ -755,3 +755,14 @@ def test_seed_case_reconciles() -> None:
         State.CANCELLED,
     )
     assert (docs.since, docs.since_source) == (at(9, 12), SinceSource.GITHUB)
+
+
+def test_facts_key_ignores_the_title_and_the_rtd_fetch_time() -> None:
+    report = reconcile(seed_snapshot(), seed_rtd(), Policy(), now=NOW)
+    retitled = dataclasses.replace(seed_snapshot(), title="Something else entirely")
+    later_rtd = {
+        k: dataclasses.replace(v, fetched_at=NOW + timedelta(hours=1))
+        for k, v in seed_rtd().items()
+    }
+    again = reconcile(retitled, later_rtd, Policy(), now=NOW)
+    assert facts_key(report) == facts_key(again)
