@@ -537,6 +537,11 @@ def test_serve_prints_one_line_and_stops_on_sigterm() -> None:
         assert len(changed["changed"]) == 2
         stats = httpx.get(base + "/_sandbox/stats").json()
         assert stats["by_route"] == {"github GET pulls.list": 1}
+        raised = {"resource": "core", "limit": 100000, "remaining": 100000}
+        limits = httpx.post(base + "/_sandbox/rate-limit", json=raised).json()
+        assert limits["limit"] == 100000 and limits["remaining"] == 100000
+        answer = client.get(line["github_url"] + "/repos/octo/big/pulls")
+        assert answer.headers["x-ratelimit-limit"] == "100000"
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
     finally:

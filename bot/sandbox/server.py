@@ -706,4 +706,16 @@ def _control(sandbox: Sandbox, method: str, path: str, body: bytes) -> _Reply:
         except (ValueError, TypeError) as exc:
             return reply(400, {"error": str(exc)})
         return reply(200, {"changed": changed})
+    if method == "POST" and path == "/_sandbox/rate-limit":
+        try:
+            args = json.loads(body or b"{}")
+            sandbox.set_rate_limit(
+                str(args["resource"]),
+                limit=int(args.get("limit", 5000)),
+                remaining=None if args.get("remaining") is None else int(args["remaining"]),
+                reset_in_s=float(args.get("reset_in_s", 3600)),
+            )
+        except (KeyError, ValueError, TypeError) as exc:
+            return reply(400, {"error": str(exc)})
+        return reply(200, sandbox.rate_limit(str(args["resource"])))
     return reply(404, {"error": "unknown control endpoint"})
