@@ -706,6 +706,19 @@ def _control(sandbox: Sandbox, method: str, path: str, body: bytes) -> _Reply:
         except (ValueError, TypeError) as exc:
             return reply(400, {"error": str(exc)})
         return reply(200, {"changed": changed})
+    if method == "POST" and path == "/_sandbox/comments":
+        # Seeds comments directly (e.g. a settled state for a benchmark); not a GitHub write.
+        try:
+            items = json.loads(body or b"[]")
+            made = [
+                sandbox.world.add_comment(
+                    str(i["repo"]), int(i["number"]), author=str(i["author"]), body=str(i["body"])
+                )
+                for i in items
+            ]
+        except (KeyError, ValueError, TypeError) as exc:
+            return reply(400, {"error": str(exc)})
+        return reply(200, {"comments": [{"id": c["id"], "node_id": c["node_id"]} for c in made]})
     if method == "POST" and path == "/_sandbox/rate-limit":
         try:
             args = json.loads(body or b"{}")
