@@ -195,7 +195,7 @@ def cmd_demo(_: Settings | None, args: argparse.Namespace) -> int:
     """Run the bot against the built-in loopback sandbox and print what it posted."""
     from bot.demo import run_demo
 
-    return run_demo(cycles=args.cycles, out=print)
+    return run_demo(out=print)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -215,8 +215,7 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("pull", metavar="OWNER/NAME#N")
     show.add_argument("--format", choices=("markdown", "json"), default="markdown")
     sub.add_parser("check-config", parents=[common], help="validate and print the settings")
-    demo = sub.add_parser("demo", parents=[common], help="run against the offline sandbox")
-    demo.add_argument("--cycles", type=int, default=2, help=argparse.SUPPRESS)
+    sub.add_parser("demo", parents=[common], help="run against the offline sandbox")
     return parser
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from bot.cli import build_clients, make_cycle, now_utc
 from bot.model import MARKER
@@ -17,6 +19,7 @@ from bot.store import Store
 
 DEMO_REPO = "octo/omni"
 WRITE_METHODS = frozenset({"POST", "PATCH", "PUT", "DELETE"})
+COMMENT_PATH = re.compile(r"/repos/[^/]+/[^/]+/issues/(?:\d+/comments|comments/\d+)")
 
 
 def demo_settings(sandbox: Sandbox, state_path: Path) -> Settings:
@@ -31,42 +34,57 @@ def demo_settings(sandbox: Sandbox, state_path: Path) -> Settings:
     )
 
 
-def _print_comments(world: World, out: Callable[[str], None], login: str) -> None:
-    for number in sorted(world.repo(DEMO_REPO).pulls):
+def _print_comments(
+    world: World, out: Callable[[str], None], login: str, *, numbers: list[int]
+) -> None:
+    for number in numbers:
         for comment in world.comments(DEMO_REPO, number):
             if comment["user"]["login"] == login and comment["body"].startswith(MARKER):
                 out(f"--- comment {comment['id']} on {DEMO_REPO}#{number} ---")
                 out(comment["body"])
 
 
-def run_demo(*, cycles: int = 2, out: Callable[[str], None] = print) -> int:
-    """Seed the sandbox, run cycles of the bot, print what it posted; 0 when all went well."""
+def _rerun_passes(world: World, seeded: dict[str, Any]) -> None:
+    """In the sandbox: the failing `tests (3.12)` of #7431 is re-run and passes."""
+    sha = seeded["pulls"][7431]["head_sha"]
+    now = now_utc()
+    world.add_check_run(
+        DEMO_REPO, sha, name="tests (3.12)", app_slug="github-actions", workflow="tests",
+        conclusion="success", started_at=now, completed_at=now, new_suite=True,
+    )  # fmt: skip
+
+
+def run_demo(*, out: Callable[[str], None] = print) -> int:
+    """Seed the sandbox, run three real cycles of the bot, print what it posted."""
     world = World()
-    seed_demo(world, now=now_utc() - timedelta(minutes=1))
+    seeded = seed_demo(world, now=now_utc() - timedelta(minutes=1))
     with Sandbox(world) as sandbox, tempfile.TemporaryDirectory() as tmp:
         settings = demo_settings(sandbox, Path(tmp) / "state.sqlite3")
         repos = list(settings.repos)
         clients = build_clients(settings, repos)
         out(f"sandbox GitHub at {sandbox.github_url}, Read the Docs at {sandbox.rtd_url}")
-        failed = False
         with Store.open(settings.state.path) as store:
             cycle = make_cycle(settings, clients, store, dry_run=False)
-            cycle.out = None
-            for index in range(1, cycles + 1):
-                summary = cycle.run(repos)
-                out(f"[cycle {index}] {summary.line()}")
-                failed = failed or bool(summary.failed)
-                if index == 1:
-                    _print_comments(world, out, clients.login)
-            out("JSON verdicts: " + json.dumps(summary.verdicts, sort_keys=True))
+            first = cycle.run(repos)
+            out(f"[cycle 1] {first.line()}")
+            _print_comments(world, out, clients.login, numbers=sorted(world.repo(DEMO_REPO).pulls))
+            second = cycle.run(repos)
+            out(f"[cycle 2, nothing changed] {second.line()}")
+            _rerun_passes(world, seeded)
+            out("[sandbox] the failing `tests (3.12)` of #7431 was re-run and passed")
+            third = cycle.run(repos)
+            out(f"[cycle 3] {third.line()}")
+            _print_comments(world, out, clients.login, numbers=[7431])
+            out("JSON verdicts: " + json.dumps(third.verdicts, sort_keys=True))
+        clients.close()
         writes = [
-            r for r in sandbox.requests if r.method in WRITE_METHODS and r.graphql_cost is None
+            r for r in sandbox.requests if r.method in WRITE_METHODS and r.graphql_operation is None
         ]
-        others = [r for r in writes if "/issues/" not in r.path or "/comments" not in r.path]
+        others = [r for r in writes if not COMMENT_PATH.fullmatch(r.path)]
         out(
             f"requests to the sandbox: {len(sandbox.requests)}; writes: {len(writes)}, "
             f"of which {len(others)} were not issue comments. "
             "This bot reads CI state and retriggers nothing."
         )
-        clients.close()
+    failed = {**first.failed, **second.failed, **third.failed}
     return 1 if failed else 0

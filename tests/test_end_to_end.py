@@ -234,8 +234,11 @@ def test_run_completes_a_cycle_and_stops_on_sigterm(env: Env) -> None:
 def test_demo_runs_offline_and_prints_what_it_posted() -> None:
     result = cli("demo", timeout=180)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.count(MARKER) == 5
+    assert result.stdout.count(MARKER) == 6  # five created, then #7431 edited in place
+    assert "[cycle 2, nothing changed]" in result.stdout and "left 5" in result.stdout
+    assert "edited 1, left 4" in result.stdout
     assert '"octo/omni#7430": "incomplete"' in result.stdout
+    assert '"octo/omni#7431": "passing"' in result.stdout
     assert "0 were not issue comments" in result.stdout
 
 
