@@ -22,7 +22,13 @@ Wall time, CPU (user+sys) and peak RSS are those of the child process (os.wait4)
 Writes are paced by the bot (>= 1 s apart, <= 80 a minute, <= 500 an hour), so a cold
 cycle over many pull requests writes part of its comments and defers the rest; the later
 cycles then create some of the deferred comments (carry-over) within what is left of the
-budgets. A create in the warm or changed cycle is carry-over; an edit is a changed fact.
+budgets. A create in the warm or changed cycle is carry-over; an edit is a changed fact
+(which includes pending signals turning stale with time). The table shows the writes the
+bot had recorded in the hour before each cycle, which is what its hourly budget counts.
+
+The sandbox's REST rate limit (5,000/h, as on GitHub) is shared by all runs and not reset
+between them; the naive poller runs last and stops when it is rate-limited, and the
+requests of its full sweep are then projected from the pull requests it read.
 
 The last line printed is one JSON object: prs, checks, latency_ms, cold, warm, changed,
 naive (null with --skip-naive), each run holding github_requests, graphql_points,
@@ -47,7 +53,7 @@ import time
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from itertools import pairwise
 from pathlib import Path
 from typing import IO, Any
@@ -56,6 +62,8 @@ from urllib.parse import urlsplit
 ROOT = Path(__file__).resolve().parent.parent
 NAIVE = Path(__file__).resolve().with_name("naive.py")
 RUNS = ("cold", "warm", "changed", "naive")
+GITHUB_REST_PER_HOUR = 5000
+NAIVE_REST_LIMIT = 1_000_000
 _SUMMARY = re.compile(
     r"comments created (?P<created>\d+), edited (?P<edited>\d+), left (?P<left>\d+), "
     r"deferred (?P<deferred>\d+)"
@@ -175,6 +183,26 @@ class SandboxProcess:
             self.proc.stdout.close()
 
 
+BOT_CODE = ("bot", "templates", ":(exclude)bot/sandbox")
+
+
+def bot_commit() -> str | None:
+    """The last commit that changed the bot's code (sandbox excluded); "+dirty" if edited since."""
+    try:
+        last = subprocess.run(
+            ["git", "log", "-1", "--format=%h", "HEAD", "--", *BOT_CODE],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
+        diff = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", *BOT_CODE], cwd=ROOT)
+    except OSError:
+        return None
+    if last.returncode != 0 or not last.stdout.strip():
+        return None
+    return last.stdout.strip() + ("+dirty" if diff.returncode != 0 else "")
+
+
 def write_config(info: dict[str, Any], folder: Path) -> Path:
     """A TOML configuration pointing the bot at the sandbox, its state in `folder`."""
     q = json.dumps  # a JSON string is a valid TOML basic string for these values
@@ -206,6 +234,14 @@ def last_audit_id(state: Path) -> int:
     """The id of the newest row of the bot's write audit (0 when there is none)."""
     rows = _audit(state, "SELECT max(id) FROM audit")
     return int(rows[0][0] or 0) if rows else 0
+
+
+def writes_last_hour(state: Path) -> int:
+    """Comment writes the bot recorded in the last hour (what its hourly budget counts)."""
+    since = datetime.fromtimestamp(time.time() - 3600, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    query = "SELECT count(*) FROM audit WHERE at >= ? AND action IN ('created', 'edited')"
+    rows = _audit(state, query, since)
+    return int(rows[0][0]) if rows else 0
 
 
 def write_times(state: Path, after_id: int) -> list[datetime]:
@@ -268,6 +304,8 @@ def bot_cycle(
     """Reset the sandbox's statistics, run `python -m bot once`, measure it."""
     sandbox.control("POST", "reset-stats")
     before = last_audit_id(state)
+    hour_used = writes_last_hour(state)
+    commit = bot_commit()
     child = run_child(
         [sys.executable, "-m", "bot", "once", "--config", str(config)], timeout_s=timeout_s
     )
@@ -278,17 +316,36 @@ def bot_cycle(
     for key in ("created", "edited", "left", "deferred"):
         result[key] = int(found[key]) if found else None
     result.update(pacing(write_times(state, before)))
+    result["writes_in_last_hour_at_start"] = hour_used
+    result["bot_commit"] = commit
     kinds = result["requests_by_kind"]
     result["writes_created"] = kinds.get("POST comments.create", 0)
     result["writes_edited"] = kinds.get("PATCH comments.edit", 0)
+    problems = [
+        ln for ln in child.stderr.splitlines() if ln.split(" ", 2)[1:2] in (["warning"], ["error"])
+    ]
+    result["log_warnings"] = len(problems)
+    if problems:
+        result["log_warnings_first"] = problems[:5]
     if child.returncode != 0:
         result["stderr_tail"] = child.stderr.strip().splitlines()[-5:]
     return result
 
 
-def naive_poll(sandbox: SandboxProcess, *, timeout_s: float) -> dict[str, Any]:
-    """Reset the sandbox's statistics, run benchmarks/naive.py, measure it."""
+def naive_poll(
+    sandbox: SandboxProcess, *, prs: int, lift_limit: bool, timeout_s: float
+) -> dict[str, Any]:
+    """Reset the sandbox's statistics, run benchmarks/naive.py, measure it.
+
+    The sandbox's REST rate limit (5,000/h, like GitHub's) is shared with the bot's cycles.
+    With `lift_limit` it is raised first so the poller finishes its sweep; otherwise the
+    poller stops when it runs out, and the requests a full sweep would take are projected
+    from the pull requests it did read.
+    """
     sandbox.control("POST", "reset-stats")
+    core = sandbox.control("GET", "stats")["rate_limit"]["core"]
+    if lift_limit:
+        sandbox.control("POST", "rate-limit", {"resource": "core", "limit": NAIVE_REST_LIMIT})
     info = sandbox.info
     child = run_child(
         [sys.executable, str(NAIVE), "--github-url", info["github_url"],
@@ -296,11 +353,37 @@ def naive_poll(sandbox: SandboxProcess, *, timeout_s: float) -> dict[str, Any]:
         timeout_s=timeout_s,
     )  # fmt: skip
     result = measure(child, sandbox.control("GET", "stats"))
+    result["rest_remaining_at_start"] = core["remaining"]
     lines = child.stdout.strip().splitlines()
-    result["read"] = json.loads(lines[-1]) if child.returncode == 0 and lines else None
+    read = json.loads(lines[-1]) if child.returncode == 0 and lines else {}
+    result["read"] = read
+    result["rate_limited"] = bool(read.get("rate_limited"))
+    result["pulls_read"] = read.get("pulls")
+    if result["rate_limited"] and read.get("pulls"):
+        per_pull = result["github_requests"] / read["pulls"]
+        result["projected_full_sweep_github_requests"] = round(per_pull * prs)
+    result["over_github_rest_hourly_limit"] = result["github_requests"] > GITHUB_REST_PER_HOUR
     if child.returncode != 0:
         result["stderr_tail"] = child.stderr.strip().splitlines()[-5:]
     return result
+
+
+def naive_ratio(results: dict[str, dict[str, Any] | None]) -> dict[str, float | None]:
+    """Naive/warm GitHub requests: measured, and projected to a full sweep when rate-limited."""
+    naive, warm = results.get("naive"), results.get("warm")
+    if naive is None or warm is None or not warm["github_requests"]:
+        return {"naive_over_warm_github_requests": None}
+    out: dict[str, float | None] = {
+        "naive_over_warm_github_requests": round(
+            naive["github_requests"] / warm["github_requests"], 2
+        )
+    }
+    projected = naive.get("projected_full_sweep_github_requests")
+    if projected:
+        out["naive_over_warm_github_requests_projected"] = round(
+            projected / warm["github_requests"], 2
+        )
+    return out
 
 
 # -- output ------------------------------------------------------------------------------
@@ -343,9 +426,11 @@ def report(results: dict[str, dict[str, Any] | None]) -> str:
         row("  comments created", "writes_created"),
         row("  comments edited", "writes_edited"),
         row("deferred (bot summary)", "deferred"),
+        row("writes in the hour before", "writes_in_last_hour_at_start"),
         row("writes max / calendar minute", "writes_per_minute_max"),
         row("writes max / any 60 s (audit)", "writes_60s_window_max"),
         row("write pairs in one second", "write_pairs_same_second"),
+        row("rate limited (REST 5,000/h)", "rate_limited"),
         row("wall s", "wall_s"),
         row("CPU s (user+sys)", "cpu_s"),
         row("peak RSS MB", "peak_rss_mb"),
@@ -377,9 +462,12 @@ def notes(results: dict[str, dict[str, Any] | None]) -> list[str]:
                 f"(the previous cycle deferred {previous['deferred']}); "
                 f"{run['writes_edited']} are edits of changed facts"
             )
-        for line in run.get("stderr_tail", []):
+        for line in run.get("log_warnings_first", []) + run.get("stderr_tail", []):
             out.append(f"  stderr: {line}")
         previous = run
+    commits = {n: r.get("bot_commit") for n, r in results.items() if r and n != "naive"}
+    if len(set(commits.values())) > 1:
+        out.append(f"WARNING: the bot's code changed during the benchmark: {commits}")
     cold = results.get("cold")
     if cold is not None:
         out.append(
@@ -388,13 +476,27 @@ def notes(results: dict[str, dict[str, Any] | None]) -> list[str]:
             f"second); closest writes {_cell(cold['min_write_gap_s'])} s apart by the audit"
         )
     naive, warm = results.get("naive"), results.get("warm")
-    if naive is not None and warm is not None and warm["github_requests"]:
+    ratios = naive_ratio(results)
+    if naive is not None and warm is not None and ratios["naive_over_warm_github_requests"]:
         out.append(
             f"naive/warm GitHub requests: {naive['github_requests']} / {warm['github_requests']}"
-            f" = {naive['github_requests'] / warm['github_requests']:.1f}x"
+            f" = {ratios['naive_over_warm_github_requests']:.1f}x"
         )
-    if naive is not None and naive.get("read"):
+    if naive is not None:
         out.append(f"naive poller read: {json.dumps(naive['read'])}")
+    if naive is not None and naive["over_github_rest_hourly_limit"]:
+        out.append(
+            f"  the naive sweep sent {naive['github_requests']} REST requests: more than "
+            f"GitHub's {GITHUB_REST_PER_HOUR}/h for one token (the sandbox's limit was lifted)"
+        )
+    if naive is not None and naive["rate_limited"]:
+        out.append(
+            f"  the naive poller hit the REST rate limit after {naive['pulls_read']} pull "
+            f"requests ({naive['rest_remaining_at_start']} REST requests were left after the "
+            f"bot's cycles); a full sweep would take about "
+            f"{naive.get('projected_full_sweep_github_requests')} requests, "
+            f"{ratios.get('naive_over_warm_github_requests_projected')}x the warm cycle"
+        )
     for line in (naive or {}).get("stderr_tail", []):
         out.append(f"  naive stderr: {line}")
     return out
@@ -415,6 +517,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0, help="the sandbox's random seed")
     parser.add_argument("--change-fraction", type=float, default=0.05, help="heads changed")
     parser.add_argument("--skip-naive", action="store_true", help="do not run the naive poller")
+    parser.add_argument(
+        "--keep-rate-limit",
+        action="store_true",
+        help="run the naive poller within what is left of the sandbox's 5,000/h REST limit "
+        "(default: lift the limit first so it finishes its sweep)",
+    )
     parser.add_argument(
         "--timeout", type=float, default=3600.0, help="seconds before a child is killed"
     )
@@ -442,19 +550,29 @@ def run_all(args: argparse.Namespace, folder: Path) -> dict[str, dict[str, Any] 
                 results[name] = result
             if not args.skip_naive:
                 print("running the naive poller...", flush=True)
-                results["naive"] = naive_poll(sandbox, timeout_s=args.timeout)
+                results["naive"] = naive_poll(
+                    sandbox,
+                    prs=args.prs,
+                    lift_limit=not args.keep_rate_limit,
+                    timeout_s=args.timeout,
+                )
         finally:
             sandbox.stop()
+    text = (folder / "sandbox.log").read_text(encoding="utf-8", errors="replace").strip()
+    if text:
+        print("sandbox stderr (last lines):", *text.splitlines()[-10:], sep="\n  ")
     return results
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point."""
     args = parse_args(argv)
+    commit = bot_commit()
+    print(f"bot: {sys.executable} -m bot, code of commit {commit}", flush=True)
     with tempfile.TemporaryDirectory(prefix="ci-status-bot-bench-") as tmp:
         try:
             results = run_all(args, Path(tmp))
-        except RuntimeError as exc:
+        except (RuntimeError, OSError) as exc:
             log = (Path(tmp) / "sandbox.log").read_text(encoding="utf-8", errors="replace")
             print(f"benchmark: {exc}\n{log[-2000:]}", file=sys.stderr)
             return 2
@@ -462,13 +580,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(report(results))
     print()
     print("\n".join(notes(results)))
-    naive, warm = results["naive"], results["warm"]
-    ratio = None
-    if naive is not None and warm is not None and warm["github_requests"]:
-        ratio = round(naive["github_requests"] / warm["github_requests"], 2)
     line: dict[str, Any] = {"prs": args.prs, "checks": args.checks, "latency_ms": args.latency_ms}
+    line["bot_commit"] = commit
     line.update(results)
-    line["naive_over_warm_github_requests"] = ratio
+    line.update(naive_ratio(results))
     print(json.dumps(line, sort_keys=False))
     failed = any(r is not None and r["exit_code"] != 0 for r in results.values())
     return 1 if failed else 0

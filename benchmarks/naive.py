@@ -4,8 +4,10 @@
 
 For every open pull request it lists the head's check runs, reads the head's combined
 status and lists the issue comments - what a simple bot built on PyGithub does each poll.
-It writes nothing. It prints one JSON line with what it read; the requests themselves are
-counted by the sandbox.
+It writes nothing. PyGithub's own retries are off (retry=None): its default would sleep
+until the rate-limit reset (up to an hour), so a rate limit ends the poll instead and is
+reported. It prints one JSON line with what it read (pulls = pull requests fully read);
+the requests themselves are counted by the sandbox.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ import json
 import sys
 
 from github import Auth, Github
+from github.GithubException import GithubException
 
 
-def poll(github_url: str, token: str, repo_name: str) -> dict[str, int]:
+def poll(github_url: str, token: str, repo_name: str) -> dict[str, object]:
     """Read every open pull request the naive way; counts of what was read."""
     gh = Github(
         auth=Auth.Token(token),
@@ -26,16 +29,25 @@ def poll(github_url: str, token: str, repo_name: str) -> dict[str, int]:
         seconds_between_requests=None,
         seconds_between_writes=None,
         per_page=100,
+        retry=None,
     )
     repo = gh.get_repo(repo_name)
     counts = {"pulls": 0, "check_runs": 0, "statuses": 0, "comments": 0}
-    for pull in repo.get_pulls(state="open"):
-        commit = repo.get_commit(pull.head.sha)
-        counts["pulls"] += 1
-        counts["check_runs"] += sum(1 for _ in commit.get_check_runs())
-        counts["statuses"] += len(commit.get_combined_status().statuses)
-        counts["comments"] += sum(1 for _ in pull.get_issue_comments())
-    return counts
+    try:
+        for pull in repo.get_pulls(state="open"):
+            commit = repo.get_commit(pull.head.sha)
+            runs = sum(1 for _ in commit.get_check_runs())
+            statuses = len(commit.get_combined_status().statuses)
+            comments = sum(1 for _ in pull.get_issue_comments())
+            counts["pulls"] += 1
+            counts["check_runs"] += runs
+            counts["statuses"] += statuses
+            counts["comments"] += comments
+    except GithubException as exc:
+        if exc.status not in (403, 429):
+            raise
+        return {**counts, "rate_limited": True, "error": f"{exc.status}: {exc.data}"}
+    return {**counts, "rate_limited": False}
 
 
 def main(argv: list[str] | None = None) -> int:
