@@ -34,8 +34,8 @@ class UsageError(Exception):
 
 
 def now_utc() -> datetime:
-    """The current time, UTC, to the second."""
-    return datetime.now(UTC).replace(microsecond=0)
+    """The current time, UTC (full precision: write pacing measures sub-second gaps)."""
+    return datetime.now(UTC)
 
 
 @dataclass
@@ -64,7 +64,7 @@ def _github(settings: Settings, repos: Sequence[RepoSettings]) -> tuple[Github, 
     }
     if cfg.token.get_secret_value():
         gh = Github(auth=Auth.Token(cfg.token.get_secret_value()), lazy=True, **common)  # type: ignore[arg-type]
-        return gh, GitHubApi(gh).viewer_login()
+        return gh, ""  # the login is read through the GitHubApi, so the request is counted
     key = Path(cfg.private_key_path).read_text(encoding="utf-8")
     app_auth = Auth.AppAuth(cfg.app_id, key)
     integration = GithubIntegration(auth=app_auth, **common)  # type: ignore[arg-type]
@@ -86,6 +86,7 @@ def build_clients(settings: Settings, repos: Sequence[RepoSettings]) -> Clients:
     install_github_guard(guard)
     gh, login = _github(settings, repos)
     github = GitHubApi(gh, with_labels=bool(settings.policy.skip_labels))
+    login = login or github.viewer_login()
     rtd = RtdApi(
         api_urls=rtd_urls,
         token=settings.readthedocs.token.get_secret_value(),

@@ -246,19 +246,25 @@ class Cycle:
         stored = self.store.get_comment(repo.name, snapshot.number)
         if stored is not None and stored.facts_key == comment_key:
             return Plan(report, "leave", "", comment_key, stored.comment_id)
-        body = self.renderer.markdown(report)
         if stored is None:
-            return Plan(report, "create", body, comment_key, None)
-        return Plan(report, "edit", body, comment_key, stored.comment_id, stored.node_id)
+            return Plan(report, "create", "", comment_key, None)
+        return Plan(report, "edit", "", comment_key, stored.comment_id, stored.node_id)
+
+    def rendered(self, plan: Plan) -> Plan:
+        """The plan with its comment body (rendered only when it is about to be written)."""
+        return replace(plan, body=self.renderer.markdown(plan.report))
 
     # -- writes ----------------------------------------------------------------------------
 
     def _publish_all(self, plans: list[Plan], summary: Summary) -> None:
-        ordered = sorted(plans, key=lambda p: (PRIORITY[p.report.verdict], p.label))
+        # A stale comment of the bot's own is the worst lie: edits first, then attention first.
+        ordered = sorted(
+            plans, key=lambda p: (p.action != "edit", PRIORITY[p.report.verdict], p.label)
+        )
         current: dict[str, Comment | None] = {}
         for index, plan in enumerate(ordered):
             if self.dry_run:
-                self._show(plan)
+                self._show(self.rendered(plan))
                 continue
             if index % REREAD_BATCH == 0 and self._has_write_budget():
                 current = self._reread(ordered[index : index + REREAD_BATCH], summary)
@@ -267,7 +273,7 @@ class Cycle:
                 log.info("write budget reached: %d writes deferred", summary.deferred)
                 return
             try:
-                outcome = self.publish(plan, current=current)
+                outcome = self.publish(self.rendered(plan), current=current)
             except RateLimited as exc:
                 summary.rate_limited_s = exc.wait_s
                 summary.deferred = len(ordered) - index
