@@ -341,11 +341,18 @@ def seed_scale(
     }
 
 
+def _age(rng: random.Random) -> timedelta:
+    """Minutes or hours ago, never 60-200 minutes: with the default 120-minute stale limit no
+    signal turns stale during a benchmark run, so "nothing changed" really means nothing."""
+    minutes = rng.randint(5, 55) if rng.random() < 0.5 else rng.randint(200, 600)
+    return timedelta(minutes=minutes)
+
+
 def _scale_contexts(world: World, rng: random.Random, sha: str, count: int, now: datetime) -> None:
     statuses = count // 10
     for k in range(count - statuses):
         roll = rng.random()
-        at = now - timedelta(minutes=rng.randint(5, 600))
+        at = now - _age(rng)
         if k == 0:
             world.add_check_run_record(
                 SCALE_REPO, sha, name="DCO", app_slug="dco", started_at=at, completed_at=at
@@ -371,7 +378,7 @@ def _scale_contexts(world: World, rng: random.Random, sha: str, count: int, now:
             completed_at=at + timedelta(minutes=3),
         )
     for k in range(statuses):
-        at = now - timedelta(minutes=rng.randint(5, 600))
+        at = now - _age(rng)
         world.add_status(
             SCALE_REPO,
             sha,
@@ -386,7 +393,7 @@ def _scale_docs(
     world: World, rng: random.Random, number: int, sha: str, now: datetime, case: int
 ) -> str:
     build_id = 40000000 + number
-    at = now - timedelta(minutes=rng.randint(10, 600))
+    at = now - _age(rng)
     context = f"docs/readthedocs.org:{SCALE_RTD}"
     target = _rtd_build_url(SCALE_RTD, build_id)
     if case == 0:

@@ -707,11 +707,13 @@ def _control(sandbox: Sandbox, method: str, path: str, body: bytes) -> _Reply:
             return reply(400, {"error": str(exc)})
         return reply(200, {"changed": changed})
     if method == "POST" and path == "/_sandbox/comments":
-        # Seeds comments directly (e.g. a settled state for a benchmark); not a GitHub write.
+        # Seeds or edits comments directly (a benchmark's settled state); not a GitHub write.
         try:
             items = json.loads(body or b"[]")
             made = [
-                sandbox.world.add_comment(
+                sandbox.world.edit_comment(int(i["id"]), str(i["body"]))
+                if i.get("id")
+                else sandbox.world.add_comment(
                     str(i["repo"]), int(i["number"]), author=str(i["author"]), body=str(i["body"])
                 )
                 for i in items
