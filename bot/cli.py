@@ -169,7 +169,9 @@ def cmd_once(settings: Settings, args: argparse.Namespace) -> int:
     repos = _select_repos(settings, args.repo)
     settings.require_github_auth()
     clients = build_clients(settings, repos)
-    store = Store.open(settings.state.path)
+    path = settings.state.path
+    # A dry run records nothing: it reads an existing state and never creates one.
+    store = Store.open(":memory:" if args.dry_run and not Path(path).exists() else path)
     try:
         summary = make_cycle(settings, clients, store, dry_run=args.dry_run).run(repos)
     finally:

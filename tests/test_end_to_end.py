@@ -162,9 +162,19 @@ def test_dry_run_prints_the_body_and_writes_nothing(env: Env) -> None:
     assert MARKER in result.stdout
     assert writes(env.sandbox) == []
     assert env.world.comments(REPO, 7430) == []
+    assert not (env.tmp / "state.sqlite3").exists()  # a dry run creates no state
+    assert once(env).returncode == 0
+    env.sandbox.clear_requests()
+    now = datetime.now(UTC)
+    env.world.add_check_run(REPO, env.sha, name="lint", app_slug="github-actions",
+                            workflow="lint", conclusion="failure", started_at=now,
+                            completed_at=now)  # fmt: skip
     with Store.open(env.tmp / "state.sqlite3") as store:
-        assert store.get_facts(REPO, 7430) is None
-        assert store.audit() == []
+        before = (store.get_facts(REPO, 7430), store.audit())
+    again = once(env, "--dry-run")
+    assert "octo/omni#7430: would edit" in again.stdout and writes(env.sandbox) == []
+    with Store.open(env.tmp / "state.sqlite3") as store:
+        assert (store.get_facts(REPO, 7430), store.audit()) == before
 
 
 def test_policy_skips_drafts_labels_and_authors(env: Env) -> None:
