@@ -18,7 +18,6 @@ from bot.cycle import Cycle, read_rtd
 from bot.github_io import GitHubApi, GitHubError, NotFound
 from bot.guard import Guard, install_github_guard
 from bot.logs import setup_logging
-from bot.model import Policy
 from bot.reconcile import reconcile
 from bot.render import Renderer, report_json
 from bot.rtd_io import RtdApi
@@ -51,8 +50,8 @@ class Clients:
         self.rtd.close()
 
 
-def _github(settings: Settings, repos: Sequence[RepoSettings]) -> tuple[Github, str]:
-    """A PyGithub client (no retries of its own, no built-in pacing) and the bot's login."""
+def _github(settings: Settings, repos: Sequence[RepoSettings]) -> tuple[Github, str | None]:
+    """A PyGithub client (no retries, no built-in pacing) and an App's login (None: a token's)."""
     cfg = settings.github
     common: dict[str, object] = {
         "base_url": cfg.api_url,
@@ -64,7 +63,7 @@ def _github(settings: Settings, repos: Sequence[RepoSettings]) -> tuple[Github, 
     }
     if cfg.token.get_secret_value():
         gh = Github(auth=Auth.Token(cfg.token.get_secret_value()), lazy=True, **common)  # type: ignore[arg-type]
-        return gh, ""  # the login is read through the GitHubApi, so the request is counted
+        return gh, None
     key = Path(cfg.private_key_path).read_text(encoding="utf-8")
     app_auth = Auth.AppAuth(cfg.app_id, key)
     integration = GithubIntegration(auth=app_auth, **common)  # type: ignore[arg-type]
@@ -86,7 +85,8 @@ def build_clients(settings: Settings, repos: Sequence[RepoSettings]) -> Clients:
     install_github_guard(guard)
     gh, login = _github(settings, repos)
     github = GitHubApi(gh, with_labels=bool(settings.policy.skip_labels))
-    login = login or github.viewer_login()
+    if login is None:  # a token's user, read through GitHubApi so the request is counted
+        login = github.viewer_login()
     rtd = RtdApi(
         api_urls=rtd_urls,
         token=settings.readthedocs.token.get_secret_value(),
@@ -138,8 +138,7 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
         now = now_utc()
         snapshot = clients.github.pull(repo_name, number, now=now)
         lookups = read_rtd(snapshot, repo, rtd=clients.rtd, now=now)
-        policy = Policy(stale_after=settings.policy_model().stale_after)
-        report = reconcile(snapshot, lookups, policy, now=now)
+        report = reconcile(snapshot, lookups, settings.policy_model(), now=now)
     finally:
         clients.close()
     if args.format == "json":

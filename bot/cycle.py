@@ -8,9 +8,10 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import Literal
 
 from bot.github_io import Comment, GitHubApi, GitHubError, RateLimited
-from bot.model import MARKER, Policy, PullSnapshot, Report, RtdLookup, Verdict
+from bot.model import MARKER, PullSnapshot, Report, RtdLookup, Verdict
 from bot.reconcile import reconcile, rtd_project_of
 from bot.render import Renderer, facts_key
 from bot.rtd_io import RtdApi, is_final, lookup_from_json, lookup_to_json
@@ -30,7 +31,7 @@ class Plan:
     """What the bot would write for one pull request."""
 
     report: Report
-    action: str  # "create" | "edit" | "leave"
+    action: Literal["create", "edit", "leave"]
     body: str
     comment_key: str
     comment_id: int | None
@@ -164,7 +165,7 @@ class Cycle:
     ) -> None:
         self.github, self.rtd, self.store, self.renderer = github, rtd, store, renderer
         self.policy = policy
-        self.core_policy = Policy(stale_after=timedelta(minutes=policy.stale_after_minutes))
+        self.core_policy = policy.core()
         self.login = login
         self.clock = clock
         self.dry_run = dry_run

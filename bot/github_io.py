@@ -421,14 +421,6 @@ class GitHubApi:
             raise MalformedAnswer("GET /user has no login")
         return login
 
-    def app_login(self) -> str:
-        """The login a GitHub App's comments carry: `<slug>[bot]` (needs a JWT requester)."""
-        _, data = self._send("GET", "/app", kind="rest_get")
-        slug = _get(data, "slug")
-        if not isinstance(slug, str):
-            raise MalformedAnswer("GET /app has no slug")
-        return f"{slug}[bot]"
-
     def open_pulls(self, repo: str, *, now: datetime) -> Iterator[PullSnapshot]:
         """Every open pull request of `repo` with every context on its head, page by page."""
         owner, name = repo.split("/", 1)

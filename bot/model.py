@@ -49,6 +49,11 @@ class State(StrEnum):
     UNKNOWN = "unknown"
 
 
+# The verdict's groups of reconciled states (interface.md); render groups rows by them too.
+FAILING_STATES = frozenset({State.FAILURE, State.ACTION_REQUIRED, State.TIMED_OUT})
+INCOMPLETE_STATES = frozenset({State.CANCELLED, State.STALE, State.UNKNOWN})
+
+
 class Verdict(StrEnum):
     """The pull request's overall verdict, computed from reconciled states."""
 
@@ -111,11 +116,6 @@ class PullSnapshot:
     fetched_at: datetime | None = None
     # True when GitHub's rollup for the head had more contexts than were read
     truncated: bool = False
-
-    @property
-    def commit_url(self) -> str:
-        """The web URL of the head commit inside the pull request."""
-        return f"{self.url}/commits/{self.head_sha}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,8 @@ from enum import Enum
 from typing import Final, NamedTuple
 
 from bot.model import (
+    FAILING_STATES,
+    INCOMPLETE_STATES,
     Kind,
     Policy,
     PullSnapshot,
@@ -60,9 +62,6 @@ STATUS_STATES: Final[Mapping[str, State]] = {
     "expected": State.UNKNOWN,
 }
 
-FAILING_STATES: Final = frozenset({State.FAILURE, State.ACTION_REQUIRED, State.TIMED_OUT})
-INCOMPLETE_STATES: Final = frozenset({State.CANCELLED, State.STALE, State.UNKNOWN})
-PASSING_STATES: Final = frozenset({State.SUCCESS, State.NEUTRAL, State.SKIPPED})
 
 _Seen = Mapping[str, datetime]
 _RTD_CONTEXT: Final = re.compile(r"docs/readthedocs\.(org|com):(\S+)")

@@ -16,6 +16,8 @@ from urllib.parse import quote, urlsplit
 import jinja2
 
 from bot.model import (
+    FAILING_STATES,
+    INCOMPLETE_STATES,
     MARKER,
     REPORT_SCHEMA,
     Reconciliation,
@@ -47,8 +49,8 @@ _WHITESPACE: Final = frozenset("\n\r\t\v\f\x85\u2028\u2029")
 _URL_SAFE: Final = "-._~:/?#@!$&*+,;=%"  # RFC 3986 minus ' ( ) [ ] (markdown-significant)
 
 _GROUPS: Final[tuple[tuple[str, frozenset[State]], ...]] = (
-    ("Failing", frozenset({State.FAILURE, State.ACTION_REQUIRED, State.TIMED_OUT})),
-    ("Incomplete", frozenset({State.CANCELLED, State.UNKNOWN})),
+    ("Failing", FAILING_STATES),
+    ("Incomplete", INCOMPLETE_STATES - {State.STALE}),
     ("Stale", frozenset({State.STALE})),
     ("Pending", frozenset({State.PENDING})),
 )

@@ -116,6 +116,10 @@ class PolicySettings(_Section):
     max_writes_per_hour: int = Field(default=500, ge=1, le=500)
     min_seconds_between_writes: float = Field(default=1.0, ge=1.0)
 
+    def core(self) -> Policy:
+        """The parts of the policy the pure core needs."""
+        return Policy(stale_after=timedelta(minutes=self.stale_after_minutes))
+
 
 class StateSettings(_Section):
     """[state]: where the SQLite state lives."""
@@ -217,7 +221,7 @@ class Settings(BaseSettings):
 
     def policy_model(self) -> Policy:
         """The parts of the policy the pure core needs."""
-        return Policy(stale_after=timedelta(minutes=self.policy.stale_after_minutes))
+        return self.policy.core()
 
     def require_github_auth(self) -> None:
         """Raise ConfigError unless exactly one GitHub credential (token or App) is usable."""

@@ -517,43 +517,10 @@ class World:
             return suite
         return rec.suites[suite_id]
 
-    def add_check_run(
-        self,
-        repo: str,
-        sha: str,
-        *,
-        name: str,
-        app_slug: str | None = "github-actions",
-        status: str = "completed",
-        conclusion: str | None = "success",
-        started_at: datetime | None = None,
-        completed_at: datetime | None = None,
-        details_url: str | None = None,
-        workflow: str | None = None,
-        title: str | None = None,
-        summary: str | None = None,
-        text: str | None = None,
-        new_suite: bool = False,
-    ) -> JSON:
-        """Add a check run; it joins the commit's suite of that app/workflow unless new_suite."""
+    def add_check_run(self, repo: str, sha: str, **fields: Any) -> JSON:
+        """Add a check run (the keywords of add_check_run_record); its REST shape."""
         with self.lock:
-            run = self.add_check_run_record(
-                repo,
-                sha,
-                name=name,
-                app_slug=app_slug,
-                status=status,
-                conclusion=conclusion,
-                started_at=started_at,
-                completed_at=completed_at,
-                details_url=details_url,
-                workflow=workflow,
-                title=title,
-                summary=summary,
-                text=text,
-                new_suite=new_suite,
-            )
-            return check_run_json(self, run)
+            return check_run_json(self, self.add_check_run_record(repo, sha, **fields))
 
     def add_check_run_record(
         self,
@@ -573,7 +540,7 @@ class World:
         text: str | None = None,
         new_suite: bool = False,
     ) -> CheckRunRec:
-        """Like add_check_run, returning the record (fast path for large seeds)."""
+        """Add a check run; it joins the commit's suite of that app/workflow unless new_suite."""
         with self.lock:
             _require_aware(started_at, "started_at")
             _require_aware(completed_at, "completed_at")
