@@ -185,6 +185,11 @@ def test_policy_skips_drafts_labels_and_authors(env: Env) -> None:
     assert env.world.comments(REPO, 7430) == []
     config = write_config(env.tmp, env.sandbox, skip_authors=["alice"])
     assert "1 skipped by policy" in cli("once", "--config", str(config)).stdout
+    env.world.add_pull(REPO, 7501, title="deps", author="bot", head_sha="b" * 40, labels=("deps",))
+    config = write_config(env.tmp, env.sandbox, skip_labels=["deps"])
+    labelled = cli("once", "--config", str(config))
+    assert "2 pull requests seen, 1 skipped by policy" in labelled.stdout, labelled.stderr
+    assert env.world.comments(REPO, 7501) == [] and len(bot_comments(env.world, 7430)) == 1
 
 
 def test_one_failing_pull_request_does_not_stop_the_others(env: Env) -> None:
