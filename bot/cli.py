@@ -19,7 +19,7 @@ from bot.github_io import GitHubApi, GitHubError, NotFound
 from bot.guard import Guard, install_github_guard
 from bot.logs import setup_logging
 from bot.reconcile import reconcile
-from bot.render import Renderer, report_json
+from bot.render import Renderer, TemplateInvalid, report_json
 from bot.rtd_io import RtdApi
 from bot.settings import ConfigError, RepoSettings, Settings, describe, load_settings
 from bot.store import Store
@@ -99,7 +99,12 @@ def build_clients(settings: Settings, repos: Sequence[RepoSettings]) -> Clients:
 
 def _renderer(settings: Settings) -> Renderer:
     template_dir = settings.render.template_dir
-    return Renderer(Path(template_dir) if template_dir else None)
+    renderer = Renderer(Path(template_dir) if template_dir else None)
+    try:
+        renderer.validate()  # a template without the marker first is refused (exit 2)
+    except TemplateInvalid as exc:
+        raise ConfigError(f"render.template_dir: {exc}") from exc
+    return renderer
 
 
 def _select_repos(settings: Settings, names: Sequence[str] | None) -> list[RepoSettings]:
@@ -120,6 +125,7 @@ def _select_repos(settings: Settings, names: Sequence[str] | None) -> list[RepoS
 def cmd_check_config(settings: Settings, _: argparse.Namespace) -> int:
     """Validate and print the effective settings, secrets masked."""
     settings.require_github_auth()
+    _renderer(settings)
     print(describe(settings))
     print("configuration OK")
     return EXIT_OK
@@ -167,6 +173,7 @@ def cmd_once(settings: Settings, args: argparse.Namespace) -> int:
     """One cycle over the configured (or named) repositories."""
     repos = _select_repos(settings, args.repo)
     settings.require_github_auth()
+    _renderer(settings)
     clients = build_clients(settings, repos)
     path = settings.state.path
     # A dry run records nothing: it reads an existing state and never creates one.
@@ -190,6 +197,7 @@ def cmd_run(settings: Settings, _: argparse.Namespace) -> int:
 
     repos = _select_repos(settings, None)
     settings.require_github_auth()
+    _renderer(settings)
     return run_service(settings, repos, build_clients=build_clients, make_cycle=make_cycle)
 
 
