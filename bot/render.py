@@ -41,6 +41,7 @@ QUOTE_LIMIT: Final = 160  # a description or a summary line quoted on a row
 FINDING_LIMIT: Final = 1000
 
 NBSP: Final = "\u00a0"
+NB_HYPHEN: Final = "\u2011"  # a hyphen no browser breaks a line after
 ZWJ: Final = "\u200d"
 _WHITESPACE: Final = frozenset("\n\r\t\v\f\x85\u2028\u2029")
 _URL_SAFE: Final = "-._~:/?#@!$&*+,;=%"  # RFC 3986 minus ' ( ) [ ] (markdown-significant)
@@ -148,7 +149,7 @@ def prose(value: object, limit: int = TEXT_LIMIT, *, line_start: bool = True) ->
         else:
             run.append(core)
     pieces.extend(_flush(run))
-    text = _UTC_TIME.sub(lambda m: m.group(0).replace(" ", NBSP), " ".join(pieces))
+    text = _UTC_TIME.sub(lambda m: _unbreakable(m.group(0)), " ".join(pieces))
     match = _BLOCK_START.match(text) if line_start else None
     if match is not None:  # a list item, heading underline or break if it began a line
         cut = match.start(2) if match.group(2) else 0
@@ -179,8 +180,8 @@ def safe_url(value: object) -> Md | None:
 
 
 def utc(value: datetime) -> Md:
-    """An absolute UTC time that cannot wrap inside: "2026-10-05 09:12 UTC" joined by NBSP."""
-    return Md(format_utc(value).replace(" ", NBSP))
+    """An absolute UTC time that never wraps inside: "2026-10-05 09:12 UTC", non-breaking."""
+    return Md(_unbreakable(format_utc(value)))
 
 
 def short_sha(value: object) -> str:
@@ -191,6 +192,10 @@ def short_sha(value: object) -> str:
 def iso_utc(value: datetime | None) -> str | None:
     """Format a time as "2026-10-05T09:12:00Z", or None."""
     return None if value is None else as_utc(value).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _unbreakable(text: str) -> str:
+    return text.replace(" ", NBSP).replace("-", NB_HYPHEN)
 
 
 def _visible(text: str, index: int, char: str) -> bool:

@@ -41,6 +41,7 @@ from bot.model import MARKER, Policy, Report, RtdLookup, Signal, Verdict
 from bot.reconcile import NO_SIGNALS_NOTE, TRUNCATED_NOTE, reconcile
 from bot.render import (
     COMMENT_LIMIT,
+    NB_HYPHEN,
     NBSP,
     Renderer,
     TemplateInvalid,
@@ -60,6 +61,7 @@ from bot.sandbox import Sandbox, World
 GOLDEN = Path(__file__).parent / "golden"
 LAST_LINE = "This bot reads CI state and retriggers nothing."
 HEADLINE = "### ⚪ Incomplete · 1 cancelled · 4 passing"
+DAY = "2026\u201110\u201105"  # 2026-10-05 with non-breaking hyphens
 EMITTED_TAGS = frozenset({"h3", "p", "a", "code", "ul", "li", "br", "details", "summary"})
 HOSTILE = "@everyone <img src=x> [x](javascript:alert(1)) <!-- ci-status-bot:v1 --> #1 `code`"
 SCOTLAND = "🏴\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f"  # tag characters
@@ -275,13 +277,13 @@ def test_seed_case_reads_like_the_contract() -> None:
     assert body.splitlines()[0] == MARKER
     lines = body.splitlines()[body.splitlines().index(HEADLINE) - 1 :]  # room for a hidden line
     assert lines[1] == HEADLINE
-    observed = f"2026-10-05{NBSP}14:03{NBSP}UTC"
+    observed = f"{DAY}{NBSP}14:03{NBSP}UTC"
     assert lines[2] == (
         f"Head [`eb46d06`]({PR_URL}/commits/{SHA}) (draft) · facts first observed {observed} · "
         "this comment is edited in place when they change (notifications show only its first "
         "version)"
     )
-    since = f"2026-10-05{NBSP}09:12{NBSP}UTC"
+    since = f"{DAY}{NBSP}09:12{NBSP}UTC"
     assert lines[4] == (
         f"- ⚪ [`{DOCS}`]({BUILD_URL}) · cancelled — GitHub still shows pending · since {since}  "
     )
@@ -496,7 +498,7 @@ def test_quoted_source_text() -> None:
     assert quoted("tests/test_x.py::test_y") == "`tests/test_x.py::test_y`"
     assert quoted("") == ""
     assert quoted("1. first") == "“1. first”"  # not at a line's start: nothing to escape
-    assert prose("at 2026-10-05 13:30 UTC.") == f"at 2026-10-05{NBSP}13:30{NBSP}UTC."
+    assert prose("at 2026-10-05 13:30 UTC.") == f"at {DAY}{NBSP}13:30{NBSP}UTC."
 
 
 @pytest.mark.parametrize(
@@ -534,7 +536,7 @@ def test_url_filter(raw: str | None, safe: str | None) -> None:
 )
 def test_utc_filter(value: datetime, text: str) -> None:
     assert format_utc(value) == text
-    assert utc(value) == text.replace(" ", NBSP)  # a date never breaks across lines
+    assert utc(value) == text.replace(" ", NBSP).replace("-", NB_HYPHEN)  # never wraps inside
 
 
 @pytest.mark.parametrize(("sha", "short"), [(SHA, "eb46d06"), ("eb4<x>", "eb4")])
@@ -564,7 +566,7 @@ def test_stale_row_is_dated_absolutely_once() -> None:
     row = next(line for line in body.splitlines() if "`ci/x`" in line)
     assert row == (
         f"- ⚪ `ci/x` · stale — pending longer than the 120-minute limit · since "
-        f"2026-10-05{NBSP}09:12{NBSP}UTC"
+        f"{DAY}{NBSP}09:12{NBSP}UTC"
     )
     assert body.count("09:12") == 1
     assert " hours" not in body and " ago" not in body
@@ -633,7 +635,7 @@ def test_a_separate_build_page_is_linked_after_the_finding() -> None:
 def test_first_seen_is_labelled_as_the_bots_own() -> None:
     signal = run("j", "queued", started_at=None)
     body = render(signal, first_seen={signal.key: at(13, 0)})
-    assert f"`j` · pending · first seen by this bot 2026-10-05{NBSP}13:00{NBSP}UTC" in body
+    assert f"`j` · pending · first seen by this bot {DAY}{NBSP}13:00{NBSP}UTC" in body
 
 
 def test_a_signal_without_time_says_no_since() -> None:
@@ -787,7 +789,7 @@ def test_observed_at_replacement_changes_only_the_head_line() -> None:
     first, second = Renderer().markdown(report), Renderer().markdown(later)
     diff = [a for a, b in zip(first.splitlines(), second.splitlines(), strict=True) if a != b]
     assert len(diff) == 1 and diff[0].startswith("Head [`eb46d06`]")
-    assert f"facts first observed 2026-10-05{NBSP}14:03{NBSP}UTC" in diff[0]
+    assert f"facts first observed {DAY}{NBSP}14:03{NBSP}UTC" in diff[0]
     assert later.verdict is Verdict.INCOMPLETE
 
 
