@@ -343,10 +343,12 @@ def row_view(row: Row, stale_after: timedelta) -> RowView:
     divergent = rec is not None and rec.divergent
     github_pending = _github_pending(signal)
     stale_by_age = row.state is State.STALE and github_pending and row.since is not None
+    # a build still running on RTD explains the staleness itself, with its own time
+    rtd_running = rec is not None and rec.build_id is not None and not divergent
     if divergent:
         shows = "still shows" if github_pending else "shows"
         note = f"GitHub {shows} {prose(signal.github_state, 40)}"
-    elif stale_by_age:
+    elif stale_by_age and not rtd_running:
         note = f"pending longer than the {int(stale_after.total_seconds() // 60)}-minute limit"
     else:
         note = ""
@@ -373,7 +375,7 @@ def row_view(row: Row, stale_after: timedelta) -> RowView:
         state=Md(STATE_WORDS[row.state]),
         note=Md(note),
         required=Md({True: "required", False: "optional", None: ""}[signal.required]),
-        since=_since(row),
+        since=_since(row, said=" ".join(said)),
         said=Md(" — ".join(said)),
     )
 
@@ -410,8 +412,8 @@ def _source_text(signal: Signal) -> list[str]:
     return said
 
 
-def _since(row: Row) -> Md:
-    if row.since is None:
+def _since(row: Row, *, said: str) -> Md:
+    if row.since is None or utc(row.since) in said:  # a finding that gives the time says it
         return Md("")
     if row.since_source is SinceSource.FIRST_SEEN:
         return Md(f"first seen by this bot {utc(row.since)}")

@@ -129,6 +129,7 @@ def every_state_report() -> Report:
         run("queued-no-time", "queued", started_at=None),
         run("slow", "in_progress", started_at=at(13, 55), required=True),
         status(DOCS, "pending", url=BUILD_URL, created_at=at(13, 0)),
+        status("docs/readthedocs.org:slow-docs", "pending", created_at=at(9, 30)),
         run("skipped-job", "skipped", completed_at=at(12, 0)),
         run("neutral-job", "neutral", completed_at=at(12, 0)),
         run("ok", "success", completed_at=at(12, 0)),
@@ -138,6 +139,9 @@ def every_state_report() -> Report:
         "docs/readthedocs.org:cancelled-docs": lookup(cancelled, notes=("build:user:cancelled",)),
         "docs/readthedocs.org:unread-docs": lookup(error="HTTP 503"),
         DOCS: lookup(build("finished", True, finished=at(13, 30))),
+        "docs/readthedocs.org:slow-docs": lookup(
+            build("triggered", None, id=34894887, created=at(9, 30), url=None)
+        ),
     }
     first_seen = {signals[10].key: at(13, 1)}
     return reconcile(snapshot(*signals), rtd, Policy(), now=NOW, first_seen=first_seen)
@@ -153,6 +157,7 @@ HOSTILE_SIGNALS: tuple[Signal, ...] = (
     run(EMOJI, "failure", description=EMOJI),
     status("ci/\u202eevil\u2060\u200b", "pending", created_at=at(13, 0),
            description="- a line\n# heading\n> quote\n---"),
+    run("a](https://evil.example) [b", "failure", url="https://ci.example/1?a=(b)"),
     run("| a | b |", "success"),
     run("@everyone passing", "success"),
 )  # fmt: skip
@@ -407,6 +412,7 @@ def test_hostile_text_is_inert_and_verbatim() -> None:
     assert EMOJI in codes  # ZWJ sequences, skin tones, flags survive whole
     assert "ci/evil" in codes  # bidi override, word joiner, zero-width space dropped
     assert "| a | b |" in codes and "@everyone passing" in codes
+    assert '<a href="https://ci.example/1?a=%28b%29"><code>a](https://evil.example) [b</code></a>' in page
     marker_name = clean(HOSTILE)
     assert marker_name == HOSTILE.replace("<!--", "<!\u2011\u2011")  # the one change, visible
     assert "javascript" not in "".join(re.findall(r'href="([^"]*)"', page))
@@ -570,6 +576,14 @@ def test_stale_row_is_dated_absolutely_once() -> None:
     )
     assert body.count("09:12") == 1
     assert " hours" not in body and " ago" not in body
+
+
+def test_a_build_stuck_on_rtd_says_its_time_and_the_limit_once() -> None:
+    stuck = lookup(build("triggered", None, created=at(9, 30), url=None))
+    signal = status(DOCS, "pending", created_at=at(9, 30))
+    body = Renderer().markdown(reconcile(snapshot(signal), {DOCS: stuck}, Policy(), now=NOW))
+    assert f"- ⚪ `{DOCS}` · stale  \n" in body
+    assert body.count("09:30") == 1 and body.count("120-minute limit") == 1
 
 
 def test_rows_in_attention_order_required_first() -> None:
