@@ -56,7 +56,7 @@ _DEFUSED_OPENER: Final = "<!\u2011\u2011"
 # entities, raw HTML, math ($). Code spans stop all of these; nothing else needs escaping.
 _CODE_CHARS: Final = frozenset("`\\*_[]<>~|$@#&/")
 _CODE_PATTERN: Final = re.compile(
-    r"://|www\.|:[^\d\s]|:.*:|[a-z]-\d"
+    r"://|www\.|:[^\d\s]|:.*:|[a-z]-\d|ghsa-"
     r"|(?<![0-9a-z])(?=[0-9a-f]*[a-f])[0-9a-f]{7,}(?![0-9a-z])",
     re.IGNORECASE,
 )
@@ -347,7 +347,7 @@ def row_view(row: Row, stale_after: timedelta) -> RowView:
     rtd_running = rec is not None and rec.build_id is not None and not divergent
     if divergent:
         shows = "still shows" if github_pending else "shows"
-        note = f"GitHub {shows} {prose(signal.github_state, 40)}"
+        note = f"GitHub {shows} {_state_words(signal.github_state)}"
     elif stale_by_age and not rtd_running:
         note = f"pending longer than the {int(stale_after.total_seconds() // 60)}-minute limit"
     else:
@@ -387,7 +387,10 @@ def first_meaningful_line(text: str | None, *, said: frozenset[str] = frozenset(
     headings: list[str] = []
     for index, line in enumerate(lines):
         after = lines[index + 1] if index + 1 < len(lines) else ""
-        stripped = line.lstrip("#>*-+ \t").strip()
+        stripped = line.lstrip("#>-+ \t").strip()
+        if len(stripped) > 4 and stripped[:2] == stripped[-2:] and stripped[:2] in ("**", "__"):
+            stripped = stripped[2:-2].strip()  # a line in bold is the line
+        stripped = stripped.lstrip("* ")
         if not stripped or not any(c.isalnum() for c in stripped):
             continue
         if stripped.startswith(("```", "~~~", "<", "|")) or stripped.casefold() in said:
@@ -418,6 +421,13 @@ def _since(row: Row, *, said: str) -> Md:
     if row.since_source is SinceSource.FIRST_SEEN:
         return Md(f"first seen by this bot {utc(row.since)}")
     return Md(f"since {utc(row.since)}")
+
+
+def _state_words(raw: str) -> Md:
+    """GitHub's raw state in words ("in_progress" -> "in progress"); anything odd escaped."""
+    if re.fullmatch(r"[a-z_]{1,40}", raw):
+        return Md(raw.replace("_", " "))
+    return prose(raw, 40, line_start=False)
 
 
 def _passing_name(row: Row) -> Md:

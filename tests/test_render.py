@@ -47,6 +47,7 @@ from bot.render import (
     TemplateInvalid,
     clean,
     code,
+    first_meaningful_line,
     format_utc,
     prose,
     quoted,
@@ -434,7 +435,7 @@ def test_hostile_text_is_inert_and_verbatim() -> None:
         "- looks like a bullet",
         "FAILED tests/test_parser.py::test_unicode_escape - AssertionError",
         EMOJI,
-        "JIRA-123 and ABC-9 are custom autolinks",
+        "JIRA-123 and ABC-9 are custom autolinks; GHSA-abcd-efgh-ijkl is an advisory",
     ],
 )
 def test_prose_is_verbatim_and_inert(raw: str) -> None:
@@ -679,6 +680,24 @@ def test_check_summary_first_meaningful_line_with_test_id_in_code() -> None:
         "- AssertionError: '`\\\\u00e9`' != 'é'”"
     ) in body
     assert "Failures" not in body and "More lines" not in body
+
+
+@pytest.mark.parametrize(
+    ("summary", "line"),
+    [
+        ("## Results\n\n**3 tests failed**\n\nmore", "3 tests failed"),
+        ("* first item\n* second", "first item"),
+        ("<details>\n\n| a | b |\n|---|---|\n\nText here", "Text here"),
+        ("```\ncode\n```\nAfter", "code"),
+        ("Title\n=====\n\nBody", "Body"),
+        ("## Only a heading", "Only a heading"),
+        ("DCO\nreal line", "real line"),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_first_meaningful_summary_line(summary: str | None, line: str | None) -> None:
+    assert first_meaningful_line(summary, said=frozenset({"dco"})) == line
 
 
 def test_passing_row_that_differs_from_github_is_shown_in_full() -> None:
