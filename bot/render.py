@@ -56,7 +56,7 @@ _DEFUSED_OPENER: Final = "<!\u2011\u2011"
 # entities, raw HTML, math ($). Code spans stop all of these; nothing else needs escaping.
 _CODE_CHARS: Final = frozenset("`\\*_[]<>~|$@#&/")
 _CODE_PATTERN: Final = re.compile(
-    r"://|www\.|:[^\d\s]|:.*:|[a-z]-\d|ghsa-"
+    r"^:|://|www\.|:[^\d\s]|:.*:|[a-z]-\d|ghsa-"
     r"|(?<![0-9a-z])(?=[0-9a-f]*[a-f])[0-9a-f]{7,}(?![0-9a-z])",
     re.IGNORECASE,
 )

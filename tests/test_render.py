@@ -777,6 +777,16 @@ def test_a_naive_user_template_gets_only_escaped_text(tmp_path: Path) -> None:
         assert pattern.search(outside) is None, what
 
 
+def test_a_template_printing_text_piece_by_piece_stays_inert(tmp_path: Path) -> None:
+    renderer = user_template(
+        tmp_path, "{{ marker }}\n{% for c in report.title %}{{ c }}{% endfor %}\n"
+    )
+    report = dataclasses.replace(seed_report(), title="@everyone #1 :tada:")
+    outside = text_outside_code(to_html(renderer.markdown(report)))
+    for what in ("mention", "reference", "emoji shortcode"):
+        assert LIVE_PATTERNS[what].search(outside) is None, what
+
+
 def test_the_marker_is_the_first_line_whatever_the_template_does(tmp_path: Path) -> None:
     renderer = user_template(tmp_path, "Hello\n{{ marker }}\nbye {{ marker }}\n")
     body = renderer.markdown(seed_report())
