@@ -130,10 +130,8 @@ def code(value: object, limit: int = TEXT_LIMIT) -> Md:
 
 
 def prose(value: object, limit: int = TEXT_LIMIT, *, line_start: bool = True) -> Md:
-    """Untrusted text as markdown prose: plain words as they are, anything live in code spans.
-
-    With line_start, a leading "1." / "-" / "+" / "=" is escaped: it could start a block.
-    """
+    """Untrusted text as markdown prose: plain words as they are, anything live in code spans."""
+    # With line_start, a leading "1." / "-" / "+" / "=" is escaped: it could start a block.
     tokens = clean(value, limit).split()
     pieces: list[str] = []
     run: list[str] = []
@@ -343,13 +341,14 @@ def row_view(row: Row, stale_after: timedelta) -> RowView:
     divergent = rec is not None and rec.divergent
     github_pending = _github_pending(signal)
     stale_by_age = row.state is State.STALE and github_pending and row.since is not None
-    # a build still running on RTD explains the staleness itself, with its own time
-    rtd_running = rec is not None and rec.build_id is not None and not divergent
+    limit = f"the {int(stale_after.total_seconds() // 60)}-minute limit"
+    # a second source's finding (a build stuck on RTD) may explain the staleness itself
+    explained = rec is not None and limit in rec.finding
     if divergent:
         shows = "still shows" if github_pending else "shows"
         note = f"GitHub {shows} {_state_words(signal.github_state)}"
-    elif stale_by_age and not rtd_running:
-        note = f"pending longer than the {int(stale_after.total_seconds() // 60)}-minute limit"
+    elif stale_by_age and not explained:
+        note = f"pending longer than {limit}"
     else:
         note = ""
     said: list[str] = []
@@ -381,8 +380,8 @@ def row_view(row: Row, stale_after: timedelta) -> RowView:
 
 
 def first_meaningful_line(text: str | None, *, said: frozenset[str] = frozenset()) -> str | None:
-    """The first line of a check summary that says something new: not a heading, rule, fence,
-    tag or table line, nor a line already said (compared case-insensitively)."""
+    """The first line of a check summary that says something not yet said (headings last)."""
+    # Skipped: rules, fences, tags, table rows, and lines already said (case-insensitively).
     lines = [line.strip() for line in (text or "").splitlines()]
     headings: list[str] = []
     for index, line in enumerate(lines):

@@ -588,6 +588,14 @@ def test_a_build_stuck_on_rtd_says_its_time_and_the_limit_once() -> None:
     assert body.count("09:30") == 1 and body.count("120-minute limit") == 1
 
 
+def test_a_stale_signal_rtd_cannot_settle_still_says_the_limit() -> None:
+    odd = lookup(build("weird-state", None, created=at(9, 30), url=None))
+    signal = status(DOCS, "pending", created_at=at(9, 30))
+    body = Renderer().markdown(reconcile(snapshot(signal), {DOCS: odd}, Policy(), now=NOW))
+    assert f"`{DOCS}` · stale — pending longer than the 120-minute limit · since" in body
+    assert body.count("120-minute limit") == 1
+
+
 def test_rows_in_attention_order_required_first() -> None:
     body = render(
         run("p", "queued", started_at=NOW),
