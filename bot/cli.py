@@ -99,12 +99,15 @@ def build_clients(settings: Settings, repos: Sequence[RepoSettings]) -> Clients:
 
 def _renderer(settings: Settings) -> Renderer:
     template_dir = settings.render.template_dir
-    renderer = Renderer(Path(template_dir) if template_dir else None)
+    return Renderer(Path(template_dir) if template_dir else None)
+
+
+def _check_templates(settings: Settings) -> None:
+    """Refuse a user template that does not render or does not put the marker first (exit 2)."""
     try:
-        renderer.validate()  # a template without the marker first is refused (exit 2)
+        _renderer(settings).validate()
     except TemplateInvalid as exc:
         raise ConfigError(f"render.template_dir: {exc}") from exc
-    return renderer
 
 
 def _select_repos(settings: Settings, names: Sequence[str] | None) -> list[RepoSettings]:
@@ -125,7 +128,7 @@ def _select_repos(settings: Settings, names: Sequence[str] | None) -> list[RepoS
 def cmd_check_config(settings: Settings, _: argparse.Namespace) -> int:
     """Validate and print the effective settings, secrets masked."""
     settings.require_github_auth()
-    _renderer(settings)
+    _check_templates(settings)
     print(describe(settings))
     print("configuration OK")
     return EXIT_OK
@@ -173,7 +176,7 @@ def cmd_once(settings: Settings, args: argparse.Namespace) -> int:
     """One cycle over the configured (or named) repositories."""
     repos = _select_repos(settings, args.repo)
     settings.require_github_auth()
-    _renderer(settings)
+    _check_templates(settings)
     clients = build_clients(settings, repos)
     path = settings.state.path
     # A dry run records nothing: it reads an existing state and never creates one.
@@ -197,7 +200,7 @@ def cmd_run(settings: Settings, _: argparse.Namespace) -> int:
 
     repos = _select_repos(settings, None)
     settings.require_github_auth()
-    _renderer(settings)
+    _check_templates(settings)
     return run_service(settings, repos, build_clients=build_clients, make_cycle=make_cycle)
 
 

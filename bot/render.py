@@ -60,6 +60,19 @@ _CODE_PATTERN: Final = re.compile(
     r"|(?<![0-9a-z])(?=[0-9a-f]*[a-f])[0-9a-f]{7,}(?![0-9a-z])",
     re.IGNORECASE,
 )
+# md(): every character it rewrites. U+2060 after "@" and "#" keeps GitHub from linking a
+# mention or reference even after the entities decode (tables only: never in the comment).
+_MD_ESCAPES: Final[dict[int, str]] = {
+    **{ord(c): "\\" + c for c in "\\`*_{}[]()+-.!|~"},
+    ord("&"): "&amp;",
+    ord("<"): "&lt;",
+    ord(">"): "&gt;",
+    ord('"'): "&quot;",
+    ord("'"): "&#39;",
+    ord("@"): "&#64;&#8288;",
+    ord("#"): "&#35;&#8288;",
+    ord(":"): "&#58;",
+}
 _LEAD: Final = "(\"'\u201c\u2018"  # ( " ' and curly opening quotes
 _TRAIL: Final = ".,;!?)\"'\u201d\u2019"  # sentence punctuation and curly closing quotes
 _BLOCK_START: Final = re.compile(r"(\d{1,9})([.)])|([-+=])")
@@ -153,6 +166,13 @@ def prose(value: object, limit: int = TEXT_LIMIT, *, line_start: bool = True) ->
         cut = match.start(2) if match.group(2) else 0
         text = text[:cut] + "\\" + text[cut:]
     return Md(text)
+
+
+def md(value: object, limit: int = TEXT_LIMIT) -> str:
+    """Untrusted text escaped for a markdown table cell (entities, backslashes; not the comment)."""
+    # The comment uses code spans (code, prose); a table cell cannot hold a "|" in one, so
+    # the triage view's tables keep this older, entity-escaping form.
+    return clean(value, limit).translate(_MD_ESCAPES)
 
 
 def quoted(value: object, limit: int = QUOTE_LIMIT) -> Md:

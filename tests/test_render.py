@@ -49,6 +49,7 @@ from bot.render import (
     code,
     first_meaningful_line,
     format_utc,
+    md,
     prose,
     quoted,
     report_dict,
@@ -495,6 +496,28 @@ def test_code_filter(raw: str, markdown: str) -> None:
     assert inner == [clean(raw) or " "]
 
 
+@pytest.mark.parametrize(
+    ("raw", "escaped"),
+    [
+        ("plain", "plain"),
+        ("build-wheel (3.11)", "build\\-wheel \\(3\\.11\\)"),
+        ("a\nb\tc\r\nd", "a b c  d"),
+        ("x\x00\x07\u202ey", "xy"),
+        ("[x](y)", "\\[x\\]\\(y\\)"),
+        ("<b>&", "&lt;b&gt;&amp;"),
+        ("\"'", "&quot;&#39;"),
+        ("@user", "&#64;&#8288;user"),
+        ("#12", "&#35;&#8288;12"),
+        ("https://x.org", "https&#58;//x\\.org"),
+        ("*_`~|!{}+\\", "\\*\\_\\`\\~\\|\\!\\{\\}\\+\\\\"),
+        (None, ""),
+        (34894885, "34894885"),
+    ],
+)
+def test_md_escapes_table_cells(raw: object, escaped: str) -> None:
+    assert md(raw) == escaped  # the triage view's tables; the comment never uses it
+
+
 def test_text_is_capped() -> None:
     assert code("x" * 500) == "`" + "x" * 199 + "…`"
     assert prose("x" * 200) == "x" * 200
@@ -853,7 +876,7 @@ def test_fingerprint_follows_the_templates_in_use(tmp_path: Path) -> None:
     assert Renderer(tmp_path).fingerprint != packaged
 
 
-@pytest.mark.parametrize("command", ["check-config", "once"])
+@pytest.mark.parametrize("command", ["check-config", "once", "run"])
 def test_cli_refuses_a_template_without_the_marker(tmp_path: Path, command: str) -> None:
     world = World()
     seed_case(world, now=datetime.now(UTC))
@@ -866,7 +889,7 @@ def test_cli_refuses_a_template_without_the_marker(tmp_path: Path, command: str)
             config.read_text(encoding="utf-8") + f'[render]\ntemplate_dir = "{folder}"\n',
             encoding="utf-8",
         )
-        result = cli(command, "--config", str(config))
+        result = cli(command, "--config", str(config), timeout=30)
         assert [r for r in sandbox.requests if r.service == "github"] == []
     assert result.returncode == 2, result.stdout + result.stderr
     assert "render.template_dir:" in result.stderr
