@@ -39,6 +39,7 @@ TEMPLATE_NAME: Final = "status_comment.md.j2"
 TEXT_LIMIT: Final = 200  # a name or a quoted line of source text, in characters
 QUOTE_LIMIT: Final = 160  # a description or a summary line quoted on a row
 FINDING_LIMIT: Final = 1000
+LINK_LIMIT: Final = 2048  # a longer URL is not linked (it would crowd every row out)
 
 NBSP: Final = "\u00a0"
 NB_HYPHEN: Final = "\u2011"  # a hyphen no browser breaks a line after
@@ -376,13 +377,13 @@ def row_view(row: Row, stale_after: timedelta) -> RowView:
         said.extend(_source_text(signal))
     if row.finding and not stale_by_age:  # the stale sentence is the note and the since
         said.append(prose(row.finding, FINDING_LIMIT))
-    details = safe_url(signal.url)
+    details = _link(signal.url)
     if rec is not None:
         finding = rec.finding
         if divergent:  # "GitHub's status says failure." is on the row already
             finding = finding.removeprefix(f"GitHub's status says {signal.github_state}. ")
         said.append(prose(finding, FINDING_LIMIT))
-        build = safe_url(rec.build_url)
+        build = _link(rec.build_url)
         if build and details and build != details:
             said.append(f"[RTD build]({build})")
         details = details or build
@@ -440,6 +441,11 @@ def _since(row: Row, *, said: str) -> Md:
     if row.since_source is SinceSource.FIRST_SEEN:
         return Md(f"first seen by this bot {utc(row.since)}")
     return Md(f"since {utc(row.since)}")
+
+
+def _link(url: str | None) -> Md | None:
+    safe = safe_url(url)
+    return safe if safe is not None and len(safe) <= LINK_LIMIT else None
 
 
 def _state_words(raw: str) -> Md:

@@ -764,6 +764,17 @@ def test_five_thousand_mixed_collapse_passing_first_then_cut_rows() -> None:
     assert re.search(r"^\d+ more rows are not shown", body, re.M)
 
 
+def test_huge_urls_and_texts_are_not_linked_or_quoted_whole() -> None:
+    huge = "https://ci.example/" + "a" * 70_000
+    signals = [
+        run(f"job {i}", "failure", url=huge, description="d " * 40_000, summary=huge)
+        for i in range(6)
+    ]
+    body = render(*signals)
+    assert len(body) < 6_000 and body.count("\n- ❌ `job ") == 6
+    assert "ci.example" not in "".join(links(body))
+
+
 def test_many_passing_signals_collapse_to_a_count() -> None:
     body = render(*many(1200, "success"), run("broken", "failure"))
     assert len(body) <= COMMENT_LIMIT
