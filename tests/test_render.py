@@ -200,6 +200,15 @@ def headline(body: str) -> str:
     return next(line for line in body.splitlines() if not line.startswith("<!--"))
 
 
+def visible(body: str) -> str:
+    """The body without hidden lines after the marker (the facts stamp, where there is one)."""
+    first, _, rest = body.partition("\n")
+    lines = rest.split("\n")
+    while lines and lines[0].startswith("<!-- ci-status-bot:"):
+        lines.pop(0)
+    return "\n".join([first, *lines])
+
+
 def golden(name: str, text: str) -> str:
     """The golden file's text; rewritten first when UPDATE_GOLDEN=1."""
     path = GOLDEN / name
@@ -801,7 +810,7 @@ def user_template(tmp_path: Path, text: str) -> Renderer:
 def test_user_template_folder_is_searched_first(tmp_path: Path) -> None:
     renderer = user_template(tmp_path, "{{ marker }}\nPR {{ report.number }}: {{ report.title }}\n")
     renderer.validate()
-    assert renderer.markdown(seed_report()) == f"{MARKER}\nPR 7430: Add the omni docs\n"
+    assert visible(renderer.markdown(seed_report())) == f"{MARKER}\nPR 7430: Add the omni docs\n"
 
 
 def test_a_naive_user_template_gets_only_escaped_text(tmp_path: Path) -> None:
@@ -832,7 +841,7 @@ def test_a_template_printing_text_piece_by_piece_stays_inert(tmp_path: Path) -> 
 def test_the_marker_is_the_first_line_whatever_the_template_does(tmp_path: Path) -> None:
     renderer = user_template(tmp_path, "Hello\n{{ marker }}\nbye {{ marker }}\n")
     body = renderer.markdown(seed_report())
-    assert body.startswith(f"{MARKER}\nHello\n") and body.count(MARKER) == 1
+    assert visible(body).startswith(f"{MARKER}\nHello\n") and body.count(MARKER) == 1
     with pytest.raises(TemplateInvalid, match="first line must be the marker"):
         renderer.validate()
 
@@ -872,7 +881,7 @@ def test_empty_user_folder_falls_back_to_packaged(tmp_path: Path) -> None:
 def test_observed_at_replacement_changes_only_the_head_line() -> None:
     report = seed_report()
     later: Report = dataclasses.replace(report, observed_at=NOW + timedelta(days=1))
-    first, second = Renderer().markdown(report), Renderer().markdown(later)
+    first, second = visible(Renderer().markdown(report)), visible(Renderer().markdown(later))
     diff = [a for a, b in zip(first.splitlines(), second.splitlines(), strict=True) if a != b]
     assert len(diff) == 1 and diff[0].startswith("Head [`eb46d06`]")
     assert f"facts first observed {DAY}{NBSP}14:03{NBSP}UTC" in diff[0]
