@@ -255,6 +255,12 @@ def test_demo_runs_offline_and_prints_what_it_posted() -> None:
     assert '"octo/omni#7430": "incomplete"' in result.stdout
     assert '"octo/omni#7431": "passing"' in result.stdout
     assert "0 were not issue comments" in result.stdout
+    # the comments in the contract's shape: headline first, rows, passing collapsed
+    assert "\n### ⚪ Incomplete · 1 cancelled · 4 passing\n" in result.stdout
+    assert "\n### ❌ Failing · 1 failing · 2 passing\n" in result.stdout  # 7431, cycle 1
+    assert "\n### ✅ Passing · 3 passing\n" in result.stdout  # 7431 after the re-run
+    assert "<details><summary>✅ 4 passing</summary>" in result.stdout
+    assert "&#" not in result.stdout and "\u2060" not in result.stdout
 
 
 def test_the_rtd_answer_of_a_final_build_is_not_fetched_again(env: Env) -> None:
