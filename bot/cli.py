@@ -19,7 +19,7 @@ from bot.github_io import GitHubApi, GitHubError, NotFound
 from bot.guard import Guard, install_github_guard
 from bot.logs import setup_logging
 from bot.reconcile import reconcile
-from bot.render import Renderer, report_json
+from bot.render import Renderer, TemplateInvalid, report_json
 from bot.rtd_io import RtdApi
 from bot.settings import ConfigError, RepoSettings, Settings, describe, load_settings
 from bot.store import Store
@@ -102,6 +102,14 @@ def _renderer(settings: Settings) -> Renderer:
     return Renderer(Path(template_dir) if template_dir else None)
 
 
+def _check_templates(settings: Settings) -> None:
+    """Refuse a user template that does not render or does not put the marker first (exit 2)."""
+    try:
+        _renderer(settings).validate()
+    except TemplateInvalid as exc:
+        raise ConfigError(f"render.template_dir: {exc}") from exc
+
+
 def _select_repos(settings: Settings, names: Sequence[str] | None) -> list[RepoSettings]:
     configured = {r.name: r for r in settings.repos}
     if not names:
@@ -120,6 +128,7 @@ def _select_repos(settings: Settings, names: Sequence[str] | None) -> list[RepoS
 def cmd_check_config(settings: Settings, _: argparse.Namespace) -> int:
     """Validate and print the effective settings, secrets masked."""
     settings.require_github_auth()
+    _check_templates(settings)
     print(describe(settings))
     print("configuration OK")
     return EXIT_OK
@@ -167,6 +176,7 @@ def cmd_once(settings: Settings, args: argparse.Namespace) -> int:
     """One cycle over the configured (or named) repositories."""
     repos = _select_repos(settings, args.repo)
     settings.require_github_auth()
+    _check_templates(settings)
     clients = build_clients(settings, repos)
     path = settings.state.path
     # A dry run records nothing: it reads an existing state and never creates one.
@@ -190,6 +200,7 @@ def cmd_run(settings: Settings, _: argparse.Namespace) -> int:
 
     repos = _select_repos(settings, None)
     settings.require_github_auth()
+    _check_templates(settings)
     return run_service(settings, repos, build_clients=build_clients, make_cycle=make_cycle)
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
 import json
+import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Final
@@ -17,23 +20,49 @@ import jinja2
 
 from bot.model import (
     FAILING_STATES,
-    INCOMPLETE_STATES,
     MARKER,
     REPORT_SCHEMA,
+    Kind,
     Reconciliation,
     Report,
     Row,
+    Signal,
+    SinceSource,
     State,
+    Verdict,
     as_utc,
     format_utc,
 )
 
 COMMENT_LIMIT: Final = 65_536
 TEMPLATE_NAME: Final = "status_comment.md.j2"
-TEXT_LIMIT: Final = 200
+TEXT_LIMIT: Final = 200  # a name or a quoted line of source text, in characters
+QUOTE_LIMIT: Final = 160  # a description or a summary line quoted on a row
+FINDING_LIMIT: Final = 1000
+LINK_LIMIT: Final = 2048  # a longer URL is not linked (it would crowd every row out)
 
-# Every character the md filter rewrites, and what it becomes.  U+2060 (word joiner) after
-# "@" and "#" keeps GitHub from linking a mention or reference even after entities decode.
+NBSP: Final = "\u00a0"
+NB_HYPHEN: Final = "\u2011"  # a hyphen no browser breaks a line after
+ZWJ: Final = "\u200d"
+_WHITESPACE: Final = frozenset("\n\r\t\v\f\x85\u2028\u2029")
+_URL_SAFE: Final = "-._~:/?#@!$&*+,;=%"  # RFC 3986 minus ' ( ) [ ] (markdown-significant)
+# The bot's own hidden lines (the marker, the facts line) start like this: untrusted text
+# never carries one into the body. U+2011 (non-breaking hyphen) looks the same and is inert.
+_OWN_COMMENT_OPENER: Final = re.compile(r"<!--(?=\s*ci-status-bot)", re.IGNORECASE)
+_DEFUSED_OPENER: Final = "<!\u2011\u2011"
+
+# A token of untrusted text goes in a code span when it holds markdown syntax or anything
+# GitHub links or converts after markdown: @mentions, #1 / GH-1 / owner/repo#1 references,
+# URLs, www., e-mail addresses, commit shas, :emoji: shortcodes, custom autolinks (ABC-123),
+# entities, raw HTML, math ($). Code spans stop all of these; nothing else needs escaping.
+_CODE_CHARS: Final = frozenset("`\\*_[]<>~|$@#&/")
+_CODE_PATTERN: Final = re.compile(
+    r"^:|://|www\.|:[^\d\s]|:.*:|[a-z]-\d|ghsa-"
+    r"|(?<![0-9a-z])(?=[0-9a-f]*[a-f])[0-9a-f]{7,}(?![0-9a-z])",
+    re.IGNORECASE,
+)
+# md(): every character it rewrites. U+2060 after "@" and "#" keeps GitHub from linking a
+# mention or reference even after the entities decode (tables only: never in the comment).
 _MD_ESCAPES: Final[dict[int, str]] = {
     **{ord(c): "\\" + c for c in "\\`*_{}[]()+-.!|~"},
     ord("&"): "&amp;",
@@ -45,42 +74,117 @@ _MD_ESCAPES: Final[dict[int, str]] = {
     ord("#"): "&#35;&#8288;",
     ord(":"): "&#58;",
 }
-_WHITESPACE: Final = frozenset("\n\r\t\v\f\x85\u2028\u2029")
-_URL_SAFE: Final = "-._~:/?#@!$&*+,;=%"  # RFC 3986 minus ' ( ) [ ] (markdown-significant)
+_LEAD: Final = "(\"'\u201c\u2018"  # ( " ' and curly opening quotes
+_TRAIL: Final = ".,;!?)\"'\u201d\u2019"  # sentence punctuation and curly closing quotes
+_BLOCK_START: Final = re.compile(r"(\d{1,9})([.)])|([-+=])")
+_UTC_TIME: Final = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC")  # format_utc's, kept on one line
 
-_GROUPS: Final[tuple[tuple[str, frozenset[State]], ...]] = (
-    ("Failing", FAILING_STATES),
-    ("Incomplete", INCOMPLETE_STATES - {State.STALE}),
-    ("Stale", frozenset({State.STALE})),
-    ("Pending", frozenset({State.PENDING})),
+GLYPHS: Final[dict[Verdict, str]] = {
+    Verdict.FAILING: "❌",
+    Verdict.PENDING: "⏳",
+    Verdict.INCOMPLETE: "⚪",
+    Verdict.PASSING: "✅",
+}
+STATE_WORDS: Final[dict[State, str]] = {
+    State.FAILURE: "failed",
+    State.ACTION_REQUIRED: "action required",
+    State.TIMED_OUT: "timed out",
+    State.CANCELLED: "cancelled",
+    State.STALE: "stale",
+    State.UNKNOWN: "unknown",
+    State.PENDING: "pending",
+    State.SUCCESS: "passed",
+    State.SKIPPED: "skipped",
+    State.NEUTRAL: "neutral",
+}
+# Rows in the contract's order: failing, incomplete (cancelled, stale, unknown), pending,
+# then passing rows that differ from GitHub; required before optional inside each.
+_ROW_RANK: Final[dict[State, int]] = {
+    **dict.fromkeys(FAILING_STATES, 0),
+    State.CANCELLED: 1,
+    State.STALE: 2,
+    State.UNKNOWN: 3,
+    State.PENDING: 4,
+}
+_COUNTED: Final = (
+    ("cancelled", frozenset({State.CANCELLED})),
+    ("stale", frozenset({State.STALE})),
+    ("unknown", frozenset({State.UNKNOWN})),
+    ("pending", frozenset({State.PENDING})),
 )
-DIVERGENT_TITLE: Final = "Differs from GitHub"
-TITLES: Final = (*(title for title, _ in _GROUPS), DIVERGENT_TITLE)
+_EDITED_NOTE: Final = (
+    "this comment is edited in place when they change (notifications show only its first version)"
+)
 
 
-@dataclass(frozen=True, slots=True)
-class Group:
-    """One heading of rows shown in full in the comment."""
+class Md(str):
+    """Markdown built by this module from escaped parts: printed into the comment as it is."""
 
-    title: str
-    rows: tuple[Row, ...]
+    __slots__ = ()
 
 
-def iso_utc(value: datetime | None) -> str | None:
-    """Format a time as "2026-10-05T09:12:00Z", or None."""
-    return None if value is None else as_utc(value).strftime("%Y-%m-%dT%H:%M:%SZ")
+class TemplateInvalid(ValueError):
+    """A status-comment template that cannot be used (the CLI exits 2 naming it)."""
+
+
+# --- untrusted text -> markdown -----------------------------------------------------------
+
+
+def clean(value: object, limit: int = TEXT_LIMIT) -> str:
+    """Untrusted text on one line: no control or invisible characters (emoji kept whole)."""
+    text = "" if value is None else str(value)
+    kept = [" " if c in _WHITESPACE else c for i, c in enumerate(text) if _visible(text, i, c)]
+    text = _OWN_COMMENT_OPENER.sub(_DEFUSED_OPENER, "".join(kept))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def code(value: object, limit: int = TEXT_LIMIT) -> Md:
+    """Untrusted text verbatim in a code span (a fence longer than any backtick run inside)."""
+    return Md(_span(clean(value, limit)))
+
+
+def prose(value: object, limit: int = TEXT_LIMIT, *, line_start: bool = True) -> Md:
+    """Untrusted text as markdown prose: plain words as they are, anything live in code spans."""
+    # With line_start, a leading "1." / "-" / "+" / "=" is escaped: it could start a block.
+    tokens = clean(value, limit).split()
+    pieces: list[str] = []
+    run: list[str] = []
+    for token in tokens:
+        if not _needs_code(token):
+            pieces.extend(_flush(run))
+            pieces.append(token)
+            continue
+        lead, core, trail = _split_punctuation(token)
+        if lead or trail:
+            pieces.extend(_flush(run))
+            pieces.append(lead + _span(core) + trail)
+        else:
+            run.append(core)
+    pieces.extend(_flush(run))
+    text = _UTC_TIME.sub(lambda m: _unbreakable(m.group(0)), " ".join(pieces))
+    match = _BLOCK_START.match(text) if line_start else None
+    if match is not None:  # a list item, heading underline or break if it began a line
+        cut = match.start(2) if match.group(2) else 0
+        text = text[:cut] + "\\" + text[cut:]
+    return Md(text)
 
 
 def md(value: object, limit: int = TEXT_LIMIT) -> str:
-    """Escape untrusted text for markdown: one line, no HTML, no links, mentions or references."""
-    text = "" if value is None else str(value)
-    text = "".join(" " if c in _WHITESPACE else c for c in text if _printable(c))
-    if len(text) > limit:
-        text = text[: limit - 1] + "…"
-    return text.translate(_MD_ESCAPES)
+    """Untrusted text escaped for a markdown table cell (entities, backslashes; not the comment)."""
+    # The comment uses code spans (code, prose); a table cell cannot hold a "|" in one, so
+    # the triage view's tables keep this older, entity-escaping form.
+    return clean(value, limit).translate(_MD_ESCAPES)
 
 
-def safe_url(value: object) -> str | None:
+def quoted(value: object, limit: int = QUOTE_LIMIT) -> Md:
+    """Source text as said: “prose” in quotes, or one bare code span when it is one token."""
+    text = prose(value, limit, line_start=False)
+    if text.startswith("`") and text.endswith("`") and text.count(" ") == 0:
+        return text
+    return Md(f"“{text}”") if text else text
+
+
+def safe_url(value: object) -> Md | None:
     """Return an http(s) URL percent-encoded for a markdown link, or None for anything else."""
     if not isinstance(value, str) or not value.strip():
         return None
@@ -91,12 +195,303 @@ def safe_url(value: object) -> str | None:
         return None
     if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
         return None
-    return quote(text, safe=_URL_SAFE)
+    return Md(quote(text, safe=_URL_SAFE))
+
+
+def utc(value: datetime) -> Md:
+    """An absolute UTC time that never wraps inside: "2026-10-05 09:12 UTC", non-breaking."""
+    return Md(_unbreakable(format_utc(value)))
 
 
 def short_sha(value: object) -> str:
     """Return the first seven hex digits of a commit sha."""
     return "".join(c for c in str(value)[:7] if c in "0123456789abcdefABCDEF")
+
+
+def iso_utc(value: datetime | None) -> str | None:
+    """Format a time as "2026-10-05T09:12:00Z", or None."""
+    return None if value is None else as_utc(value).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _unbreakable(text: str) -> str:
+    return text.replace(" ", NBSP).replace("-", NB_HYPHEN)
+
+
+def _visible(text: str, index: int, char: str) -> bool:
+    category = unicodedata.category(char)
+    if char in _WHITESPACE:
+        return True
+    if category in ("Cc", "Cs", "Co"):
+        return False
+    if category != "Cf":
+        return True
+    before = text[index - 1] if index else ""
+    after = text[index + 1] if index + 1 < len(text) else ""
+    if char == ZWJ:  # inside an emoji sequence only (woman + laptop, flag + rainbow, ...)
+        return bool(before and after) and (
+            unicodedata.category(before) in ("So", "Sk", "Mn")
+            and unicodedata.category(after) == "So"
+        )
+    if "\U000e0020" <= char <= "\U000e007f":  # tag characters of a subdivision flag 🏴…
+        return before == "\U0001f3f4" or "\U000e0020" <= before <= "\U000e007f"
+    return False
+
+
+def _span(text: str) -> str:
+    runs = [len(r) for r in re.findall(r"`+", text)]
+    fence = "`" * (max(runs, default=0) + 1)
+    pad = (
+        text[:1] == "`"
+        or text[-1:] == "`"
+        or (text[:1] == " " and text[-1:] == " " and bool(text.strip(" ")))
+    )
+    inner = f" {text} " if pad else text or " "
+    return f"{fence}{inner}{fence}"
+
+
+def _needs_code(token: str) -> bool:
+    return not _CODE_CHARS.isdisjoint(token) or _CODE_PATTERN.search(token) is not None
+
+
+def _split_punctuation(token: str) -> tuple[str, str, str]:
+    core = token.lstrip(_LEAD)
+    lead = token[: len(token) - len(core)]
+    stripped = core.rstrip(_TRAIL)
+    while stripped.count("(") > stripped.count(")") and core[len(stripped) :].startswith(")"):
+        stripped += ")"  # a closing parenthesis that belongs to the token stays with it
+    trail = core[len(stripped) :]
+    if not stripped or not _needs_code(stripped):
+        return "", token, ""
+    return lead, stripped, trail
+
+
+def _flush(run: list[str]) -> list[str]:
+    if not run:
+        return []
+    span = _span(" ".join(run))
+    run.clear()
+    return [span]
+
+
+# --- the comment's rows -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RowView:
+    """One row of the comment, every field already markdown."""
+
+    glyph: Md
+    name: Md  # the name verbatim in a code span, linked to its details page when there is one
+    state: Md  # "cancelled", "failed", ...
+    note: Md  # "GitHub still shows pending", or why a signal is stale; "" when nothing
+    required: Md  # "required" / "optional" where GitHub said; else ""
+    since: Md  # "since 2026-10-05 09:12 UTC", "first seen …"; "" with no time
+    said: Md  # what the sources said, on the row's second line; "" when nothing
+
+
+@dataclass(frozen=True, slots=True)
+class CommentView:
+    """Everything the template prints, already markdown (Md)."""
+
+    glyph: Md
+    verdict: Md
+    counts: Md
+    head: Md
+    draft: bool
+    observed: Md
+    edited: Md
+    rows: tuple[RowView, ...]
+    passing: tuple[Md, ...]  # passing signals not shown as rows, one name each
+    passing_more: bool  # some passing signals are shown as rows (they differ from GitHub)
+    notes: tuple[Md, ...]
+
+
+def comment_view(report: Report) -> CommentView:
+    """Turn a report into the comment's markdown pieces (pure)."""
+    shown = sorted(
+        (row for row in report.rows if is_row(row)),
+        key=lambda row: (_ROW_RANK.get(row.state, 5), _required_rank(row.signal.required)),
+    )
+    passing = [row for row in report.rows if not is_row(row)]
+    commit = safe_url(report.commit_url)
+    sha = f"`{short_sha(report.head_sha)}`"
+    return CommentView(
+        glyph=Md(GLYPHS[report.verdict]),
+        verdict=Md(report.verdict.value.capitalize()),
+        counts=headline_counts(report.rows),
+        head=Md(f"[{sha}]({commit})" if commit else sha),
+        draft=report.draft,
+        observed=utc(report.observed_at),
+        edited=Md(_EDITED_NOTE),
+        rows=tuple(row_view(row, report.stale_after) for row in shown),
+        passing=tuple(_passing_name(row) for row in passing),
+        passing_more=len(passing) < sum(1 for r in report.rows if _group(r.state) == "passing"),
+        notes=tuple(prose(note, FINDING_LIMIT) for note in report.notes),
+    )
+
+
+def is_row(row: Row) -> bool:
+    """True when a signal gets its own row: not passing, or passing but differing from GitHub."""
+    if _group(row.state) != "passing":
+        return True
+    return row.reconciliation is not None and row.reconciliation.divergent
+
+
+def headline_counts(rows: Sequence[Row]) -> Md:
+    """The counts in plain words: "1 failing (1 required) · 1 pending · 6 passing"."""
+    if not rows:
+        return Md("nothing reported")
+    parts: list[str] = []
+    failing = [row for row in rows if row.state in FAILING_STATES]
+    if failing:
+        required = sum(1 for row in failing if row.signal.required)
+        parts.append(f"{len(failing)} failing" + (f" ({required} required)" if required else ""))
+    for word, states in _COUNTED:
+        count = sum(1 for row in rows if row.state in states)
+        if count:
+            parts.append(f"{count} {word}")
+    passing = sum(1 for row in rows if _group(row.state) == "passing")
+    if passing:
+        parts.append(f"{passing} passing")
+    return Md(" · ".join(parts))
+
+
+def row_view(row: Row, stale_after: timedelta) -> RowView:
+    """One signal's row: name, state, required, since, and what the sources said."""
+    signal, rec = row.signal, row.reconciliation
+    divergent = rec is not None and rec.divergent
+    github_pending = _github_pending(signal)
+    stale_by_age = row.state is State.STALE and github_pending and row.since is not None
+    limit = f"the {int(stale_after.total_seconds() // 60)}-minute limit"
+    # a second source's finding (a build stuck on RTD) may explain the staleness itself
+    explained = rec is not None and limit in rec.finding
+    if divergent:
+        shows = "still shows" if github_pending else "shows"
+        note = f"GitHub {shows} {_state_words(signal.github_state)}"
+    elif stale_by_age and not explained:
+        note = f"pending longer than {limit}"
+    else:
+        note = ""
+    said: list[str] = []
+    if not divergent:  # GitHub's text describes the state the second source settled
+        said.extend(_source_text(signal))
+    if row.finding and not stale_by_age:  # the stale sentence is the note and the since
+        said.append(prose(row.finding, FINDING_LIMIT))
+    details = _link(signal.url)
+    if rec is not None:
+        finding = rec.finding
+        if divergent:  # "GitHub's status says failure." is on the row already
+            finding = finding.removeprefix(f"GitHub's status says {signal.github_state}. ")
+        said.append(prose(finding, FINDING_LIMIT))
+        build = _link(rec.build_url)
+        if build and details and build != details:
+            said.append(f"[RTD build]({build})")
+        details = details or build
+    name = code(signal.name)
+    glyph = GLYPHS[_verdict_of_state(row.state)]
+    return RowView(
+        glyph=Md(glyph),
+        name=Md(f"[{name}]({details})" if details else name),
+        state=Md(STATE_WORDS[row.state]),
+        note=Md(note),
+        required=Md({True: "required", False: "optional", None: ""}[signal.required]),
+        since=_since(row, said=" ".join(said)),
+        said=Md(" — ".join(said)),
+    )
+
+
+def first_meaningful_line(text: str | None, *, said: frozenset[str] = frozenset()) -> str | None:
+    """The first line of a check summary that says something not yet said (headings last)."""
+    # Skipped: rules, fences, tags, table rows, and lines already said (case-insensitively).
+    lines = [line.strip() for line in (text or "").splitlines()]
+    headings: list[str] = []
+    for index, line in enumerate(lines):
+        after = lines[index + 1] if index + 1 < len(lines) else ""
+        stripped = line.lstrip("#>-+ \t").strip()
+        if len(stripped) > 4 and stripped[:2] == stripped[-2:] and stripped[:2] in ("**", "__"):
+            stripped = stripped[2:-2].strip()  # a line in bold is the line
+        stripped = stripped.lstrip("* ")
+        if not stripped or not any(c.isalnum() for c in stripped):
+            continue
+        if stripped.startswith(("```", "~~~", "<", "|")) or stripped.casefold() in said:
+            continue
+        if line.startswith("#") or (after and set(after) <= set("=-")):
+            headings.append(stripped)
+            continue
+        return stripped
+    return headings[0] if headings else None
+
+
+def _source_text(signal: Signal) -> list[str]:
+    said: list[str] = []
+    seen = {signal.name.strip().casefold()}
+    description = (signal.description or "").strip()
+    if description and description.casefold() not in seen:
+        seen.add(description.casefold())
+        said.append(quoted(description))
+    line = first_meaningful_line(signal.summary, said=frozenset(seen))
+    if line:
+        said.append(quoted(line))
+    return said
+
+
+def _since(row: Row, *, said: str) -> Md:
+    if row.since is None or utc(row.since) in said:  # a finding that gives the time says it
+        return Md("")
+    if row.since_source is SinceSource.FIRST_SEEN:
+        return Md(f"first seen by this bot {utc(row.since)}")
+    return Md(f"since {utc(row.since)}")
+
+
+def _link(url: str | None) -> Md | None:
+    safe = safe_url(url)
+    return safe if safe is not None and len(safe) <= LINK_LIMIT else None
+
+
+def _state_words(raw: str) -> Md:
+    """GitHub's raw state in words ("in_progress" -> "in progress"); anything odd escaped."""
+    if re.fullmatch(r"[a-z_]{1,40}", raw):
+        return Md(raw.replace("_", " "))
+    return prose(raw, 40, line_start=False)
+
+
+def _passing_name(row: Row) -> Md:
+    name = code(row.signal.name)
+    return name if row.state is State.SUCCESS else Md(f"{name} ({STATE_WORDS[row.state]})")
+
+
+def _group(state: State) -> str:
+    if state in FAILING_STATES:
+        return "failing"
+    if state in (State.CANCELLED, State.STALE, State.UNKNOWN):
+        return "incomplete"
+    return "pending" if state is State.PENDING else "passing"
+
+
+def _verdict_of_state(state: State) -> Verdict:
+    return Verdict(_group(state))
+
+
+def _required_rank(required: bool | None) -> int:
+    return 0 if required else (2 if required is False else 1)
+
+
+def _github_pending(signal: Signal) -> bool:
+    if signal.kind is Kind.STATUS:
+        return signal.github_state == "pending"
+    return signal.github_state in ("queued", "in_progress", "waiting", "pending", "requested")
+
+
+# --- the renderer -------------------------------------------------------------------------
+
+
+def _finalize(value: object) -> object:
+    """Every {{ }} of a template: markdown built here as it is, anything else escaped."""
+    if isinstance(value, Md):
+        return value
+    if value is None:
+        return ""
+    return prose(value, FINDING_LIMIT)
 
 
 def report_dict(report: Report) -> dict[str, Any]:
@@ -124,10 +519,15 @@ def report_json(report: Report) -> str:
 
 
 class Renderer:
-    """Renders reports with one jinja2 Environment; a user template folder is searched first."""
+    """Renders reports with one jinja2 Environment; a user template folder is searched first.
+
+    Templates receive markdown built by this module (Md); anything else a template prints is
+    escaped as untrusted text, and the marker is the body's first line whatever it renders.
+    """
 
     def __init__(self, template_dir: Path | None = None) -> None:
         """Build the Environment over the user's folder (if given) and the packaged templates."""
+        self.template_dir = template_dir
         loaders: list[jinja2.BaseLoader] = []
         if template_dir is not None:
             loaders.append(jinja2.FileSystemLoader(template_dir))
@@ -136,12 +536,15 @@ class Renderer:
         self._env = jinja2.Environment(
             loader=self._loader,
             autoescape=False,
+            finalize=_finalize,
             undefined=jinja2.StrictUndefined,
             trim_blocks=True,
             lstrip_blocks=True,
             keep_trailing_newline=True,
         )
-        self._env.filters.update(md=md, url=safe_url, utc=format_utc, short=short_sha)
+        self._env.filters.update(
+            md=prose, prose=prose, code=code, quoted=quoted, url=safe_url, utc=utc, short=short_sha
+        )
 
     @cached_property
     def fingerprint(self) -> str:
@@ -152,40 +555,66 @@ class Renderer:
             digest.update(f"\0{name}\0{source}".encode())
         return digest.hexdigest()
 
+    def validate(self) -> None:
+        """Raise TemplateInvalid unless the template renders and puts the marker first."""
+        if self.template_dir is not None and not self.template_dir.is_dir():
+            raise TemplateInvalid(f"{self.template_dir} is not a folder")
+        try:
+            template = self._env.get_template(TEMPLATE_NAME)
+            raw = self._raw(sample_report(), comment_view(sample_report()), shown=None)
+        except jinja2.TemplateError as exc:
+            raise TemplateInvalid(f"{TEMPLATE_NAME}: {exc.__class__.__name__}: {exc}") from exc
+        first = raw.split("\n", 1)[0].strip()
+        if first != MARKER:
+            raise TemplateInvalid(
+                f"{template.filename}: the first line must be the marker {MARKER} "
+                f"(write {{{{ marker }}}} on the first line); it renders {first[:60]!r}"
+            )
+
     def markdown(self, report: Report) -> str:
         """Render the status comment, shrinking it to stay within GitHub's 65,536 characters."""
-        body = self._render(report, names=True, shown=None)
+        view = comment_view(report)
+        body = self._render(report, view, shown=None)
         if len(body) <= COMMENT_LIMIT:
             return body
-        body = self._render(report, names=False, shown=None)
+        view = _without_passing_names(view)
+        body = self._render(report, view, shown=None)
         if len(body) <= COMMENT_LIMIT:
             return body
-        return self._render(report, names=False, shown=self._fitting_rows(report))
+        return self._render(report, view, shown=self._fitting_rows(report, view))
 
-    def _fitting_rows(self, report: Report) -> int:
-        low, high = 0, sum(1 for row in report.rows if group_of(row) is not None)
+    def _fitting_rows(self, report: Report, view: CommentView) -> int:
+        low, high = 0, len(view.rows)
         while low < high:
             mid = (low + high + 1) // 2
-            if len(self._render(report, names=False, shown=mid)) <= COMMENT_LIMIT:
+            if len(self._render(report, view, shown=mid)) <= COMMENT_LIMIT:
                 low = mid
             else:
                 high = mid - 1
         return low
 
-    def _render(self, report: Report, *, names: bool, shown: int | None) -> str:
-        attention = [row for row in report.rows if group_of(row) is not None]
-        kept = attention if shown is None else attention[:shown]
+    def _render(self, report: Report, view: CommentView, *, shown: int | None) -> str:
+        """The template's output with the marker as its first line, and only there."""
+        body = self._raw(report, view, shown=shown).removeprefix(MARKER).replace(MARKER, "")
+        return f"{MARKER}\n{body.lstrip(chr(10))}"
+
+    def _raw(self, report: Report, view: CommentView, *, shown: int | None) -> str:
+        rows = view.rows if shown is None else view.rows[:shown]
         template = self._env.get_template(TEMPLATE_NAME)
         return template.render(
-            marker=MARKER,
+            marker=Md(MARKER),
             report=report,
-            groups=_groups(kept),
-            passing=[row for row in report.rows if group_of(row) is None],
-            passing_names=names,
-            hidden=len(attention) - len(kept),
-            counts=_counts(report.rows),
-            stale_minutes=int(report.stale_after.total_seconds() // 60),
+            view=view,
+            rows=rows,
+            hidden=len(view.rows) - len(rows),
+            passing_count=sum(1 for row in report.rows if not is_row(row)),
+            br=Md("  "),  # a hard line break before a row's second line
+            last_line=Md("This bot reads CI state and retriggers nothing."),
         )
+
+
+def _without_passing_names(view: CommentView) -> CommentView:
+    return dataclasses.replace(view, passing=())
 
 
 def default_template_dir() -> Path:
@@ -196,29 +625,32 @@ def default_template_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "templates"
 
 
-def group_of(row: Row) -> str | None:
-    """The heading a row is shown under in full, or None when it is only listed as passing."""
-    for title, states in _GROUPS:
-        if row.state in states:
-            return title
-    if row.reconciliation is not None and row.reconciliation.divergent:
-        return DIVERGENT_TITLE
-    return None
-
-
-def _groups(rows: list[Row]) -> list[Group]:
-    groups = (Group(title, tuple(r for r in rows if group_of(r) == title)) for title in TITLES)
-    return [group for group in groups if group.rows]
-
-
-def _counts(rows: tuple[Row, ...]) -> dict[str, int]:
-    titles = [group_of(row) for row in rows]
-    counts = {title.lower(): titles.count(title) for title in TITLES}
-    return {**counts, "total": len(rows)}
-
-
-def _printable(char: str) -> bool:
-    return char in _WHITESPACE or unicodedata.category(char) not in ("Cc", "Cf", "Cs", "Co")
+def sample_report() -> Report:
+    """A fixed report with every kind of row and hostile text (template validation)."""
+    at = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+    hostile = "@everyone #1 <b>x</b> :tada:"
+    signals = (
+        Signal("tests", Kind.CHECK_RUN, "failure", app="github-actions", completed_at=at,
+               description=hostile, required=True),
+        Signal("ci/x", Kind.STATUS, "pending", created_at=at, required=False),
+        Signal("DCO", Kind.CHECK_RUN, "success", app="dco", completed_at=at),
+    )  # fmt: skip
+    rows = (
+        Row(signals[0], State.FAILURE, at, SinceSource.GITHUB),
+        Row(signals[1], State.PENDING, at, SinceSource.GITHUB),
+        Row(signals[2], State.SUCCESS, at, SinceSource.GITHUB),
+    )
+    return Report(
+        repo="example/sample",
+        number=1,
+        title=hostile,
+        url="https://github.com/example/sample/pull/1",
+        head_sha="0" * 40,
+        draft=False,
+        observed_at=at,
+        verdict=Verdict.FAILING,
+        rows=rows,
+    )
 
 
 def _signal_dict(row: Row) -> dict[str, Any]:

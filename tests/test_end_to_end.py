@@ -88,7 +88,7 @@ def test_once_creates_one_comment_then_leaves_it_then_edits_it_on_change(env: En
     assert len(rereads) == 1 and rereads[0].at <= edits[0].at  # re-read before the edit
     after = bot_comments(env.world, 7430)
     assert [c["id"] for c in after] == [comments[0]["id"]]
-    assert "**Verdict: failing.**" in after[0]["body"]
+    assert "\n### ❌ Failing · " in after[0]["body"]
 
 
 def test_a_foreign_comment_with_the_marker_is_never_edited(env: Env) -> None:
@@ -255,6 +255,12 @@ def test_demo_runs_offline_and_prints_what_it_posted() -> None:
     assert '"octo/omni#7430": "incomplete"' in result.stdout
     assert '"octo/omni#7431": "passing"' in result.stdout
     assert "0 were not issue comments" in result.stdout
+    # the comments in the contract's shape: headline first, rows, passing collapsed
+    assert "\n### ⚪ Incomplete · 1 cancelled · 4 passing\n" in result.stdout
+    assert "\n### ❌ Failing · 1 failing · 2 passing\n" in result.stdout  # 7431, cycle 1
+    assert "\n### ✅ Passing · 3 passing\n" in result.stdout  # 7431 after the re-run
+    assert "<details><summary>✅ 4 passing</summary>" in result.stdout
+    assert "&#" not in result.stdout and "\u2060" not in result.stdout
 
 
 def test_the_rtd_answer_of_a_final_build_is_not_fetched_again(env: Env) -> None:
@@ -280,5 +286,5 @@ def test_a_new_rtd_status_after_the_cached_build_is_looked_up_again(env: Env) ->
     assert result.returncode == 0, result.stderr
     assert [r for r in env.sandbox.requests if r.service == "rtd"]
     body = bot_comments(env.world, 7430)[0]["body"]
-    assert "**Verdict: passing.**" in body
+    assert "\n### ✅ Passing · " in body
     assert bot_comments(env.world, 7430)[0]["user"]["login"] == LOGIN

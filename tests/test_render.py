@@ -1,4 +1,9 @@
-"""Tests of the markdown comment, its filters and the JSON report (golden files, no mocks)."""
+"""Tests of the status comment (golden files read through GitHub's own markdown engine),
+its escaping filters, its templates, and the JSON report. No mocks.
+
+Regenerate the golden files on purpose, then review them in the diff:
+    UPDATE_GOLDEN=1 python -m pytest -q tests/test_render.py
+"""
 
 from __future__ import annotations
 
@@ -7,11 +12,16 @@ import html
 import json
 import os
 import re
+import textwrap
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import cmarkgfm
 import jinja2
 import pytest
+from cmarkgfm.cmark import Options
+from support import cli, seed_case, write_config
 from test_reconcile import (
     BUILD_URL,
     DOCS,
@@ -27,23 +37,176 @@ from test_reconcile import (
     status,
 )
 
-from bot.model import MARKER, Policy, Report, Verdict
-from bot.reconcile import NO_SIGNALS_NOTE, reconcile
+from bot.model import MARKER, Policy, Report, RtdLookup, Signal, Verdict
+from bot.reconcile import NO_SIGNALS_NOTE, TRUNCATED_NOTE, reconcile
 from bot.render import (
     COMMENT_LIMIT,
+    NB_HYPHEN,
+    NBSP,
     Renderer,
+    TemplateInvalid,
+    clean,
+    code,
+    first_meaningful_line,
     format_utc,
     md,
+    prose,
+    quoted,
     report_dict,
     report_json,
     safe_url,
     short_sha,
+    utc,
 )
+from bot.sandbox import Sandbox, World
 
 GOLDEN = Path(__file__).parent / "golden"
 LAST_LINE = "This bot reads CI state and retriggers nothing."
+HEADLINE = "### ⚪ Incomplete · 1 cancelled · 4 passing"
+DAY = "2026\u201110\u201105"  # 2026-10-05 with non-breaking hyphens
+EMITTED_TAGS = frozenset({"h3", "p", "a", "code", "ul", "li", "br", "details", "summary"})
 HOSTILE = "@everyone <img src=x> [x](javascript:alert(1)) <!-- ci-status-bot:v1 --> #1 `code`"
-ALLOWED_TAGS = re.compile(r"</?(code|details|summary)>")
+SCOTLAND = "🏴\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f"  # tag characters
+EMOJI = f"deploy 👩\u200d💻 🏳️\u200d🌈 👍🏽 🇫🇷 {SCOTLAND}"  # ZWJ, skin tone, flags
+
+# What GitHub links or converts in text after markdown (outside code and links).
+LIVE_PATTERNS = {
+    "mention": re.compile(r"(?<![\w`])@[A-Za-z0-9]"),
+    "reference": re.compile(r"#\d|\bGH-\d", re.IGNORECASE),
+    "emoji shortcode": re.compile(r":[a-z0-9_+-]+:"),
+    "url": re.compile(r"https?://|www\.", re.IGNORECASE),
+    "email": re.compile(r"\w@\w"),
+    "sha": re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b"),
+    "html": re.compile(r"<[a-z!/]", re.IGNORECASE),
+    "entity": re.compile(r"&#?\w+;"),
+}
+
+
+# --- the golden cases ----------------------------------------------------------------------
+
+
+def failing_required_report() -> Report:
+    """A required test job failed (a test id in its summary); an optional lint still runs."""
+    tests = run(
+        "tests (3.12)",
+        "failure",
+        workflow="tests",
+        url="https://github.com/example/omni/actions/runs/11/job/22",
+        description="1 failed, 212 passed in 41.20s",
+        summary="## Failures\n\nFAILED tests/test_parser.py::test_unicode_escape - "
+        "AssertionError: '\\\\u00e9' != 'é'\n\nMore lines that are not shown.",
+        started_at=at(13, 40),
+        completed_at=at(13, 52),
+        required=True,
+    )
+    lint = run("lint", "in_progress", workflow="lint", started_at=at(13, 58), required=False)
+    passing = [
+        run(name, "success", workflow="tests", completed_at=at(13, 50), required=True)
+        for name in ("tests (3.10)", "tests (3.11)", "tests (3.13)")
+    ]
+    dco = run("DCO", "success", app="dco", description="DCO", completed_at=at(13, 39))
+    wheels = run("build-wheel (3.12)", "success", workflow="wheels", completed_at=at(13, 47))
+    docs = status(DOCS, "success", url=BUILD_URL, description="Read the Docs build succeeded!")
+    rtd = {DOCS: lookup(build("finished", True, finished=at(13, 45)))}
+    signals = (tests, lint, *passing, dco, wheels, docs)
+    return reconcile(snapshot(*signals), rtd, Policy(), now=NOW)
+
+
+def every_state_report() -> Report:
+    """One signal in every state the comment knows, with every kind of second-source finding."""
+    rtd_build = "https://readthedocs.org/projects/omni-docs/builds/34894886/"
+    signals = (
+        run("unit", "failure", completed_at=at(12, 0), required=True),
+        run("DCO", "action_required", app="dco", description="DCO", completed_at=at(9, 10),
+            summary="There is one commit incorrectly signed off.\nCommit sha: 1a2b3c4, Author: A"),
+        run("integration", "timed_out", completed_at=at(12, 30), required=False),
+        status("docs/readthedocs.org:cancelled-docs", "failure", url=rtd_build,
+               description="Read the Docs build failed!", created_at=at(11, 0)),
+        run("e2e", "cancelled", completed_at=at(11, 30)),
+        status("ci/jenkins", "pending", description="Build queued", created_at=at(9, 0)),
+        run("old-check", "stale", completed_at=at(8, 0)),
+        status("ci/expected", "expected", created_at=at(10, 0)),
+        run("weird", "surprise", completed_at=at(12, 50)),
+        status("docs/readthedocs.org:unread-docs", "pending", created_at=at(13, 50)),
+        run("queued-no-time", "queued", started_at=None),
+        run("slow", "in_progress", started_at=at(13, 55), required=True),
+        status(DOCS, "pending", url=BUILD_URL, created_at=at(13, 0)),
+        status("docs/readthedocs.org:slow-docs", "pending", created_at=at(9, 30)),
+        run("skipped-job", "skipped", completed_at=at(12, 0)),
+        run("neutral-job", "neutral", completed_at=at(12, 0)),
+        run("ok", "success", completed_at=at(12, 0)),
+    )  # fmt: skip
+    cancelled = build("cancelled", False, id=34894886, url=rtd_build, created=at(11, 0))
+    rtd: dict[str, RtdLookup] = {
+        "docs/readthedocs.org:cancelled-docs": lookup(cancelled, notes=("build:user:cancelled",)),
+        "docs/readthedocs.org:unread-docs": lookup(error="HTTP 503"),
+        DOCS: lookup(build("finished", True, finished=at(13, 30))),
+        "docs/readthedocs.org:slow-docs": lookup(
+            build("triggered", None, id=34894887, created=at(9, 30), url=None)
+        ),
+    }
+    first_seen = {signals[10].key: at(13, 1)}
+    return reconcile(snapshot(*signals), rtd, Policy(), now=NOW, first_seen=first_seen)
+
+
+HOSTILE_SIGNALS: tuple[Signal, ...] = (
+    run(HOSTILE, "failure", url="javascript:alert(1)", description=HOSTILE, summary=HOSTILE),
+    run("x``y` :tada: @octocat", "failure", description="see #12, GH-34 and octo/repo#56"),
+    run("mail a@b.co www.evil.example https://evil.example/x", "cancelled",
+        url="https://evil.example/a(b)c", description="eb46d06c1f3a cafe1234 :+1:"),
+    run("**bold** _em_ ~~del~~ $x^2$ <details> &amp; &#64;", "failure",
+        description="1. starts like a list"),
+    run(EMOJI, "failure", description=EMOJI),
+    status("ci/\u202eevil\u2060\u200b", "pending", created_at=at(13, 0),
+           description="- a line\n# heading\n> quote\n---"),
+    run("a](https://evil.example) [b", "failure", url="https://ci.example/1?a=(b)"),
+    run("| a | b |", "success"),
+    run("@everyone passing", "success"),
+)  # fmt: skip
+
+
+def hostile_report() -> Report:
+    """Untrusted text everywhere: names, descriptions, summaries, URLs and the title."""
+    report = reconcile(snapshot(*HOSTILE_SIGNALS), {}, Policy(), now=NOW)
+    return dataclasses.replace(report, title=HOSTILE)
+
+
+def many(count: int, raw: str) -> tuple[Signal, ...]:
+    """Many check runs with long names and descriptions."""
+    return tuple(
+        run(f"matrix-job-{i:05d}-" + "x" * 60, raw, description="x" * 150) for i in range(count)
+    )
+
+
+def five_thousand_report() -> Report:
+    """5,000 signals: 4,000 failing, 1,000 passing."""
+    signals = many(4000, "failure") + tuple(
+        run(f"passing-job-{i:04d}", "success") for i in range(1000)
+    )
+    return reconcile(snapshot(*signals), {}, Policy(), now=NOW)
+
+
+CASES: dict[str, Callable[[], Report]] = {
+    "seed_case": seed_report,
+    "failing_required": failing_required_report,
+    "every_state": every_state_report,
+    "hostile": hostile_report,
+    "five_thousand": five_thousand_report,
+}
+
+
+def headline(body: str) -> str:
+    """The comment's first visible line (after the marker and any hidden line)."""
+    return next(line for line in body.splitlines() if not line.startswith("<!--"))
+
+
+def visible(body: str) -> str:
+    """The body without hidden lines after the marker (the facts stamp, where there is one)."""
+    first, _, rest = body.partition("\n")
+    lines = rest.split("\n")
+    while lines and lines[0].startswith("<!-- ci-status-bot:"):
+        lines.pop(0)
+    return "\n".join([first, *lines])
 
 
 def golden(name: str, text: str) -> str:
@@ -54,23 +217,67 @@ def golden(name: str, text: str) -> str:
     return path.read_text(encoding="utf-8")
 
 
-def render(*signals: object, **kwargs: object) -> str:
-    """The comment for a pull request carrying the given signals."""
-    report = reconcile(snapshot(*signals), {}, Policy(), now=NOW, **kwargs)  # type: ignore[arg-type]
-    return Renderer().markdown(report)
+# --- GitHub's markdown engine --------------------------------------------------------------
 
 
-def links(body: str) -> list[str]:
-    """Every markdown link target in the body."""
-    return re.findall(r"\]\(([^)\s]*)\)", body)
+def to_html(body: str) -> str:
+    """The body as GitHub renders it: cmark-gfm with table, strikethrough, autolink, tagfilter
+    and tasklist. Raw HTML is let through (UNSAFE) so any that leaked would show as a tag."""
+    return cmarkgfm.github_flavored_markdown_to_html(body, options=Options.CMARK_OPT_UNSAFE)
 
 
-# --- the seed case -------------------------------------------------------------------------
+def code_texts(page: str) -> list[str]:
+    """The text of every <code> element."""
+    return [html.unescape(t) for t in re.findall(r"<code>(.*?)</code>", page, flags=re.S)]
 
 
-def test_seed_case_matches_golden() -> None:
-    body = Renderer().markdown(seed_report())
-    assert body == golden("seed_case.md", body)
+def text_outside_code(page: str) -> str:
+    """The visible text with code elements (and tags and HTML comments) removed."""
+    without = re.sub(r"<code>.*?</code>", " ", page, flags=re.S)
+    without = re.sub(r"<!--.*?-->", " ", without, flags=re.S)
+    return html.unescape(re.sub(r"<[^>]+>", " ", without))
+
+
+def own_links(report: Report) -> set[str]:
+    """The bot's own link targets: the head, details pages and RTD builds (escaped as HTML)."""
+    urls = {safe_url(report.commit_url)}
+    for row in report.rows:
+        urls.add(safe_url(row.signal.url))
+        if row.reconciliation is not None:
+            urls.add(safe_url(row.reconciliation.build_url))
+    return {html.escape(u) for u in urls if u}
+
+
+def check_html(report: Report, body: str) -> str:
+    """Assert what GitHub would show; returns the HTML."""
+    page = to_html(body)
+    assert page.startswith(f"{MARKER}\n")
+    visible = re.sub(r"^(<!--[^\n]*-->\n)+", "", page)  # the marker (and hidden lines) first
+    assert visible.startswith("<h3>"), page[:200]  # then the headline is the first element
+    assert len(body) <= COMMENT_LIMIT
+    assert body.count(MARKER) == 1 and "<!--" not in body[body.index("\n### ") :]
+    tags = {t.lower() for t in re.findall(r"<(?:/)?([a-zA-Z][a-zA-Z0-9]*)", page)}
+    assert tags <= EMITTED_TAGS, tags - EMITTED_TAGS
+    hrefs = re.findall(r'<a href="([^"]*)"', page)
+    assert hrefs and set(hrefs) <= own_links(report)
+    assert page.count("<a ") == len(hrefs)
+    outside = text_outside_code(page)
+    for what, pattern in LIVE_PATTERNS.items():
+        assert pattern.search(outside) is None, (what, pattern.search(outside))
+    codes = set(code_texts(page))
+    hidden = re.search(r"(\d+) more rows? (?:is|are) not shown", outside)
+    shown = [row for row in report.rows if clean(row.signal.name) in codes]
+    if hidden is None and "names not shown" not in outside:
+        assert len(shown) == len(report.rows)  # every signal's name, verbatim
+    return page
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_golden_comment(case: str) -> None:
+    report = CASES[case]()
+    body = Renderer().markdown(report)
+    assert body == golden(f"{case}.md", body)
+    check_html(report, body)
 
 
 def test_seed_case_json_matches_golden() -> None:
@@ -78,25 +285,56 @@ def test_seed_case_json_matches_golden() -> None:
     assert text == golden("seed_case.json", text)
 
 
-def test_seed_case_comment_reads_like_the_contract() -> None:
+# --- the seed case -------------------------------------------------------------------------
+
+
+def test_seed_case_reads_like_the_contract() -> None:
     body = Renderer().markdown(seed_report())
-    lines = body.splitlines()
-    assert lines[0] == MARKER
-    assert lines[1] == (
-        f"Observed 2026-10-05 14:03 UTC on head [`eb46d06`]({PR_URL}/commits/{SHA}) (draft)."
+    assert body.splitlines()[0] == MARKER
+    lines = body.splitlines()[body.splitlines().index(HEADLINE) - 1 :]  # room for a hidden line
+    assert lines[1] == HEADLINE
+    observed = f"{DAY}{NBSP}14:03{NBSP}UTC"
+    assert lines[2] == (
+        f"Head [`eb46d06`]({PR_URL}/commits/{SHA}) (draft) · facts first observed {observed} · "
+        "this comment is edited in place when they change (notifications show only its first "
+        "version)"
     )
+    since = f"{DAY}{NBSP}09:12{NBSP}UTC"
+    assert lines[4] == (
+        f"- ⚪ [`{DOCS}`]({BUILD_URL}) · cancelled — GitHub still shows pending · since {since}  "
+    )
+    assert lines[5].startswith("  Read the Docs reports build 34894885 for this exact commit")
+    assert "`build:user:cancelled`" in lines[5]
+    assert "No other cause is stated by any source." in lines[5]
+    assert "in progress" not in body  # GitHub's description is what the row's state corrects
+    assert lines[7:15] == [
+        "<details><summary>✅ 4 passing</summary>",
+        "",
+        "- `build-wheel (3.11)`",
+        "- `build-wheel (3.12)`",
+        "- `DCO`",
+        "- `pre-commit`",
+        "",
+        "</details>",
+    ]
     assert lines[-1] == LAST_LINE
-    text = html.unescape(body).replace("\\", "")
-    assert "**Verdict: incomplete.**" in text
-    assert "Passing (4): <code>build-wheel (3.11)</code>, <code>build-wheel (3.12)</code>, " in text
-    assert "<code>docs/readthedocs.org:omni-docs</code>" in text
-    assert "GitHub reports pending since 2026-10-05 09:12 UTC." in text
-    assert "build 34894885 for this exact commit as cancelled (success: false)" in text
-    assert "so no newer build exists" in text
-    assert "build:user:cancelled" in text
-    assert "No other cause is stated by any source." in text
-    assert f"[RTD build 34894885]({BUILD_URL})" in body
-    assert body.index("**Incomplete (1)**") < body.index("<details>")
+
+
+def test_seed_case_plain_text_reads_cleanly() -> None:
+    body = Renderer().markdown(seed_report())
+    assert "&#" not in body and "&" not in body
+    assert "\\" not in body  # no backslash escape anywhere, none inside names
+    assert "\u2060" not in body and "\u200b" not in body
+    for name in (DOCS, "build-wheel (3.11)", "DCO", "pre-commit"):
+        assert f"`{name}`" in body  # copyable exactly as GitHub names it
+
+
+def test_seed_case_fits_a_phone_screen() -> None:
+    page = to_html(Renderer().markdown(seed_report()))
+    visible = re.sub(r"<details>.*?</summary>.*?</details>", "✅ 4 passing", page, flags=re.S)
+    blocks = [html.unescape(re.sub(r"<[^>]+>", "", b)).strip() for b in visible.split("\n")]
+    lines = [line for b in blocks if b for line in textwrap.wrap(b, 40)]
+    assert len(lines) <= 22, "\n".join(lines)  # a phone shows about 40 characters x 22 lines
 
 
 def test_seed_case_json() -> None:
@@ -164,17 +402,107 @@ def test_json_reports_unreadable_rtd() -> None:
 # --- escaping ------------------------------------------------------------------------------
 
 
-def test_hostile_name_is_inert() -> None:
-    body = render(run(HOSTILE, "failure", url="javascript:alert(1)"), run(HOSTILE, "success"))
-    decoded = html.unescape(body)
-    assert body.count(MARKER) == 1 and body.startswith(MARKER + "\n")
-    assert "<!--" not in body[len(MARKER) :]
-    assert re.search(r"@\w", decoded) is None
-    assert re.search(r"#\d", decoded) is None
-    assert "<" not in ALLOWED_TAGS.sub("", body[len(MARKER) :])
-    assert links(body) == [f"{PR_URL}/commits/{SHA}"]
-    assert "javascript" not in "".join(links(body))
-    assert "\\`code\\`" in body
+def render(*signals: Signal, **kwargs: object) -> str:
+    """The comment for a pull request carrying the given signals."""
+    report = reconcile(snapshot(*signals), {}, Policy(), now=NOW, **kwargs)  # type: ignore[arg-type]
+    return Renderer().markdown(report)
+
+
+def links(body: str) -> list[str]:
+    """Every markdown link target in the body."""
+    return re.findall(r"\]\(([^)\s]*)\)", body)
+
+
+def test_hostile_text_is_inert_and_verbatim() -> None:
+    report = hostile_report()
+    body = Renderer().markdown(report)
+    page = check_html(report, body)
+    codes = code_texts(page)
+    assert "x``y` :tada: @octocat" in codes  # a longer fence, no escapes inside
+    assert "**bold** _em_ ~~del~~ $x^2$ <details> &amp; &#64;" in codes
+    assert EMOJI in codes  # ZWJ sequences, skin tones, flags survive whole
+    assert "ci/evil" in codes  # bidi override, word joiner, zero-width space dropped
+    assert "| a | b |" in codes and "@everyone passing" in codes
+    linked = '<a href="https://ci.example/1?a=%28b%29"><code>a](https://evil.example) [b</code></a>'
+    assert linked in page  # link syntax inside a linked name stays inside its code span
+    marker_name = clean(HOSTILE)
+    assert marker_name == HOSTILE.replace("<!--", "<!\u2011\u2011")  # the one change, visible
+    assert "javascript" not in "".join(re.findall(r'href="([^"]*)"', page))
+    assert HOSTILE not in body  # the title is never printed by the built-in template
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "Read the Docs build is in progress!",
+        "@everyone please look",
+        "fixes #12, GH-34 and octo/repo#56 (see owner/name@eb46d06)",
+        "mail a@b.co or visit www.example.org or https://example.org/x?y=1",
+        "build eb46d06c1f3a9b25 and cafe1234 :tada: :+1: ok",
+        "<img src=x onerror=alert(1)> <!-- ci-status-bot:v1 --> &amp; &#64; &copy;",
+        "**bold** _em_ ~~del~~ `code` ``two`` [x](y) ![i](j) $x^2$ a|b \\ end",
+        "1. looks like a list",
+        "- looks like a bullet",
+        "FAILED tests/test_parser.py::test_unicode_escape - AssertionError",
+        EMOJI,
+        "JIRA-123 and ABC-9 are custom autolinks; GHSA-abcd-efgh-ijkl is an advisory",
+    ],
+)
+def test_prose_is_verbatim_and_inert(raw: str) -> None:
+    page = to_html(f"x {prose(raw, 500)}")  # mid-line, as the template places it
+    shown = html.unescape(re.sub(r"<[^>]+>", "", page)).strip()
+    assert shown == "x " + " ".join(clean(raw, 500).split())
+    outside = text_outside_code(page)
+    for what, pattern in LIVE_PATTERNS.items():
+        assert pattern.search(outside) is None, (what, raw)
+    alone = to_html(str(prose(raw, 500)))  # at the start of a line, too
+    assert alone.startswith("<p>") and html.unescape(re.sub(r"<[^>]+>", "", alone)).strip() == (
+        " ".join(clean(raw, 500).split())
+    )
+
+
+@pytest.mark.parametrize(
+    ("raw", "markdown"),
+    [
+        ("Read the Docs build is in progress!", "Read the Docs build is in progress!"),
+        ("build-wheel (3.11) ok.", "build-wheel (3.11) ok."),
+        ("@user and #12.", "`@user` and `#12`."),
+        ("see (tests/test_x.py::test_y).", "see (`tests/test_x.py::test_y`)."),
+        ("a <b> c", "a `<b>` c"),
+        ("09:12 UTC, success: false", "09:12 UTC, success: false"),
+        ("build:user:cancelled.", "`build:user:cancelled`."),
+        ("1. item", "1\\. item"),
+        ("- item", "\\- item"),
+        ("a\nb\tc", "a b c"),
+        (None, ""),
+        (34894885, "34894885"),
+    ],
+)
+def test_prose_filter(raw: object, markdown: str) -> None:
+    assert prose(raw) == markdown
+
+
+@pytest.mark.parametrize(
+    ("raw", "markdown"),
+    [
+        ("build-wheel (3.11)", "`build-wheel (3.11)`"),
+        ("a`b", "``a`b``"),
+        ("`a`", "`` `a` ``"),
+        ("x ``` y", "````x ``` y````"),
+        (" a ", "`  a  `"),
+        ("   ", "`   `"),
+        ("", "` `"),
+        ("a\nb", "`a b`"),
+        ("x\x00\x07\u202e\u2060\u200by", "`xy`"),
+        ("👩\u200d💻", "`👩\u200d💻`"),
+        ("a\u200db", "`ab`"),
+        ("<!-- ci-status-bot:v1 -->", "`<!\u2011\u2011 ci-status-bot:v1 -->`"),
+    ],
+)
+def test_code_filter(raw: str, markdown: str) -> None:
+    assert code(raw) == markdown
+    inner = code_texts(to_html(f"x {code(raw)}"))
+    assert inner == [clean(raw) or " "]
 
 
 @pytest.mark.parametrize(
@@ -195,14 +523,22 @@ def test_hostile_name_is_inert() -> None:
         (34894885, "34894885"),
     ],
 )
-def test_md_filter(raw: object, escaped: str) -> None:
-    assert md(raw) == escaped
+def test_md_escapes_table_cells(raw: object, escaped: str) -> None:
+    assert md(raw) == escaped  # the triage view's tables; the comment never uses it
 
 
-def test_md_filter_caps_length() -> None:
-    assert md("a" * 500) == "a" * 199 + "…"
-    assert md("a" * 200) == "a" * 200
-    assert md("a" * 500, 50) == "a" * 49 + "…"
+def test_text_is_capped() -> None:
+    assert code("x" * 500) == "`" + "x" * 199 + "…`"
+    assert prose("x" * 200) == "x" * 200
+    assert prose("x" * 500, 50) == "x" * 49 + "…"
+
+
+def test_quoted_source_text() -> None:
+    assert quoted("Build queued") == "“Build queued”"
+    assert quoted("tests/test_x.py::test_y") == "`tests/test_x.py::test_y`"
+    assert quoted("") == ""
+    assert quoted("1. first") == "“1. first”"  # not at a line's start: nothing to escape
+    assert prose("at 2026-10-05 13:30 UTC.") == f"at {DAY}{NBSP}13:30{NBSP}UTC."
 
 
 @pytest.mark.parametrize(
@@ -240,6 +576,7 @@ def test_url_filter(raw: str | None, safe: str | None) -> None:
 )
 def test_utc_filter(value: datetime, text: str) -> None:
     assert format_utc(value) == text
+    assert utc(value) == text.replace(" ", NBSP).replace("-", NB_HYPHEN)  # never wraps inside
 
 
 @pytest.mark.parametrize(("sha", "short"), [(SHA, "eb46d06"), ("eb4<x>", "eb4")])
@@ -252,37 +589,86 @@ def test_short_filter(sha: str, short: str) -> None:
 
 def test_no_signals_says_so_and_never_pending() -> None:
     body = render()
-    assert "**Verdict: incomplete.**" in body
-    assert md(NO_SIGNALS_NOTE) in body
+    assert headline(body) == "### ⚪ Incomplete · nothing reported"
+    assert NO_SIGNALS_NOTE in body
     assert "pending" not in body.lower()
 
 
-def test_stale_row_is_dated_absolutely() -> None:
+def test_truncated_read_is_said() -> None:
+    report = reconcile(snapshot(run("a", "success"), truncated=True), {}, Policy(), now=NOW)
+    body = Renderer().markdown(report)
+    assert headline(body) == "### ⚪ Incomplete · 1 passing"
+    assert TRUNCATED_NOTE in body
+
+
+def test_stale_row_is_dated_absolutely_once() -> None:
     body = render(status("ci/x", "pending", created_at=at(9, 12)))
-    assert "**Stale (1)**" in body
-    assert "since 2026\\-10\\-05 09&#58;12 UTC, longer than the 120\\-minute limit" in body
+    row = next(line for line in body.splitlines() if "`ci/x`" in line)
+    assert row == (
+        f"- ⚪ `ci/x` · stale — pending longer than the 120-minute limit · since "
+        f"{DAY}{NBSP}09:12{NBSP}UTC"
+    )
+    assert body.count("09:12") == 1
     assert " hours" not in body and " ago" not in body
 
 
-def test_groups_in_attention_order() -> None:
+def test_a_build_stuck_on_rtd_says_its_time_and_the_limit_once() -> None:
+    stuck = lookup(build("triggered", None, created=at(9, 30), url=None))
+    signal = status(DOCS, "pending", created_at=at(9, 30))
+    body = Renderer().markdown(reconcile(snapshot(signal), {DOCS: stuck}, Policy(), now=NOW))
+    assert f"- ⚪ `{DOCS}` · stale  \n" in body
+    assert body.count("09:30") == 1 and body.count("120-minute limit") == 1
+
+
+def test_a_stale_signal_rtd_cannot_settle_still_says_the_limit() -> None:
+    odd = lookup(build("weird-state", None, created=at(9, 30), url=None))
+    signal = status(DOCS, "pending", created_at=at(9, 30))
+    body = Renderer().markdown(reconcile(snapshot(signal), {DOCS: odd}, Policy(), now=NOW))
+    assert f"`{DOCS}` · stale — pending longer than the 120-minute limit · since" in body
+    assert body.count("120-minute limit") == 1
+
+
+def test_rows_in_attention_order_required_first() -> None:
     body = render(
         run("p", "queued", started_at=NOW),
         status("s", "pending", created_at=at(9, 0)),
         run("c", "cancelled"),
-        run("f", "failure"),
+        run("f-optional", "failure", required=False),
+        run("f-unsaid", "failure"),
+        run("f-required", "failure", required=True),
+        status("u", "expected"),
+        run("t", "timed_out"),
         run("ok", "success"),
     )
-    heads = re.findall(r"^\*\*(\w+) \(\d+\)\*\*$", body, flags=re.M)
-    assert heads == ["Failing", "Incomplete", "Stale", "Pending"]
-    assert body.index("**Pending (1)**") < body.index("<details><summary>Passing (1)</summary>")
+    names = re.findall(r"^- \S+ `([^`]+)`", body, flags=re.M)
+    assert names == ["f-required", "f-unsaid", "t", "f-optional", "c", "s", "u", "p"]
+    assert headline(body) == (
+        "### ❌ Failing · 4 failing (1 required) · 1 cancelled · 1 stale · 1 unknown · "
+        "1 pending · 1 passing"
+    )
+    assert "`f-required` · failed · required ·" in body
+    assert "`f-optional` · failed · optional ·" in body
+    assert "`f-unsaid` · failed · since" in body  # GitHub did not say: nothing claimed
+
+
+def test_headline_counts_like_the_contract() -> None:
+    body = render(
+        run("a", "failure", required=True),
+        run("b", "queued", started_at=NOW),
+        *(run(f"ok{i}", "success") for i in range(6)),
+    )
+    assert headline(body) == "### ❌ Failing · 1 failing (1 required) · 1 pending · 6 passing"
+    assert "failure, action_required or timed_out" not in body
+    pending = render(run("a", "queued", started_at=NOW), run("b", "success"))
+    assert headline(pending) == "### ⏳ Pending · 1 pending · 1 passing"
+    passing = render(run("a", "success"))
+    assert headline(passing) == "### ✅ Passing · 1 passing"
 
 
 def test_passing_states_other_than_success_are_labelled() -> None:
     body = render(run("a", "skipped"), run("b", "neutral"), run("c", "success"))
-    assert (
-        "Passing (3): <code>a</code> (skipped), <code>b</code> (neutral), <code>c</code>." in body
-    )
-    assert "**Verdict: passing.**" in body
+    assert "- `a` (skipped)\n- `b` (neutral)\n- `c`\n" in body
+    assert "<details><summary>✅ 3 passing</summary>" in body
 
 
 def test_signal_and_build_links_pass_the_url_filter() -> None:
@@ -293,82 +679,212 @@ def test_signal_and_build_links_pass_the_url_filter() -> None:
     assert links(body) == [f"{PR_URL}/commits/{SHA}", "https://readthedocs.org/b/%281%29"]
 
 
-def test_verdict_sentences() -> None:
-    assert "1 of 2 signals is failure, action_required or timed_out." in render(
-        run("a", "failure"), run("b", "success")
-    )
-    assert "2 of 3 signals are pending; none is failing." in render(
-        run("a", "queued", started_at=NOW), run("b", "queued", started_at=NOW), run("c", "success")
-    )
+def test_a_separate_build_page_is_linked_after_the_finding() -> None:
+    rtd = lookup(build("finished", False, url="https://readthedocs.org/b/2/"))
+    signal = status(DOCS, "failure", url="https://ci.example/details")
+    report = reconcile(snapshot(signal), {DOCS: rtd}, Policy(), now=NOW)
+    body = Renderer().markdown(report)
+    assert links(body)[1:] == ["https://ci.example/details", "https://readthedocs.org/b/2/"]
+    assert "[RTD build](https://readthedocs.org/b/2/)" in body
 
 
 def test_first_seen_is_labelled_as_the_bots_own() -> None:
     signal = run("j", "queued", started_at=None)
     body = render(signal, first_seen={signal.key: at(13, 0)})
-    assert "GitHub reports queued, first seen by this bot at 2026-10-05 13:00 UTC." in body
+    assert f"`j` · pending · first seen by this bot {DAY}{NBSP}13:00{NBSP}UTC" in body
+
+
+def test_a_signal_without_time_says_no_since() -> None:
+    body = render(run("j", "queued", started_at=None))
+    assert "\n- ⏳ `j` · pending\n" in body
+
+
+def test_nothing_is_said_twice() -> None:
+    dco = run("DCO", "action_required", app="dco", description="DCO",
+              summary="DCO\n\nThere is one commit incorrectly signed off.")  # fmt: skip
+    body = render(dco)
+    row = body.split("\n- ", 1)[1].split("\n\n", 1)[0]
+    assert row.count("DCO") == 1 and "“There is one commit incorrectly signed off.”" in row
+    assert "”." not in body and "!”" not in body  # no doubled punctuation after a quote
+    cancelled = lookup(build("cancelled", False), notes=("build:user:cancelled",))
+    failed = status(DOCS, "failure", description="Read the Docs build failed!")
+    body = Renderer().markdown(reconcile(snapshot(failed), {DOCS: cancelled}, Policy(), now=NOW))
+    assert "cancelled — GitHub shows failure" in body
+    assert body.count("failure") == 1  # "GitHub's status says failure." is not repeated
+
+
+def test_check_summary_first_meaningful_line_with_test_id_in_code() -> None:
+    body = Renderer().markdown(failing_required_report())
+    assert (
+        "“1 failed, 212 passed in 41.20s” — “FAILED `tests/test_parser.py::test_unicode_escape` "
+        "- AssertionError: '`\\\\u00e9`' != 'é'”"
+    ) in body
+    assert "Failures" not in body and "More lines" not in body
+
+
+@pytest.mark.parametrize(
+    ("summary", "line"),
+    [
+        ("## Results\n\n**3 tests failed**\n\nmore", "3 tests failed"),
+        ("* first item\n* second", "first item"),
+        ("<details>\n\n| a | b |\n|---|---|\n\nText here", "Text here"),
+        ("```\ncode\n```\nAfter", "code"),
+        ("Title\n=====\n\nBody", "Body"),
+        ("## Only a heading", "Only a heading"),
+        ("DCO\nreal line", "real line"),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_first_meaningful_summary_line(summary: str | None, line: str | None) -> None:
+    assert first_meaningful_line(summary, said=frozenset({"dco"})) == line
+
+
+def test_passing_row_that_differs_from_github_is_shown_in_full() -> None:
+    rtd = lookup(build("finished", True, finished=at(13, 30)))
+    signal = status(DOCS, "pending", created_at=at(13, 0))
+    others = (run("lint", "success"),)
+    report = reconcile(snapshot(signal, *others), {DOCS: rtd}, Policy(), now=NOW)
+    body = Renderer().markdown(report)
+    assert f"- ✅ [`{DOCS}`]({BUILD_URL}) · passed — GitHub still shows pending · since" in body
+    assert "<details><summary>✅ 1 more passing</summary>\n\n- `lint`\n" in body
+    assert headline(body) == "### ✅ Passing · 2 passing"
 
 
 # --- size ----------------------------------------------------------------------------------
 
 
-def many(count: int, raw: str) -> tuple[object, ...]:
-    """Many check runs with long names and descriptions."""
-    return tuple(
-        run(f"matrix-job-{i:05d}-" + "x" * 60, raw, description="d" * 150) for i in range(count)
-    )
-
-
 def test_five_thousand_failing_signals_fit() -> None:
     body = render(*many(5000, "failure"))
     assert len(body) <= COMMENT_LIMIT
-    hidden = re.search(r"^(\d+) more signals are not shown \(comment size limit\)\.$", body, re.M)
+    hidden = re.search(r"^(\d+) more rows are not shown \(comment size limit\)\.$", body, re.M)
     assert hidden is not None
-    shown = body.count("\n- <code>")
-    assert shown > 0 and shown + int(hidden.group(1)) == 5000
-    assert "**Failing (5000)**" in body
+    shown = body.count("\n- ❌ ")
+    assert shown > 100 and shown + int(hidden.group(1)) == 5000
+    assert headline(body) == "### ❌ Failing · 5000 failing"
     assert body.splitlines()[-1] == LAST_LINE
+
+
+def test_five_thousand_mixed_collapse_passing_first_then_cut_rows() -> None:
+    body = Renderer().markdown(five_thousand_report())
+    assert len(body) <= COMMENT_LIMIT
+    assert "✅ 1000 passing (names not shown: comment size limit)" in body
+    assert "<details>" not in body
+    assert re.search(r"^\d+ more rows are not shown", body, re.M)
+
+
+def test_huge_urls_and_texts_are_not_linked_or_quoted_whole() -> None:
+    huge = "https://ci.example/" + "a" * 70_000
+    signals = [
+        run(f"job {i}", "failure", url=huge, description="d " * 40_000, summary=huge)
+        for i in range(6)
+    ]
+    body = render(*signals)
+    assert len(body) < 6_000 and body.count("\n- ❌ `job ") == 6
+    assert "ci.example" not in "".join(links(body))
 
 
 def test_many_passing_signals_collapse_to_a_count() -> None:
     body = render(*many(1200, "success"), run("broken", "failure"))
     assert len(body) <= COMMENT_LIMIT
-    assert "Passing (1200); their names are not shown (comment size limit)." in body
-    assert "<code>broken</code>" in body
-    assert "more signals are not shown" not in body
+    assert "✅ 1200 passing (names not shown: comment size limit)" in body
+    assert "`broken`" in body
+    assert "not shown (comment size limit)" not in body
 
 
 def test_small_report_is_not_shrunk() -> None:
     body = render(*many(20, "success"))
-    assert "Passing (20): <code>" in body
+    assert "<details><summary>✅ 20 passing</summary>" in body
+    assert body.count("\n- `matrix-job-") == 20
 
 
 # --- templates -----------------------------------------------------------------------------
 
 
+def user_template(tmp_path: Path, text: str) -> Renderer:
+    """A renderer over a user folder holding the given status-comment template."""
+    (tmp_path / "status_comment.md.j2").write_text(text, encoding="utf-8")
+    return Renderer(tmp_path)
+
+
 def test_user_template_folder_is_searched_first(tmp_path: Path) -> None:
-    (tmp_path / "status_comment.md.j2").write_text(
-        "{{ marker }}\nPR {{ report.number }}: {{ report.title|md }}\n", encoding="utf-8"
+    renderer = user_template(tmp_path, "{{ marker }}\nPR {{ report.number }}: {{ report.title }}\n")
+    renderer.validate()
+    assert visible(renderer.markdown(seed_report())) == f"{MARKER}\nPR 7430: Add the omni docs\n"
+
+
+def test_a_naive_user_template_gets_only_escaped_text(tmp_path: Path) -> None:
+    renderer = user_template(
+        tmp_path,
+        "{{ marker }}\n{{ report.title }} / {{ report.rows[0].signal.name }} / "
+        "{{ report.title|safe }} / {{ report.title ~ '' }}\n",
     )
-    body = Renderer(tmp_path).markdown(seed_report())
-    assert body == f"{MARKER}\nPR 7430: Add the omni docs\n"
+    report = dataclasses.replace(hostile_report(), title="@everyone see #1 <b>x</b> :tada:")
+    body = renderer.markdown(report)
+    assert "`@everyone` see `#1 <b>x</b> :tada:`" in body
+    assert body.count("`@everyone` see `#1 <b>x</b> :tada:`") == 3  # safe is no way out
+    outside = text_outside_code(to_html(body))
+    for what, pattern in LIVE_PATTERNS.items():
+        assert pattern.search(outside) is None, what
+
+
+def test_a_template_printing_text_piece_by_piece_stays_inert(tmp_path: Path) -> None:
+    renderer = user_template(
+        tmp_path, "{{ marker }}\n{% for c in report.title %}{{ c }}{% endfor %}\n"
+    )
+    report = dataclasses.replace(seed_report(), title="@everyone #1 :tada:")
+    outside = text_outside_code(to_html(renderer.markdown(report)))
+    for what in ("mention", "reference", "emoji shortcode"):
+        assert LIVE_PATTERNS[what].search(outside) is None, what
+
+
+def test_the_marker_is_the_first_line_whatever_the_template_does(tmp_path: Path) -> None:
+    renderer = user_template(tmp_path, "Hello\n{{ marker }}\nbye {{ marker }}\n")
+    body = renderer.markdown(seed_report())
+    assert visible(body).startswith(f"{MARKER}\nHello\n") and body.count(MARKER) == 1
+    with pytest.raises(TemplateInvalid, match="first line must be the marker"):
+        renderer.validate()
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("no marker at all\n", "first line must be the marker"),
+        ("{{ nothing }}", "UndefinedError"),
+        ("{{ marker }\n", "TemplateSyntaxError"),
+    ],
+)
+def test_unusable_user_templates_are_refused(tmp_path: Path, text: str, problem: str) -> None:
+    with pytest.raises(TemplateInvalid, match=problem):
+        user_template(tmp_path, text).validate()
+
+
+def test_a_missing_template_folder_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(TemplateInvalid, match="is not a folder"):
+        Renderer(tmp_path / "absent").validate()
+
+
+def test_the_packaged_template_is_valid(tmp_path: Path) -> None:
+    Renderer().validate()
+    Renderer(tmp_path).validate()  # an empty user folder falls back to the packaged one
+
+
+def test_undefined_names_fail_loudly(tmp_path: Path) -> None:
+    with pytest.raises(jinja2.UndefinedError):
+        user_template(tmp_path, "{{ nothing }}").markdown(seed_report())
 
 
 def test_empty_user_folder_falls_back_to_packaged(tmp_path: Path) -> None:
     assert Renderer(tmp_path).markdown(seed_report()) == Renderer().markdown(seed_report())
 
 
-def test_undefined_names_fail_loudly(tmp_path: Path) -> None:
-    (tmp_path / "status_comment.md.j2").write_text("{{ nothing }}", encoding="utf-8")
-    with pytest.raises(jinja2.UndefinedError):
-        Renderer(tmp_path).markdown(seed_report())
-
-
-def test_observed_at_replacement_changes_only_the_date_line() -> None:
+def test_observed_at_replacement_changes_only_the_head_line() -> None:
     report = seed_report()
     later: Report = dataclasses.replace(report, observed_at=NOW + timedelta(days=1))
-    first, second = Renderer().markdown(report), Renderer().markdown(later)
+    first, second = visible(Renderer().markdown(report)), visible(Renderer().markdown(later))
     diff = [a for a, b in zip(first.splitlines(), second.splitlines(), strict=True) if a != b]
-    assert len(diff) == 1 and diff[0].startswith("Observed 2026-10-05 14:03 UTC")
+    assert len(diff) == 1 and diff[0].startswith("Head [`eb46d06`]")
+    assert f"facts first observed {DAY}{NBSP}14:03{NBSP}UTC" in diff[0]
     assert later.verdict is Verdict.INCOMPLETE
 
 
@@ -380,13 +896,22 @@ def test_fingerprint_follows_the_templates_in_use(tmp_path: Path) -> None:
     assert Renderer(tmp_path).fingerprint != packaged
 
 
-def test_passing_row_that_differs_from_github_is_shown_in_full() -> None:
-    rtd = lookup(build("finished", True, finished=at(13, 30)))
-    signal = status(DOCS, "pending", created_at=at(13, 0))
-    others = (run("lint", "success"),)
-    report = reconcile(snapshot(signal, *others), {DOCS: rtd}, Policy(), now=NOW)
-    body = Renderer().markdown(report)
-    assert "**Differs from GitHub (1)**" in body
-    assert "— success. GitHub reports pending since 2026-10-05 13:00 UTC." in body
-    assert "Passing (1): <code>lint</code>." in body
-    assert "**Verdict: passing.**" in body
+@pytest.mark.parametrize("command", ["check-config", "once", "run"])
+def test_cli_refuses_a_template_without_the_marker(tmp_path: Path, command: str) -> None:
+    world = World()
+    seed_case(world, now=datetime.now(UTC))
+    folder = tmp_path / "templates"
+    folder.mkdir()
+    (folder / "status_comment.md.j2").write_text("Status: {{ report.title }}\n", encoding="utf-8")
+    with Sandbox(world) as sandbox:
+        config = write_config(tmp_path, sandbox)
+        config.write_text(
+            config.read_text(encoding="utf-8") + f'[render]\ntemplate_dir = "{folder}"\n',
+            encoding="utf-8",
+        )
+        result = cli(command, "--config", str(config), timeout=30)
+        assert [r for r in sandbox.requests if r.service == "github"] == []
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "render.template_dir:" in result.stderr
+    assert "first line must be the marker <!-- ci-status-bot:v1 -->" in result.stderr
+    assert "Traceback" not in result.stderr
