@@ -65,7 +65,7 @@ def budget_delay(summary: Summary, usage: Usage, *, now: datetime) -> tuple[floa
     return None
 
 
-STOP_GRACE_S = 4.0  # after a stop: the cycle's own checks end it sooner; then exit anyway
+STOP_GRACE_S = 1.5  # after a stop: the cycle's own checks end it sooner; then exit anyway
 WRITE_GRACE_S = 35.0  # ... unless a comment write is in flight (GitHub's timeout is 30 s)
 
 
