@@ -341,3 +341,14 @@ def test_an_app_installed_on_two_organisations_comments_on_both(
         assert "/app/installations/8/access_tokens" in paths
         assert outside_allowlist(sandbox) == []
         assert not [c for c in world.comments(REPO, 7430) if c["user"]["login"] == LOGIN]
+        # a change in each organisation: both comments are re-read and edited in place
+        for repo, number in ((REPO, 1), (other, 9)):
+            world.add_check_run(repo, f"{number:040x}", name="lint", app_slug="github-actions",
+                                workflow="ci", conclusion="failure", started_at=NOW,
+                                completed_at=NOW)  # fmt: skip
+        again = cli("once", "--config", str(cfg))
+        assert again.returncode == 0, again.stderr
+        assert "edited 2" in again.stdout, again.stdout
+        for repo, number in ((REPO, 1), (other, 9)):
+            mine = [c for c in world.comments(repo, number) if c["user"]["login"] == login]
+            assert len(mine) == 1 and "lint" in mine[0]["body"]
