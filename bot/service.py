@@ -102,7 +102,8 @@ def run_service(
             store.close()
         log.info(summary.line(), extra={"event": "cycle"})
         tracker.update(summary.failed)
-        _hold_if_over_budget(scheduler, summary, clients.github.usage)
+        if not stop.is_set():  # a stopped scheduler takes no new run time
+            _hold_if_over_budget(scheduler, summary, clients.github.usage)
 
     def one_cycle() -> None:
         # The cycle runs in a daemon thread this job waits on, so a stop never waits for it.

@@ -159,16 +159,22 @@ class StateLock:
             os.close(fd)
             raise
         since = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {since}\n".encode(), 0)
+        holder = f"pid {os.getpid()} on {socket.gethostname()} since {since}\n"
+        try:  # who holds it is information for the next process; the lock is the flock
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, holder.encode(), 0)
+        except OSError:
+            pass
         return cls(path, fd)
 
     def release(self) -> None:
         """Release the lock (the OS also does when the process ends)."""
         if self._fd is not None:
             fd, self._fd = self._fd, None
-            os.ftruncate(fd, 0)
-            os.close(fd)
+            try:
+                os.ftruncate(fd, 0)
+            finally:
+                os.close(fd)
 
     def __enter__(self) -> Self:
         """Hold the lock for a block."""

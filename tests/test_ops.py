@@ -30,6 +30,7 @@ from support import (
 
 from bot.model import MARKER
 from bot.sandbox import Sandbox, World
+from bot.store import StateBusy, StateLock, Store, StoreError
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 RTD_TOKEN = "rtd-s3cr3t-t0ken-value"
@@ -123,6 +124,26 @@ def test_kill_9_of_the_holder_releases_the_lock_and_dry_run_takes_none(
         assert after.returncode == 0, after.stderr
         for number in all_pulls(world):
             assert len(bot_comments(world, number)) == 1, number
+
+
+def test_the_state_lock_names_its_holder_and_is_free_again_after_release(tmp_path: Path) -> None:
+    state = tmp_path / "deep" / "state.sqlite3"
+    held = StateLock.acquire(state, now=NOW)
+    with pytest.raises(StateBusy) as caught:
+        StateLock.acquire(state)
+    since = NOW.strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert f"pid {os.getpid()} on {socket.gethostname()} since {since}" in str(caught.value)
+    held.release()
+    with StateLock.acquire(state):
+        pass
+
+
+def test_a_corrupt_state_raises_store_error_naming_the_file(tmp_path: Path) -> None:
+    state = tmp_path / "state.sqlite3"
+    state.write_bytes(b"garbage" * 1000)
+    with pytest.raises(StoreError) as caught:
+        Store.open(state)
+    assert str(state) in str(caught.value) and "not a database" in str(caught.value)
 
 
 # -- item 3: secrets ---------------------------------------------------------------------
