@@ -197,6 +197,28 @@ def test_once_at_debug_prints_no_token_and_no_authorization(world: World, tmp_pa
         assert secret not in output
 
 
+def test_header_loggers_stay_at_warning_and_lines_are_redacted_at_debug(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import logging
+
+    from bot.logs import HEADER_LOGGERS, redact, register_secrets, setup_logging
+
+    register_secrets(["ghs_installationTOKEN123"])
+    setup_logging("json", "DEBUG")
+    try:
+        for name in (*HEADER_LOGGERS, "httpcore.http11", "urllib3.connectionpool"):
+            assert logging.getLogger(name).getEffectiveLevel() >= logging.WARNING, name
+        logging.getLogger("bot.x").debug(
+            "sent Authorization: token ghp_plain with ghs_installationTOKEN123"
+        )
+        err = capsys.readouterr().err
+        assert "ghp_plain" not in err and "ghs_installationTOKEN123" not in err and "****" in err
+        assert redact("{'Authorization': 'Bearer abc.def'}") == "{'Authorization': 'Bearer ****'}"
+    finally:
+        setup_logging("text", "WARNING")
+
+
 # -- item 5: prompt stops, SIGHUP ---------------------------------------------------------
 
 
