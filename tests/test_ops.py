@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import socket
@@ -28,6 +29,7 @@ from support import (
     write_config,
 )
 
+from bot.logs import HEADER_LOGGERS, redact, register_secrets, setup_logging
 from bot.model import MARKER
 from bot.sandbox import Sandbox, World
 from bot.store import StateBusy, StateLock, Store, StoreError
@@ -200,10 +202,8 @@ def test_once_at_debug_prints_no_token_and_no_authorization(world: World, tmp_pa
 def test_header_loggers_stay_at_warning_and_lines_are_redacted_at_debug(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    import logging
-
-    from bot.logs import HEADER_LOGGERS, redact, register_secrets, setup_logging
-
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level, {n: logging.getLogger(n).level for n in HEADER_LOGGERS})
     register_secrets(["ghs_installationTOKEN123"])
     setup_logging("json", "DEBUG")
     try:
@@ -216,7 +216,9 @@ def test_header_loggers_stay_at_warning_and_lines_are_redacted_at_debug(
         assert "ghp_plain" not in err and "ghs_installationTOKEN123" not in err and "****" in err
         assert redact("{'Authorization': 'Bearer abc.def'}") == "{'Authorization': 'Bearer ****'}"
     finally:
-        setup_logging("text", "WARNING")
+        root.handlers[:], root.level = saved[0], saved[1]
+        for name, level in saved[2].items():
+            logging.getLogger(name).setLevel(level)
 
 
 # -- item 5: prompt stops, SIGHUP ---------------------------------------------------------
