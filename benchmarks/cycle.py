@@ -342,10 +342,10 @@ def settle(sandbox: SandboxProcess, config: Path, state: Path) -> int:
     it as the bot would; and the audit's write times move back an hour, as if that hour had
     passed. Nothing of this is measured.
     """
-    from bot.cli import build_clients, make_cycle, now_utc
     from bot.cycle import sha256
     from bot.settings import load_settings
     from bot.store import Store
+    from bot.wiring import build_clients, make_cycle, now_utc
 
     settings = load_settings(str(config))
     repo = settings.repos[0]

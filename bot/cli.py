@@ -7,22 +7,27 @@ import logging
 import re
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from pathlib import Path
 
-from github import Auth, Github, GithubIntegration
 from github.GithubException import GithubException
 
-from bot.cycle import Cycle, read_rtd
-from bot.github_io import GitHubApi, GitHubError, NotFound
-from bot.guard import Guard, install_github_guard
-from bot.logs import setup_logging
+from bot.cycle import read_rtd
+from bot.github_io import GitHubError, NotFound
+from bot.logs import redact, register_secrets, setup_logging
 from bot.reconcile import reconcile
 from bot.render import Renderer, TemplateInvalid, report_json
-from bot.rtd_io import RtdApi
 from bot.settings import ConfigError, RepoSettings, Settings, describe, load_settings
-from bot.store import Store
+from bot.store import StateBusy, StoreError
+from bot.wiring import (
+    Clients,
+    build_clients,
+    hold_state,
+    make_cycle,
+    now_utc,
+    open_store,
+    renderer,
+)
+
+__all__ = ["Clients", "build_clients", "main", "make_cycle", "now_utc"]
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 _PR_REF = re.compile(r"^(?P<repo>[^/#\s]+/[^/#\s]+)#(?P<number>\d+)$")
@@ -32,74 +37,8 @@ class UsageError(Exception):
     """The command line is wrong (exit 2)."""
 
 
-def now_utc() -> datetime:
-    """The current time, UTC (full precision: write pacing measures sub-second gaps)."""
-    return datetime.now(UTC)
-
-
-@dataclass
-class Clients:
-    """The clients one command needs, built from settings."""
-
-    github: GitHubApi
-    rtd: RtdApi
-    login: str
-
-    def close(self) -> None:
-        """Release connections."""
-        self.rtd.close()
-
-
-def _github(settings: Settings, repos: Sequence[RepoSettings]) -> tuple[Github, str | None]:
-    """A PyGithub client (no retries, no built-in pacing) and an App's login (None: a token's)."""
-    cfg = settings.github
-    common: dict[str, object] = {
-        "base_url": cfg.api_url,
-        "retry": None,
-        "timeout": 30,
-        "seconds_between_requests": None,
-        "seconds_between_writes": None,
-        "per_page": 100,
-    }
-    if cfg.token.get_secret_value():
-        gh = Github(auth=Auth.Token(cfg.token.get_secret_value()), lazy=True, **common)  # type: ignore[arg-type]
-        return gh, None
-    key = Path(cfg.private_key_path).read_text(encoding="utf-8")
-    app_auth = Auth.AppAuth(cfg.app_id, key)
-    integration = GithubIntegration(auth=app_auth, **common)  # type: ignore[arg-type]
-    installation_id = cfg.installation_id
-    if not installation_id:
-        if not repos:
-            raise ConfigError("github.installation_id: 0 and no repository to find it from")
-        owner, name = repos[0].name.split("/", 1)
-        installation_id = integration.get_repo_installation(owner, name).id
-    login = f"{integration.get_app().slug}[bot]"
-    gh = Github(auth=app_auth.get_installation_auth(installation_id), lazy=True, **common)  # type: ignore[arg-type]
-    return gh, login
-
-
-def build_clients(settings: Settings, repos: Sequence[RepoSettings]) -> Clients:
-    """Install the request guard, then build the GitHub and Read the Docs clients."""
-    rtd_urls = {"org": settings.readthedocs.api_url, "com": settings.readthedocs.business_api_url}
-    guard = Guard.for_urls(settings.github.api_url, tuple(rtd_urls.values()))
-    install_github_guard(guard)
-    gh, login = _github(settings, repos)
-    github = GitHubApi(gh, with_labels=bool(settings.policy.skip_labels))
-    if login is None:  # a token's user, read through GitHubApi so the request is counted
-        login = github.viewer_login()
-    rtd = RtdApi(
-        api_urls=rtd_urls,
-        token=settings.readthedocs.token.get_secret_value(),
-        guard=guard,
-        timeout_s=settings.readthedocs.timeout_seconds,
-        max_retries=settings.readthedocs.max_retries,
-    )
-    return Clients(github, rtd, login)
-
-
 def _renderer(settings: Settings) -> Renderer:
-    template_dir = settings.render.template_dir
-    return Renderer(Path(template_dir) if template_dir else None)
+    return renderer(settings)
 
 
 def _check_templates(settings: Settings) -> None:
@@ -113,13 +52,12 @@ def _check_templates(settings: Settings) -> None:
 def _select_repos(settings: Settings, names: Sequence[str] | None) -> list[RepoSettings]:
     configured = {r.name: r for r in settings.repos}
     if not names:
-        if not configured:
-            raise ConfigError("repos: no repository is configured (add a [[repos]] entry)")
+        settings.require_repos()
         return list(configured.values())
     try:
         return [configured.get(n) or RepoSettings(name=n) for n in names]
     except ValueError as exc:  # pydantic's ValidationError is a ValueError
-        raise UsageError(f"--repo: expected OWNER/NAME, got {', '.join(names)}") from exc
+        raise UsageError(f"--repo: expected OWNER/NAME, got {', '.join(map(repr, names))}") from exc
 
 
 # -- commands ----------------------------------------------------------------------------
@@ -129,6 +67,7 @@ def cmd_check_config(settings: Settings, _: argparse.Namespace) -> int:
     """Validate and print the effective settings, secrets masked."""
     settings.require_github_auth()
     _check_templates(settings)
+    settings.require_repos()
     print(describe(settings))
     print("configuration OK")
     return EXIT_OK
@@ -157,39 +96,29 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def make_cycle(settings: Settings, clients: Clients, store: Store, *, dry_run: bool) -> Cycle:
-    """Wire one Cycle from settings and clients."""
-    return Cycle(
-        github=clients.github,
-        rtd=clients.rtd,
-        store=store,
-        renderer=_renderer(settings),
-        policy=settings.policy,
-        login=clients.login,
-        clock=now_utc,
-        dry_run=dry_run,
-        out=print,
-    )
-
-
 def cmd_once(settings: Settings, args: argparse.Namespace) -> int:
     """One cycle over the configured (or named) repositories."""
     repos = _select_repos(settings, args.repo)
     settings.require_github_auth()
     _check_templates(settings)
-    clients = build_clients(settings, repos)
-    path = settings.state.path
-    # A dry run records nothing: it reads an existing state and never creates one.
-    store = Store.open(":memory:" if args.dry_run and not Path(path).exists() else path)
+    # One process owns a state: held until exit; a dry run writes nothing and takes no lock.
+    lock = None if args.dry_run else hold_state(settings)
     try:
-        summary = make_cycle(settings, clients, store, dry_run=args.dry_run).run(repos)
+        clients = build_clients(settings, repos)
+        # A dry run records nothing: it reads an existing state and never creates one.
+        store = open_store(settings, dry_run=args.dry_run)
+        try:
+            summary = make_cycle(settings, clients, store, dry_run=args.dry_run).run(repos)
+        finally:
+            store.close()
+            clients.close()
     finally:
-        store.close()
-        clients.close()
+        if lock is not None:
+            lock.release()
     print(summary.line())
     if summary.failed:
         failed = "; ".join(f"{k}: {v}" for k, v in summary.failed.items())
-        print(f"ci-status-bot: could not process {len(summary.failed)}: {failed}", file=sys.stderr)
+        _error(f"could not process {len(summary.failed)}: {failed}")
         return EXIT_FAIL
     return EXIT_OK
 
@@ -201,7 +130,8 @@ def cmd_run(settings: Settings, _: argparse.Namespace) -> int:
     repos = _select_repos(settings, None)
     settings.require_github_auth()
     _check_templates(settings)
-    return run_service(settings, repos, build_clients=build_clients, make_cycle=make_cycle)
+    with hold_state(settings):
+        return run_service(settings, repos)
 
 
 def cmd_demo(_: Settings | None, args: argparse.Namespace) -> int:
@@ -252,20 +182,29 @@ def main(argv: Sequence[str] | None = None) -> int:
             setup_logging("text", "WARNING")
             return cmd_demo(None, args)
         settings = load_settings(args.config)
+        register_secrets(settings.secret_values())
         setup_logging(settings.log.format, settings.log.level)
         return COMMANDS[args.command](settings, args)
     except (ConfigError, UsageError) as exc:
-        print(f"ci-status-bot: {exc}", file=sys.stderr)
+        _error(f"{exc}")
         return EXIT_USAGE
-    except NotFound as exc:
-        print(f"ci-status-bot: not found or not readable: {exc}", file=sys.stderr)
+    except StateBusy as exc:
+        _error(f"{exc}")
         return EXIT_FAIL
-    except (GitHubError, GithubException, OSError) as exc:
-        print(f"ci-status-bot: {exc.__class__.__name__}: {exc}", file=sys.stderr)
+    except NotFound as exc:
+        _error(f"not found or not readable: {exc}")
+        return EXIT_FAIL
+    except (GitHubError, GithubException, StoreError, OSError) as exc:
+        _error(f"{exc.__class__.__name__}: {exc}")
         return EXIT_FAIL
     except KeyboardInterrupt:
         return EXIT_FAIL
     except Exception as exc:
         logging.getLogger(__name__).debug("unexpected error", exc_info=True)
-        print(f"ci-status-bot: unexpected {exc.__class__.__name__}: {exc}", file=sys.stderr)
+        _error(f"unexpected {exc.__class__.__name__}: {exc}")
         return EXIT_FAIL
+
+
+def _error(message: str) -> None:
+    """One line on stderr, secrets masked."""
+    print(f"ci-status-bot: {redact(message)}", file=sys.stderr)

@@ -10,12 +10,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from bot.cli import build_clients, make_cycle, now_utc
 from bot.model import MARKER
 from bot.sandbox import Sandbox, World
 from bot.sandbox.seeds import seed_demo
 from bot.settings import Settings
 from bot.store import Store
+from bot.wiring import build_clients, make_cycle, now_utc
 
 DEMO_REPO = "octo/omni"
 WRITE_METHODS = frozenset({"POST", "PATCH", "PUT", "DELETE"})

@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from types import FrameType
@@ -15,12 +16,15 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
+from bot import wiring
 from bot.cycle import Summary
 from bot.github_io import Usage
 from bot.settings import RepoSettings, Settings
-from bot.store import Store
+from bot.store import StoreError
 
 log = logging.getLogger(__name__)
+
+STATE_PROBLEM = "state"  # the ProblemTracker key of an unusable state (for /readyz)
 
 
 @dataclass
@@ -61,33 +65,36 @@ def budget_delay(summary: Summary, usage: Usage, *, now: datetime) -> tuple[floa
     return None
 
 
+STOP_GRACE_S = 1.5  # after a stop: the cycle's own checks end it sooner; then exit anyway
+WRITE_GRACE_S = 35.0  # ... unless a comment write is in flight (GitHub's timeout is 30 s)
+
+
 def run_service(
     settings: Settings,
     repos: Sequence[RepoSettings],
     *,
-    build_clients: Callable[..., Any],
-    make_cycle: Callable[..., Any],
     stop: threading.Event | None = None,
 ) -> int:
     """Run cycles every interval (with jitter), never two at once, until a stop signal."""
     stop = stop or threading.Event()
     _install_signal_handlers(stop)
-    clients = build_clients(settings, repos)
+    clients = wiring.build_clients(settings, repos, stop=stop)
     tracker = ProblemTracker()
     scheduler = BackgroundScheduler(
         timezone=UTC,
         executors={"default": ThreadPoolExecutor(1)},
         job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
     )
+    worker: list[threading.Thread] = []
 
-    def one_cycle() -> None:
-        if stop.is_set():
-            return
-        store = Store.open(settings.state.path)
+    def cycle_body() -> None:
         try:
-            cycle = make_cycle(settings, clients, store, dry_run=False)
-            cycle.should_stop = stop.is_set
-            summary = cycle.run(repos)
+            store = wiring.open_store(settings)
+        except StoreError as exc:  # a problem of the service, logged when it starts and ends
+            tracker.update({STATE_PROBLEM: str(exc)})
+            return
+        try:
+            summary = wiring.make_cycle(settings, clients, store, dry_run=False).run(repos)
         except Exception:
             log.exception("the cycle failed")
             return
@@ -95,7 +102,18 @@ def run_service(
             store.close()
         log.info(summary.line(), extra={"event": "cycle"})
         tracker.update(summary.failed)
-        _hold_if_over_budget(scheduler, summary, clients.github.usage)
+        if not stop.is_set():  # a stopped scheduler takes no new run time
+            _hold_if_over_budget(scheduler, summary, clients.github.usage)
+
+    def one_cycle() -> None:
+        # The cycle runs in a daemon thread this job waits on, so a stop never waits for it.
+        if stop.is_set():
+            return
+        thread = threading.Thread(target=cycle_body, name="cycle", daemon=True)
+        worker[:] = [thread]
+        thread.start()
+        while thread.is_alive() and not stop.wait(0.2):
+            pass
 
     trigger = IntervalTrigger(
         seconds=settings.schedule.interval_seconds, jitter=settings.schedule.jitter_seconds
@@ -109,10 +127,25 @@ def run_service(
     )
     stop.wait()
     log.info("stopping: finishing the write in progress")
-    scheduler.shutdown(wait=True)
+    scheduler.shutdown(wait=False)
+    _finish_cycle(worker, clients)
     clients.close()
     log.info("stopped")
     return 0
+
+
+def _finish_cycle(worker: Sequence[threading.Thread], clients: wiring.Clients) -> None:
+    """Give the running cycle STOP_GRACE_S to end (longer while a write is in flight)."""
+    if not worker:
+        return
+    thread = worker[0]
+    started = time.monotonic()
+    while thread.is_alive():
+        waited = time.monotonic() - started
+        if waited >= WRITE_GRACE_S or (waited >= STOP_GRACE_S and not clients.github.writing):
+            log.warning("stopping without waiting for the cycle's reads to end")
+            return
+        thread.join(0.05)
 
 
 def _hold_if_over_budget(scheduler: BackgroundScheduler, summary: Summary, usage: Usage) -> None:
@@ -130,10 +163,12 @@ def _hold_if_over_budget(scheduler: BackgroundScheduler, summary: Summary, usage
 
 
 def _install_signal_handlers(stop: threading.Event) -> None:
+    """SIGTERM, SIGINT and SIGHUP stop the service cleanly (a restart reloads the settings)."""
+
     def handler(signum: int, _: FrameType | None) -> None:
-        log.info("received %s", signal.Signals(signum).name)
+        log.info("received %s: stopping", signal.Signals(signum).name)
         stop.set()
 
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, handler)
-        signal.signal(signal.SIGINT, handler)
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, handler)

@@ -40,8 +40,11 @@ ENV_DELIMITER = "__"
 CONFIG_ENV_VAR = f"{ENV_PREFIX}CONFIG"
 DEFAULT_CONFIG_PATH = Path("config/bot.toml")
 
-_REPO_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,38}/(?!\.\.?$)[A-Za-z0-9._-]{1,100}$")
-_RTD_SLUG = re.compile(r"^[A-Za-z0-9._-]*$")
+_REPO_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}/(?!\.\.?\Z)[A-Za-z0-9._-]{1,100}")
+_RTD_SLUG = re.compile(r"[A-Za-z0-9._-]{0,255}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+MAX_SECONDS = 86_400.0  # no wait, timeout or interval of the bot is longer than a day
+MAX_PRIVATE_KEY_BYTES = 64 * 1024
 _SECRET_WORDS = ("token", "tokn", "secret", "key", "password")
 
 
@@ -51,10 +54,53 @@ class ConfigError(Exception):
 
 def _http_url(value: str) -> str:
     """Accept an absolute http(s) URL and drop a trailing slash."""
-    parts = urlsplit(value.strip())
-    if parts.scheme not in ("http", "https") or not parts.netloc:
+    text = value.strip()
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.netloc or _CONTROL.search(text):
         raise ValueError(f"must be an http:// or https:// URL, got {value!r}")
-    return value.strip().rstrip("/")
+    return text.rstrip("/")
+
+
+def _clean_secret(value: object) -> object:
+    """Strip surrounding whitespace (a pasted newline); refuse control characters, masked."""
+    raw = value.get_secret_value() if isinstance(value, SecretStr) else value
+    if not isinstance(raw, str):
+        return value
+    text = raw.strip()
+    if _CONTROL.search(text):
+        raise ValueError("contains a control character (value not shown); paste it again")
+    if len(text) > 4096:
+        raise ValueError("is longer than 4096 characters (value not shown)")
+    return text
+
+
+def _no_control(value: str) -> str:
+    """Refuse control characters (a newline in a path or name is never intended)."""
+    if _CONTROL.search(value):
+        raise ValueError(f"contains a control character: {value!r}")
+    return value
+
+
+def read_private_key(path: str) -> str:
+    """The PEM text of a GitHub App private key, surrounding whitespace stripped."""
+    key = Path(path).expanduser()
+    if key.stat().st_size > MAX_PRIVATE_KEY_BYTES:
+        raise ConfigError(f"github.private_key_path: {key} is too large for a private key")
+    return key.read_text(encoding="utf-8", errors="replace").strip() + "\n"
+
+
+def check_private_key(path: str) -> None:
+    """Raise ConfigError (never showing the key) unless `path` holds a usable PEM private key."""
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    try:
+        load_pem_private_key(read_private_key(path).encode(), password=None)
+    except (ValueError, TypeError) as exc:
+        kind = exc.__class__.__name__
+        raise ConfigError(
+            f"github.private_key_path: {path} is not an unencrypted PEM private key ({kind}); "
+            "download the App's private key (.pem) from its settings page"
+        ) from None
 
 
 class _Section(BaseModel):
@@ -68,14 +114,24 @@ class GitHubSettings(_Section):
 
     api_url: str = "https://api.github.com"
     token: SecretStr = SecretStr("")
-    app_id: int = Field(default=0, ge=0)
+    app_id: int = Field(default=0, ge=0, le=2**53)
     private_key_path: str = ""
-    installation_id: int = Field(default=0, ge=0)
+    installation_id: int = Field(default=0, ge=0, le=2**53)
 
     @field_validator("api_url")
     @classmethod
     def _check_url(cls, value: str) -> str:
         return _http_url(value)
+
+    @field_validator("token", mode="before")
+    @classmethod
+    def _check_token(cls, value: object) -> object:
+        return _clean_secret(value)
+
+    @field_validator("private_key_path")
+    @classmethod
+    def _check_path(cls, value: str) -> str:
+        return _no_control(value.strip())
 
     @property
     def uses_app(self) -> bool:
@@ -89,32 +145,42 @@ class ReadTheDocsSettings(_Section):
     api_url: str = "https://app.readthedocs.org/api/v3"
     business_api_url: str = "https://app.readthedocs.com/api/v3"
     token: SecretStr = SecretStr("")
-    timeout_seconds: float = Field(default=10.0, gt=0)
-    max_retries: int = Field(default=3, ge=0)
+    timeout_seconds: float = Field(default=10.0, gt=0, le=300, allow_inf_nan=False)
+    max_retries: int = Field(default=3, ge=0, le=10)
 
     @field_validator("api_url", "business_api_url")
     @classmethod
     def _check_urls(cls, value: str) -> str:
         return _http_url(value)
 
+    @field_validator("token", mode="before")
+    @classmethod
+    def _check_token(cls, value: object) -> object:
+        return _clean_secret(value)
+
 
 class ScheduleSettings(_Section):
     """[schedule]: how often `run` polls."""
 
-    interval_seconds: int = Field(default=300, ge=30)
-    jitter_seconds: int = Field(default=30, ge=0)
+    interval_seconds: int = Field(default=300, ge=30, le=int(MAX_SECONDS))
+    jitter_seconds: int = Field(default=30, ge=0, le=3600)
 
 
 class PolicySettings(_Section):
     """[policy]: what is reported and how fast the bot may write."""
 
-    stale_after_minutes: int = Field(default=120, ge=1)
+    stale_after_minutes: int = Field(default=120, ge=1, le=43_200)  # up to 30 days
     include_drafts: bool = True
-    skip_labels: list[str] = Field(default_factory=list)
-    skip_authors: list[str] = Field(default_factory=list)
+    skip_labels: list[str] = Field(default_factory=list, max_length=100)
+    skip_authors: list[str] = Field(default_factory=list, max_length=1000)
     max_writes_per_minute: int = Field(default=80, ge=1, le=80)
     max_writes_per_hour: int = Field(default=500, ge=1, le=500)
-    min_seconds_between_writes: float = Field(default=1.0, ge=1.0)
+    min_seconds_between_writes: float = Field(default=1.0, ge=1.0, le=60, allow_inf_nan=False)
+
+    @field_validator("skip_labels", "skip_authors")
+    @classmethod
+    def _check_names(cls, values: list[str]) -> list[str]:
+        return [_no_control(v) for v in values]
 
     def core(self) -> Policy:
         """The parts of the policy the pure core needs."""
@@ -126,11 +192,21 @@ class StateSettings(_Section):
 
     path: str = Field(default="state/ci-status-bot.sqlite3", min_length=1)
 
+    @field_validator("path")
+    @classmethod
+    def _check_path(cls, value: str) -> str:
+        return _no_control(value)
+
 
 class RenderSettings(_Section):
     """[render]: an optional folder of templates searched before the built-in ones."""
 
     template_dir: str = ""
+
+    @field_validator("template_dir")
+    @classmethod
+    def _check_dir(cls, value: str) -> str:
+        return _no_control(value)
 
 
 class LogSettings(_Section):
@@ -159,14 +235,14 @@ class RepoSettings(_Section):
     @field_validator("name")
     @classmethod
     def _check_name(cls, value: str) -> str:
-        if not _REPO_NAME.match(value):
+        if not _REPO_NAME.fullmatch(value):
             raise ValueError(f"must be OWNER/NAME as on GitHub, got {value!r}")
         return value
 
     @field_validator("rtd_project")
     @classmethod
     def _check_slug(cls, value: str) -> str:
-        if not _RTD_SLUG.match(value):
+        if not _RTD_SLUG.fullmatch(value):
             raise ValueError(f"must be a Read the Docs project slug, got {value!r}")
         return value
 
@@ -188,7 +264,7 @@ class Settings(BaseSettings):
     state: StateSettings = Field(default_factory=StateSettings)
     render: RenderSettings = Field(default_factory=RenderSettings)
     log: LogSettings = Field(default_factory=LogSettings)
-    repos: list[RepoSettings] = Field(default_factory=list)
+    repos: list[RepoSettings] = Field(default_factory=list, max_length=1000)
 
     _config_file: Path | None = PrivateAttr(default=None)
 
@@ -218,6 +294,19 @@ class Settings(BaseSettings):
     def config_file(self) -> Path | None:
         """The TOML file these settings were read from, if any."""
         return self._config_file
+
+    def secret_values(self) -> list[str]:
+        """Every configured secret, to keep out of logs and messages."""
+        tokens = (self.github.token, self.readthedocs.token)
+        return [t.get_secret_value() for t in tokens if t.get_secret_value()]
+
+    def require_repos(self) -> None:
+        """Raise ConfigError when no [[repos]] entry is configured."""
+        if not self.repos:
+            raise ConfigError(
+                "repos: no repository is configured (add a [[repos]] entry, or set "
+                "CI_STATUS_BOT_REPOS)"
+            )
 
     def policy_model(self) -> Policy:
         """The parts of the policy the pure core needs."""
@@ -253,6 +342,7 @@ def _require_app_keys(github: GitHubSettings) -> None:
         raise ConfigError(f"github.private_key_path: no such file: {key}")
     if not os.access(key, os.R_OK):
         raise ConfigError(f"github.private_key_path: not readable: {key}")
+    check_private_key(str(key))
 
 
 def load_settings(

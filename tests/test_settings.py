@@ -319,8 +319,17 @@ def test_error_messages_do_not_echo_secrets(tmp_path: Path) -> None:
 
 @pytest.fixture
 def private_key(tmp_path: Path) -> Path:
-    """A readable (fake) PEM file."""
-    return write(tmp_path / "app.pem", "-----BEGIN RSA PRIVATE KEY-----\nabc\n")
+    """A readable PEM file holding a real (small, throwaway) RSA key."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    )
+    return write(tmp_path / "app.pem", pem.decode())
 
 
 @pytest.mark.parametrize(
@@ -422,3 +431,78 @@ def test_example_file_documents_every_key() -> None:
         assert f"[{section}]" in text
         for key in model.model_fields:
             assert f"\n{key} = " in text, f"{section}.{key} missing from the example"
+
+
+# -- issue 8: bounds checked once, at load; secrets cleaned or refused, masked ----------
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "key"),
+    [
+        ("CI_STATUS_BOT_READTHEDOCS__TIMEOUT_SECONDS", "1e20", "readthedocs.timeout_seconds"),
+        ("CI_STATUS_BOT_READTHEDOCS__TIMEOUT_SECONDS", "inf", "readthedocs.timeout_seconds"),
+        ("CI_STATUS_BOT_READTHEDOCS__TIMEOUT_SECONDS", "nan", "readthedocs.timeout_seconds"),
+        ("CI_STATUS_BOT_POLICY__MIN_SECONDS_BETWEEN_WRITES", "inf", "policy.min_seconds"),
+        ("CI_STATUS_BOT_POLICY__MIN_SECONDS_BETWEEN_WRITES", "nan", "policy.min_seconds"),
+        ("CI_STATUS_BOT_POLICY__MIN_SECONDS_BETWEEN_WRITES", "1e20", "policy.min_seconds"),
+        ("CI_STATUS_BOT_SCHEDULE__INTERVAL_SECONDS", "100000000000000000000", "schedule.interval"),
+        ("CI_STATUS_BOT_SCHEDULE__JITTER_SECONDS", "100000000000", "schedule.jitter_seconds"),
+        ("CI_STATUS_BOT_POLICY__STALE_AFTER_MINUTES", "100000000000", "policy.stale_after"),
+        ("CI_STATUS_BOT_READTHEDOCS__MAX_RETRIES", "1000000", "readthedocs.max_retries"),
+        ("CI_STATUS_BOT_REPOS", '[{"name": "octo/omni\\n"}]', "repos[0].name"),
+        ("CI_STATUS_BOT_REPOS", '[{"name": "octo/omni", "rtd_project": "x\\n"}]', "rtd_project"),
+        ("CI_STATUS_BOT_STATE__PATH", "state/x\nsqlite3", "state.path"),
+    ],
+)
+def test_values_out_of_bounds_are_refused_at_load_naming_the_key(
+    variable: str, value: str, key: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(environ={variable: value})
+    assert key in str(caught.value)
+    assert variable in str(caught.value)
+
+
+def test_a_repository_name_with_a_trailing_newline_is_refused_from_the_file(
+    tmp_path: Path,
+) -> None:
+    path = write(tmp_path / "bot.toml", '[[repos]]\nname = "octo/omni\\n"\n')
+    with pytest.raises(ConfigError) as caught:
+        load_settings(path, environ={})
+    assert "repos[0].name" in str(caught.value)
+
+
+def test_a_token_with_a_trailing_newline_is_stripped() -> None:
+    settings = load_settings(
+        environ={
+            "CI_STATUS_BOT_GITHUB__TOKEN": f"  {SECRET}\n",
+            "CI_STATUS_BOT_READTHEDOCS__TOKEN": f"{SECRET}\r\n",
+        }
+    )
+    assert settings.github.token.get_secret_value() == SECRET
+    assert settings.readthedocs.token.get_secret_value() == SECRET
+
+
+@pytest.mark.parametrize("bad", [f"{SECRET}\nX-Injected: 1", f"ghp_\x07{SECRET}", f"{SECRET}\x00"])
+@pytest.mark.parametrize("key", ["GITHUB__TOKEN", "READTHEDOCS__TOKEN"])
+def test_a_token_with_a_control_character_is_refused_masked(key: str, bad: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(environ={f"CI_STATUS_BOT_{key}": bad})
+    message = str(caught.value)
+    assert key.lower().replace("__", ".") in message and "control character" in message
+    assert SECRET not in message and "ghp_" not in message
+
+
+def test_a_garbage_private_key_gives_a_clear_message(tmp_path: Path) -> None:
+    garbage = write(tmp_path / "app.pem", "-----BEGIN RSA PRIVATE KEY-----\nabc\n")
+    settings = Settings(github=GitHubSettings(app_id=1, private_key_path=str(garbage)))
+    with pytest.raises(ConfigError) as caught:
+        settings.require_github_auth()
+    assert "github.private_key_path" in str(caught.value)
+    assert "not an unencrypted PEM private key" in str(caught.value)
+
+
+def test_no_repos_is_a_configuration_error() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(environ={}).require_repos()
+    assert "repos" in str(caught.value) and "[[repos]]" in str(caught.value)

@@ -206,9 +206,9 @@ def get_app(call: Call, params: dict[str, str]) -> Answer:
 @route("GET", _REPO + r"/installation", "installation", auth="jwt")
 def get_installation(call: Call, params: dict[str, str]) -> Answer:
     """GET /repos/{o}/{r}/installation."""
-    app = call.world.apps.get(call.login or "")
     full = f"{params['owner']}/{params['repo']}"
-    if app is None or full not in app.repos or full not in call.world.repos:
+    app = call.world.installation_for(call.login or "", full)
+    if app is None or full not in call.world.repos:
         return error(
             404,
             "Not Found",

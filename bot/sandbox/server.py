@@ -549,7 +549,7 @@ class _Handler(BaseHTTPRequestHandler):
         if login is None:
             return rest_api.error(401, "Bad credentials")
         call.login, call.token = login, token
-        return None
+        return _outside_installation(world, token, call.path)
 
     def _graphql(self, sandbox: Sandbox, call: Call) -> Answer:
         if call.method != "POST":
@@ -646,6 +646,21 @@ def _etag_matches(header: str | None, digest: str) -> bool:
         return False
     tags = [t.strip() for t in header.split(",")]
     return "*" in tags or any(t.removeprefix("W/").strip('"') == digest for t in tags)
+
+
+def _outside_installation(world: World, token: str, path: str) -> Answer | None:
+    """An installation token reaches only its installation's repositories (REST): else 404."""
+    rec = world.token_record(token)
+    found = _REPO_PATH.match(path)
+    if rec is None or rec.installation_id is None or found is None:
+        return None
+    installation = world.app_by_installation(rec.installation_id)
+    if installation is not None and f"{found[1]}/{found[2]}" in installation.repos:
+        return None
+    return rest_api.not_found()
+
+
+_REPO_PATH = re.compile(r"/repos/([^/]+)/([^/]+)")
 
 
 def _jwt_app(world: World, token: str) -> str | None:

@@ -270,6 +270,7 @@ class World:
         self.users: dict[str, UserRec] = {}
         self.tokens: dict[str, TokenRec] = {}
         self.apps: dict[str, AppRec] = {}
+        self.installations: dict[int, AppRec] = {}  # an App may be installed on several owners
         self.repos: dict[str, RepoRec] = {}
         self.repos_by_id: dict[int, RepoRec] = {}
         self.check_runs: dict[int, CheckRunRec] = {}
@@ -327,16 +328,29 @@ class World:
         *,
         name: str | None = None,
     ) -> JSON:
-        """Add a GitHub App installed on `repos`; its installation tokens act as "<slug>[bot]"."""
+        """Add a GitHub App installed on `repos`; its installation tokens act as "<slug>[bot]".
+
+        Called again with the same slug and another installation id, it installs the same App
+        on more repositories (another organisation): each installation reaches only its own.
+        """
         with self.lock:
             app = AppRec(slug, app_id, installation_id, tuple(repos), name or slug)
-            self.apps[slug] = app
+            self.installations[installation_id] = app
+            known = self.apps.get(slug)
+            if known is None or known.installation_id == installation_id:
+                self.apps[slug] = app
             self.user(f"{slug}[bot]")
             return app_json(app)
 
     def app_by_installation(self, installation_id: int) -> AppRec | None:
-        """The app owning an installation id."""
-        return next((a for a in self.apps.values() if a.installation_id == installation_id), None)
+        """The app owning an installation id (that installation's record)."""
+        return self.installations.get(installation_id)
+
+    def installation_for(self, slug: str, repo: str) -> AppRec | None:
+        """The installation of App `slug` that covers `repo`, if any."""
+        return next(
+            (a for a in self.installations.values() if a.slug == slug and repo in a.repos), None
+        )
 
     def issue_installation_token(self, app: AppRec, token: str) -> TokenRec:
         """Register a fresh installation token (one hour)."""
