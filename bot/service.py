@@ -14,9 +14,11 @@ from typing import Any
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
+from starlette.routing import BaseRoute
 
 from bot.cycle import Summary
 from bot.github_io import Usage
+from bot.server import HttpServer, Monitor, serve
 from bot.settings import RepoSettings, Settings
 from bot.store import Store
 
@@ -83,6 +85,7 @@ def run_service(
     def one_cycle() -> None:
         if stop.is_set():
             return
+        monitor.cycle_started()
         store = Store.open(settings.state.path)
         try:
             cycle = make_cycle(settings, clients, store, dry_run=False)
@@ -90,10 +93,12 @@ def run_service(
             summary = cycle.run(repos)
         except Exception:
             log.exception("the cycle failed")
+            monitor.cycle_failed()
             return
         finally:
             store.close()
         log.info(summary.line(), extra={"event": "cycle"})
+        monitor.cycle_finished(summary, clients.github.usage)
         tracker.update(summary.failed)
         _hold_if_over_budget(scheduler, summary, clients.github.usage)
 
@@ -101,6 +106,7 @@ def run_service(
         seconds=settings.schedule.interval_seconds, jitter=settings.schedule.jitter_seconds
     )
     scheduler.add_job(one_cycle, trigger, id="cycle", next_run_time=datetime.now(UTC))
+    monitor, http = start_http(settings, repos, alive=lambda: scheduler.running)
     scheduler.start()
     log.info(
         "service started: %d repositories, every %d s",
@@ -110,6 +116,7 @@ def run_service(
     stop.wait()
     log.info("stopping: finishing the write in progress")
     scheduler.shutdown(wait=True)
+    stop_http(http)
     clients.close()
     log.info("stopped")
     return 0
@@ -137,3 +144,32 @@ def _install_signal_handlers(stop: threading.Event) -> None:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, handler)
         signal.signal(signal.SIGINT, handler)
+
+
+# -- the HTTP server of `run` (issue 10): the triage page, /livez, /readyz, /metrics ----------
+
+
+def start_http(
+    settings: Settings,
+    repos: Sequence[RepoSettings],
+    *,
+    alive: Callable[[], bool],
+    extra_routes: Sequence[BaseRoute] = (),
+) -> tuple[Monitor, HttpServer | None]:
+    """Start serving on server.host:server.port (port 0: no server, the monitor still counts)."""
+    monitor = Monitor(
+        state_path=settings.state.path,
+        interval_s=settings.schedule.interval_seconds,
+        repos=[repo.name for repo in repos],
+        alive=alive,
+    )
+    http = serve(
+        monitor, host=settings.server.host, port=settings.server.port, extra_routes=extra_routes
+    )
+    return monitor, http
+
+
+def stop_http(http: HttpServer | None) -> None:
+    """Stop the HTTP server, if one was started."""
+    if http is not None:
+        http.stop()
