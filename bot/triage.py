@@ -387,33 +387,34 @@ def table(
 ) -> str:
     """The terminal table: one line per pull request, titles cut to fit `width` columns."""
     pull_width = max([len("PULL"), *(len(e.label) for e in entries)])
-    fixed = 18 + 1 + pull_width + 1 + 1 + 1 + 15 + 1 + 19 + 1 + 12 + 1
+    fixed = 13 + 1 + pull_width + 1 + 1 + 1 + 12 + 1 + 19 + 1 + 10 + 1
     title_width = max(10, width - fixed)
     header = (
-        f"{'VERDICT':<18} {'PULL':<{pull_width}} {'D':1} {'FAIL PEND INC OK':<15} "
-        f"{'WAITING SINCE (UTC)':<19} {'AUTHOR':<12} TITLE"
+        f"{'VERDICT':<13} {'PULL':<{pull_width}} {'D':1} {' F  P  I  OK':<12} "
+        f"{'WAITING SINCE (UTC)':<19} {'AUTHOR':<10} TITLE"
     )
     lines = [header]
     for e in entries:
-        verdict = "failing (required)" if e.urgency == "failing-required" else e.verdict.value
-        counts = "{:>4} {:>4} {:>3} {:>2}".format(*(e.counts.get(g, 0) for g in COUNT_GROUPS))
-        shown = verdict.ljust(18)
+        verdict = "failing (req)" if e.urgency == "failing-required" else e.verdict.value
+        counts = "{:>2} {:>2} {:>2} {:>3}".format(*(e.counts.get(g, 0) for g in COUNT_GROUPS))
+        shown = verdict.ljust(13)
         if colour:
             shown = f"\x1b[{_COLOURS[e.verdict.value]}m{shown}\x1b[0m"
         line = (
-            f"{shown} {e.label:<{pull_width}} {'d' if e.draft else ' '} {counts:<15} "
-            f"{_waiting(e):<19} {_cell(_clean(e.author), 12)} "
+            f"{shown} {e.label:<{pull_width}} {'d' if e.draft else ' '} {counts:<12} "
+            f"{_waiting(e):<19} {_cell(_clean(e.author), 10)} "
             f"{_cell(_clean(e.title), title_width).rstrip()}"
         )
         lines.append(line)
         if e.required_failing:
             names = ", ".join(_clean(n) for n in e.required_failing)
-            lines.append(_cell(f"{'':18}   required failing: {names}", width).rstrip())
+            lines.append(_cell(f"{'':13}   required failing: {names}", width).rstrip())
     t = totals(entries)
     counted = ", ".join(f"{n} {v}" for v, n in t.verdicts.items())
+    lines.append(f"{t.total} open pull requests: {counted}.")
     lines.append(
-        f"{t.total} open pull requests: {counted}; {t.failing_required} failing a required "
-        f"check; {t.docs_stuck} docs builds stale, cancelled or unknown. As of {format_utc(now)}."
+        f"{t.failing_required} failing a required check; {t.docs_stuck} docs builds stale, "
+        f"cancelled or unknown; as of {format_utc(now)}."
     )
     return "\n".join(lines) + "\n"
 
@@ -449,7 +450,7 @@ def markdown(entries: Sequence[TriageEntry], *, now: datetime) -> str:
         )
         cells = [
             _GLYPHS[e.verdict.value] + (" draft" if e.draft else ""),
-            _md_link(md(e.label), e.url),
+            _md_link(f"{md(e.repo)}#{e.number}", e.url),
             md(e.title, 80),
             md(e.author or ""),
             *(str(e.counts.get(g, 0)) for g in COUNT_GROUPS),
