@@ -238,7 +238,7 @@ def test_the_server_binds_to_loopback_by_default(tmp_path: Path, sandbox: Sandbo
             {"graphql": NOW + timedelta(minutes=5)},
             None,
             ["GitHub graphql budget exhausted until"],
-        ),  # fmt: skip
+        ),
         (NOW, {"core": 0}, {"core": NOW - timedelta(seconds=1)}, None, []),  # reset has passed
         (NOW, {}, {}, "file is not a database", ["state unusable: file is not a database"]),
     ],
