@@ -350,13 +350,20 @@ def triage_document(entries: Sequence[TriageEntry], *, now: datetime) -> dict[st
 
 
 def triage_json(entries: Sequence[TriageEntry], *, now: datetime) -> str:
-    """The triage document as text (indent 2)."""
-    return json.dumps(triage_document(entries, now=now), indent=2, ensure_ascii=False)
+    """The triage document as text: one pull request a line (fast to write, easy to diff)."""
+    document = triage_document(entries, now=now)
+    pulls = document.pop("pulls")
+    head = json.dumps(document, ensure_ascii=False)[:-1]
+    lines = [json.dumps(p, ensure_ascii=False) for p in pulls]
+    body = ",\n".join(lines)
+    return f'{head}, "pulls": [\n{body}\n]}}' if lines else f'{head}, "pulls": []}}'
 
 
 def _clean(text: str | None) -> str:
     """One line of printable text (no control or format characters from untrusted titles)."""
     value = "" if text is None else text
+    if value.isprintable():  # no control, format, surrogate or private-use character
+        return value
     return "".join(
         " " if c in "\n\r\t" else c
         for c in value
