@@ -399,3 +399,43 @@ def test_demo_ends_with_the_triage_table_and_where_the_page_is_served() -> None:
     assert [line.split()[1] for line in tail[2:7]][:2] == ["octo/omni#7433", "octo/omni#7430"]
     assert "5 open pull requests: 1 failing, 1 incomplete, 0 pending, 3 passing." in tail
     assert "serves this view as a page at http://127.0.0.1:8080/" in tail[-1]
+
+
+def test_a_state_from_before_the_triage_view_reports_empty_then_fills(
+    tmp_path: Path, sandbox: Sandbox, world: World
+) -> None:
+    """A version-2 state (no triage table): `report` reads it as is; the next cycle migrates."""
+    from bot.store import _MIGRATIONS
+
+    seed_case(world, now=NOW)
+    config = write_config(tmp_path, sandbox)
+    state = tmp_path / "state.sqlite3"
+    db = sqlite3.connect(state)
+    for statement in (*_MIGRATIONS[0], *_MIGRATIONS[1]):
+        db.execute(statement)
+    db.execute("PRAGMA user_version = 2")
+    db.commit()
+    db.close()
+    before = hashlib.sha256(state.read_bytes()).hexdigest()
+    empty = cli("report", "--config", str(config), "--format", "json")
+    assert empty.returncode == 0, empty.stderr
+    assert json.loads(empty.stdout)["pulls"] == []
+    assert hashlib.sha256(state.read_bytes()).hexdigest() == before  # not migrated by a reader
+    assert cli("once", "--config", str(config)).returncode == 0
+    filled = json.loads(cli("report", "--config", str(config), "--format", "json").stdout)
+    assert numbers(filled) == [7430]
+
+
+def test_a_dry_run_leaves_the_view_and_a_policy_skip_removes_the_row(env: Env) -> None:
+    env.world.add_check_run(
+        REPO, _sha(101), name="tests", app_slug="github-actions", workflow="ci",
+        started_at=NOW, completed_at=NOW, new_suite=True,
+    )  # fmt: skip
+    assert cli("once", "--config", str(env.config), "--dry-run").returncode == 0
+    failing = json.loads(report(env, "--format", "json", "--verdict", "failing").stdout)
+    assert numbers(failing) == [101]  # a dry run records nothing, the view included
+    config = write_config(env.config.parent, env.sandbox, skip_authors=["user105"])
+    assert cli("once", "--config", str(config)).returncode == 0
+    after = numbers(json.loads(report(env, "--format", "json").stdout))
+    assert 105 not in after and 101 in after and len(after) == 6
+    assert numbers(json.loads(report(env, "--format", "json", "--verdict", "failing").stdout)) == []
