@@ -157,7 +157,8 @@ def build_app(monitor: Monitor, *, extra_routes: Sequence[BaseRoute] = ()) -> St
         except (StoreError, sqlite3.Error) as exc:
             return PlainTextResponse(f"the state cannot be read: {exc}\n", 503, headers=_HEADERS)
         refresh = _refresh_seconds(request.query_params.get("refresh"))
-        html = renderer.render(entries, now=monitor.clock(), refresh_seconds=refresh)
+        as_of = monitor.last_finished or monitor.clock()  # the data is the last cycle's
+        html = renderer.render(entries, now=as_of, refresh_seconds=refresh)
         return HTMLResponse(html, headers=_HEADERS)
 
     def triage_document(_: Request) -> Response:
