@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import logging
 import re
+import shutil
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from github.GithubException import GithubException
 
@@ -16,7 +18,7 @@ from bot.logs import redact, register_secrets, setup_logging
 from bot.reconcile import reconcile
 from bot.render import Renderer, TemplateInvalid, report_json
 from bot.settings import ConfigError, RepoSettings, Settings, describe, load_settings
-from bot.store import StateBusy, StoreError
+from bot.store import StateBusy, Store, StoreError
 from bot.wiring import (
     Clients,
     build_clients,
@@ -141,6 +143,56 @@ def cmd_demo(_: Settings | None, args: argparse.Namespace) -> int:
     return run_demo(out=print)
 
 
+def cmd_report(settings: Settings, args: argparse.Namespace) -> int:
+    """The triage view from the state (no GitHub request); --live reads GitHub first, read-only."""
+    from bot import triage
+    from bot.store import StoreError
+
+    try:
+        verdicts = triage.parse_verdicts(args.verdict or "")
+        named = [RepoSettings(name=n).name for n in args.repo or ()]
+    except ValueError as exc:
+        raise UsageError(f"report: {exc}") from exc
+    configured = [r.name for r in settings.repos]
+    filters = triage.Filters(frozenset(named or configured), verdicts, args.drafts)
+    path = settings.state.path
+    try:
+        if args.live:
+            settings.require_github_auth()
+            repos = _select_repos(settings, args.repo)
+            clients = build_clients(settings, repos)
+            store = Store.open_readonly(path) if Path(path).exists() else Store.open(":memory:")
+            try:
+                cycle = make_cycle(settings, clients, store, dry_run=True)
+                entries = triage.live_entries(cycle, repos)
+            finally:
+                store.close()
+                clients.close()
+        else:
+            with Store.open_readonly(path) as store:
+                entries = triage.stored_entries(store)
+    except StoreError as exc:
+        print(f"ci-status-bot: {exc}", file=sys.stderr)
+        return EXIT_FAIL
+    view, now = triage.ordered(entries, filters), now_utc()
+    tty = sys.stdout.isatty() and not args.output
+    if args.format == "json":
+        text = triage.triage_json(view, now=now) + "\n"
+    elif args.format == "markdown":
+        text = triage.markdown(view, now=now)
+    elif args.format == "html":
+        text = triage.PageRenderer().render(view, now=now)
+    else:
+        width = shutil.get_terminal_size((100, 24)).columns if tty else 100
+        text = triage.table(view, now=now, width=width, colour=tty)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(f"wrote the triage view ({len(view)} pull requests) to {args.output}")
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
 def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", help="TOML configuration file (default: config/bot.toml)")
@@ -159,6 +211,13 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("--format", choices=("markdown", "json"), default="markdown")
     sub.add_parser("check-config", parents=[common], help="validate and print the settings")
     sub.add_parser("demo", parents=[common], help="run against the offline sandbox")
+    report = sub.add_parser("report", parents=[common], help="the triage view, most urgent first")
+    report.add_argument("--repo", action="append", metavar="OWNER/NAME", help="only these")
+    report.add_argument("--verdict", metavar="V[,V]", help="only these verdicts")
+    report.add_argument("--drafts", choices=("only", "exclude"), help="only or no drafts")
+    report.add_argument("--format", choices=("table", "json", "markdown", "html"), default="table")
+    report.add_argument("--output", metavar="FILE", help="write to FILE instead of stdout")
+    report.add_argument("--live", action="store_true", help="read GitHub first (read-only)")
     return parser
 
 
@@ -167,6 +226,7 @@ COMMANDS = {
     "show": cmd_show,
     "once": cmd_once,
     "run": cmd_run,
+    "report": cmd_report,
 }
 
 

@@ -17,6 +17,7 @@ from bot.render import Renderer, facts_key
 from bot.rtd_io import RtdApi, is_final, lookup_from_json, lookup_to_json
 from bot.settings import PolicySettings, RepoSettings
 from bot.store import Store
+from bot.triage import keep_triage, prune_triage
 
 log = logging.getLogger(__name__)
 
@@ -212,11 +213,13 @@ class Cycle:
                 log.debug("could not process %s", label, exc_info=True)
                 continue
             summary.verdicts[plan.label] = str(plan.report.verdict)
+            keep_triage(self.store, snapshot, plan.report, dry_run=self.dry_run, now=self.clock())
             if plan.action == "leave":
                 summary.left += 1
                 self._show(plan)
             else:
                 yield plan
+        prune_triage(self.store, repo.name, summary.verdicts, summary.failed, dry_run=self.dry_run)
 
     def report_for(self, snapshot: PullSnapshot, repo: RepoSettings) -> tuple[Report, str]:
         """Reconcile one pull request with a stable observation time; also its facts key."""

@@ -76,6 +76,7 @@ def run_demo(*, out: Callable[[str], None] = print) -> int:
             out(f"[cycle 3] {third.line()}")
             _print_comments(world, out, clients.login, numbers=[7431])
             out("JSON verdicts: " + json.dumps(third.verdicts, sort_keys=True))
+            triage_view = _triage_view(store, settings)
         clients.close()
         writes = [
             r for r in sandbox.requests if r.method in WRITE_METHODS and r.graphql_operation is None
@@ -86,5 +87,19 @@ def run_demo(*, out: Callable[[str], None] = print) -> int:
             f"of which {len(others)} were not issue comments. "
             "This bot reads CI state and retriggers nothing."
         )
+    out(triage_view)
     failed = {**first.failed, **second.failed, **third.failed}
     return 1 if failed else 0
+
+
+def _triage_view(store: Store, settings: Settings) -> str:
+    """The triage table of the demo's last cycle, and where `run` would serve it as a page."""
+    from bot import triage
+
+    view = triage.ordered(triage.stored_entries(store))
+    where = f"http://{settings.server.host}:{settings.server.port}/"
+    return (
+        f"[triage] `ci-status-bot report`:\n{triage.table(view, now=now_utc())}"
+        f"`ci-status-bot run` serves this view as a page at {where} "
+        "(with /livez, /readyz and /metrics); `report --format html` writes it to a file."
+    )

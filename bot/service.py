@@ -6,7 +6,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from types import FrameType
@@ -15,10 +15,12 @@ from typing import Any
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
+from starlette.routing import BaseRoute
 
 from bot import wiring
 from bot.cycle import Summary
 from bot.github_io import Usage
+from bot.server import HttpServer, Monitor, serve
 from bot.settings import RepoSettings, Settings
 from bot.store import StoreError
 
@@ -88,19 +90,23 @@ def run_service(
     worker: list[threading.Thread] = []
 
     def cycle_body() -> None:
+        monitor.cycle_started()
         try:
             store = wiring.open_store(settings)
         except StoreError as exc:  # a problem of the service, logged when it starts and ends
             tracker.update({STATE_PROBLEM: str(exc)})
+            monitor.cycle_failed()
             return
         try:
             summary = wiring.make_cycle(settings, clients, store, dry_run=False).run(repos)
         except Exception:
             log.exception("the cycle failed")
+            monitor.cycle_failed()
             return
         finally:
             store.close()
         log.info(summary.line(), extra={"event": "cycle"})
+        monitor.cycle_finished(summary, clients.github.usage)
         tracker.update(summary.failed)
         if not stop.is_set():  # a stopped scheduler takes no new run time
             _hold_if_over_budget(scheduler, summary, clients.github.usage)
@@ -119,6 +125,7 @@ def run_service(
         seconds=settings.schedule.interval_seconds, jitter=settings.schedule.jitter_seconds
     )
     scheduler.add_job(one_cycle, trigger, id="cycle", next_run_time=datetime.now(UTC))
+    monitor, http = start_http(settings, repos, alive=lambda: scheduler.running)
     scheduler.start()
     log.info(
         "service started: %d repositories, every %d s",
@@ -129,6 +136,7 @@ def run_service(
     log.info("stopping: finishing the write in progress")
     scheduler.shutdown(wait=False)
     _finish_cycle(worker, clients)
+    stop_http(http)
     clients.close()
     log.info("stopped")
     return 0
@@ -172,3 +180,32 @@ def _install_signal_handlers(stop: threading.Event) -> None:
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(signum, handler)
+
+
+# -- the HTTP server of `run` (issue 10): the triage page, /livez, /readyz, /metrics ----------
+
+
+def start_http(
+    settings: Settings,
+    repos: Sequence[RepoSettings],
+    *,
+    alive: Callable[[], bool],
+    extra_routes: Sequence[BaseRoute] = (),
+) -> tuple[Monitor, HttpServer | None]:
+    """Start serving on server.host:server.port (port 0: no server, the monitor still counts)."""
+    monitor = Monitor(
+        state_path=settings.state.path,
+        interval_s=settings.schedule.interval_seconds,
+        repos=[repo.name for repo in repos],
+        alive=alive,
+    )
+    http = serve(
+        monitor, host=settings.server.host, port=settings.server.port, extra_routes=extra_routes
+    )
+    return monitor, http
+
+
+def stop_http(http: HttpServer | None) -> None:
+    """Stop the HTTP server, if one was started."""
+    if http is not None:
+        http.stop()

@@ -187,6 +187,13 @@ class PolicySettings(_Section):
         return Policy(stale_after=timedelta(minutes=self.stale_after_minutes))
 
 
+class ServerSettings(_Section):
+    """[server]: where `run` serves the triage page, health and metrics (port 0: off)."""
+
+    host: str = Field(default="127.0.0.1", min_length=1)
+    port: int = Field(default=8080, ge=0, le=65535)
+
+
 class StateSettings(_Section):
     """[state]: where the SQLite state lives."""
 
@@ -262,6 +269,7 @@ class Settings(BaseSettings):
     schedule: ScheduleSettings = Field(default_factory=ScheduleSettings)
     policy: PolicySettings = Field(default_factory=PolicySettings)
     state: StateSettings = Field(default_factory=StateSettings)
+    server: ServerSettings = Field(default_factory=ServerSettings)
     render: RenderSettings = Field(default_factory=RenderSettings)
     log: LogSettings = Field(default_factory=LogSettings)
     repos: list[RepoSettings] = Field(default_factory=list, max_length=1000)

@@ -67,6 +67,23 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # 2: the comment's GraphQL node id, so edits can be re-read in batches
     ("ALTER TABLE comments ADD COLUMN node_id TEXT NOT NULL DEFAULT ''",),
+    # 3: the triage view: each open pull request's last reconciled report (issue 10)
+    (
+        """CREATE TABLE IF NOT EXISTS triage (
+            repo TEXT NOT NULL,
+            number INTEGER NOT NULL,
+            title TEXT NOT NULL,
+            author TEXT,
+            draft INTEGER NOT NULL,
+            head_sha TEXT NOT NULL,
+            verdict TEXT NOT NULL,
+            url TEXT NOT NULL,
+            details TEXT NOT NULL,
+            observed_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            PRIMARY KEY (repo, number)
+        )""",
+    ),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -108,6 +125,24 @@ class AuditRow:
     number: int
     comment_id: int
     action: Action
+
+
+@dataclass(frozen=True, slots=True)
+class StoredTriage:
+    """One pull request's row of the triage view, with the bot's comment id if recorded."""
+
+    repo: str
+    number: int
+    title: str
+    author: str | None
+    draft: bool
+    head_sha: str
+    verdict: str
+    url: str
+    details: str  # compact JSON of the computed parts (bot.triage)
+    observed_at: datetime
+    updated_at: datetime
+    comment_id: int | None
 
 
 def _to_text(moment: datetime) -> str:
@@ -416,4 +451,106 @@ class Store:
         return [
             AuditRow(at=_from_text(at), repo=repo, number=number, comment_id=cid, action=action)
             for at, repo, number, cid, action in rows
+        ]
+
+    # -- the triage view (issue 10) -------------------------------------------------------
+
+    @classmethod
+    def open_readonly(cls, path: Path | str) -> Self:
+        """Open an existing state for reading only (works on a read-only file, beside `run`)."""
+        if not Path(path).is_file():
+            raise StoreError(f"no state at {path}: run `ci-status-bot once` or `run` first")
+        uri = Path(path).resolve().as_uri()
+        connection = sqlite3.connect(
+            f"{uri}?mode=ro", uri=True, timeout=10.0, check_same_thread=False
+        )
+        try:
+            connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.DatabaseError:  # e.g. no write access for the WAL index: read as immutable
+            connection.close()
+            connection = sqlite3.connect(
+                f"{uri}?mode=ro&immutable=1", uri=True, check_same_thread=False
+            )
+        try:
+            connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.DatabaseError as exc:
+            connection.close()
+            raise StoreError(f"the state at {path} cannot be read: {exc}") from exc
+        store = cls(connection)
+        if store.schema_version > SCHEMA_VERSION:
+            store.close()
+            raise StoreError(
+                f"state database has schema version {store.schema_version}; this bot knows "
+                f"up to {SCHEMA_VERSION} (written by a newer version?)"
+            )
+        return store
+
+    def put_triage(
+        self,
+        repo: str,
+        number: int,
+        *,
+        title: str,
+        author: str | None,
+        draft: bool,
+        head_sha: str,
+        verdict: str,
+        url: str,
+        details: str,
+        observed_at: datetime,
+        now: datetime,
+    ) -> None:
+        """Keep one pull request's last reconciled report for the triage view."""
+        row = (repo, number, title, author, int(draft), head_sha, verdict, url, details,
+               _to_text(observed_at), _to_text(now))  # fmt: skip
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO triage (repo, number, title, author, draft, head_sha, verdict, url, "
+                "details, observed_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (repo, number) DO UPDATE SET title = excluded.title, "
+                "author = excluded.author, draft = excluded.draft, "
+                "head_sha = excluded.head_sha, verdict = excluded.verdict, url = excluded.url, "
+                "details = excluded.details, observed_at = excluded.observed_at, "
+                "updated_at = excluded.updated_at",
+                row,
+            )
+
+    def prune_triage(self, repo: str, *, keep: Iterable[int]) -> int:
+        """Drop the repository's triage rows except `keep` (pull requests still open)."""
+        kept = sorted(set(keep))
+        with self._transaction() as db:
+            rows = db.execute("SELECT number FROM triage WHERE repo = ?", (repo,)).fetchall()
+            gone = [(repo, n) for (n,) in rows if n not in set(kept)]
+            db.executemany("DELETE FROM triage WHERE repo = ? AND number = ?", gone)
+        return len(gone)
+
+    def triage_rows(self) -> list[StoredTriage]:
+        """Every triage row, with the bot's comment id where one is recorded."""
+        with self._lock:
+            try:
+                rows = self._db.execute(
+                    "SELECT t.repo, t.number, t.title, t.author, t.draft, t.head_sha, t.verdict, "
+                    "t.url, t.details, t.observed_at, t.updated_at, c.comment_id FROM triage t "
+                    "LEFT JOIN comments c ON c.repo = t.repo AND c.number = t.number"
+                ).fetchall()
+            except sqlite3.OperationalError as exc:
+                if "no such table" in str(exc):  # a state from before the triage view
+                    return []
+                raise
+        return [
+            StoredTriage(
+                repo=r[0],
+                number=r[1],
+                title=r[2],
+                author=r[3],
+                draft=bool(r[4]),
+                head_sha=r[5],
+                verdict=r[6],
+                url=r[7],
+                details=r[8],
+                observed_at=_from_text(r[9]),
+                updated_at=_from_text(r[10]),
+                comment_id=r[11],
+            )
+            for r in rows
         ]

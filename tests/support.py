@@ -69,6 +69,8 @@ def write_config(tmp: Path, sandbox: Sandbox, **policy: Any) -> Path:
         "[schedule]",
         "interval_seconds = 30",
         "jitter_seconds = 0",
+        "[server]",
+        "port = 0",  # no HTTP server unless a test asks for one (tests run side by side)
         "[policy]",
         *(f"{k} = {_toml(v)}" for k, v in policy.items()),
         "[[repos]]",

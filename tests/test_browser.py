@@ -1,0 +1,170 @@
+"""The served triage page in a real headless browser (Debian's chromium, driven by Selenium)."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import REPO, seed_case
+from test_server import free_port, serve_config, start_run, stop, wait_ready
+
+from bot.sandbox import Sandbox, World
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+OTHER = "octo/other"
+NOW = datetime.now(UTC).replace(microsecond=0)
+
+pytestmark = pytest.mark.skipif(
+    not (shutil.which(CHROMIUM) and shutil.which(CHROMEDRIVER)),
+    reason="needs Debian's chromium and chromium-driver (.ci/run installs them)",
+)
+
+
+def seed(world: World) -> None:
+    """Four pull requests in two repositories: failing, incomplete draft, passing, pending."""
+    seed_case(world, now=NOW)  # octo/omni#7430: draft, incomplete
+    for number, conclusion in ((7, "failure"), (8, "success")):
+        sha = f"{number:040x}"
+        world.add_pull(REPO, number, title=f"Change {number}", author="bob", head_sha=sha)
+        world.add_check_run(REPO, sha, name="tests", app_slug="github-actions", workflow="ci",
+                            conclusion=conclusion, started_at=NOW, completed_at=NOW)  # fmt: skip
+    world.add_repo(OTHER)
+    sha = "9" * 40
+    world.add_pull(OTHER, 9, title="Other <b>repo</b> change", author="carol", head_sha=sha)
+    world.add_check_run(OTHER, sha, name="build", app_slug="github-actions", workflow="ci",
+                        status="in_progress", started_at=NOW)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    tmp = tmp_path_factory.mktemp("browser")
+    world = World()
+    seed(world)
+    port = free_port()
+    with Sandbox(world) as sandbox:
+        config = serve_config(tmp, sandbox, port)
+        config.write_text(config.read_text() + f'[[repos]]\nname = "{OTHER}"\n')
+        proc = start_run(config)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            wait_ready(url, proc)
+            yield url
+        finally:
+            stop(proc)
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+                     "--disable-gpu", "--window-size=1280,900"):  # fmt: skip
+        options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def visible(driver: Any) -> list[str]:
+    """The pull requests whose rows are shown, top to bottom."""
+    rows = driver.find_elements("css selector", "#rows tr")
+    return [row.get_attribute("data-pull") for row in rows if row.is_displayed()]
+
+
+def click(driver: Any, group: str, value: str) -> None:
+    selector = f'[data-filter="{group}"] button[data-value="{value}"]'
+    driver.find_element("css selector", selector).click()
+
+
+def wait_for(check: Callable[[], bool], timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def test_filters_sorting_and_refresh_in_a_real_browser(
+    base: str, browser: Any, tmp_path: Path
+) -> None:
+    browser.get(base + "/?refresh=2")
+    assert browser.title == "CI triage · 4 open pull requests"
+    everything = ["octo/omni#7", "octo/omni#7430", "octo/other#9", "octo/omni#8"]
+    assert visible(browser) == everything  # failing, incomplete, pending, passing
+    summary = browser.find_element("id", "summary").text
+    assert "1\nfailing" in summary.replace(" failing", "\nfailing")
+    assert "1 stale docs builds" in summary.replace("\n", " ")
+
+    click(browser, "verdict", "failing")
+    assert visible(browser) == ["octo/omni#7"]
+    assert browser.find_element("id", "shown").text == "1"
+    click(browser, "verdict", "passing")  # two verdicts: either one
+    assert visible(browser) == ["octo/omni#7", "octo/omni#8"]
+    click(browser, "verdict", "failing")
+    click(browser, "verdict", "passing")
+    assert visible(browser) == everything
+
+    click(browser, "draft", "only")
+    assert visible(browser) == ["octo/omni#7430"]
+    click(browser, "draft", "exclude")  # one choice at a time
+    assert visible(browser) == ["octo/omni#7", "octo/other#9", "octo/omni#8"]
+    click(browser, "draft", "exclude")
+
+    click(browser, "repo", OTHER)
+    assert visible(browser) == ["octo/other#9"]
+    assert "Other <b>repo</b> change" in browser.find_element("css selector", "#rows").text
+
+    text = browser.find_element("id", "text-filter")
+    click(browser, "repo", OTHER)
+    text.send_keys("omni resolver")
+    assert visible(browser) == ["octo/omni#7430"]
+    text.clear()
+    text.send_keys(" ")  # an input event with an empty filter
+    assert visible(browser) == everything
+
+    browser.find_element("css selector", 'th[data-sort="pull"]').click()
+    assert visible(browser) == ["octo/omni#7", "octo/omni#8", "octo/omni#7430", "octo/other#9"]
+    browser.find_element("css selector", 'th[data-sort="pull"]').click()
+    assert visible(browser)[0] == "octo/other#9"
+    browser.find_element("css selector", 'th[data-sort="urgency"]').click()
+    assert visible(browser) == everything
+
+    click(browser, "verdict", "failing")
+    wait_for(lambda: browser.execute_script("return document.body.dataset.refreshedAt") is not None)
+    assert visible(browser) == ["octo/omni#7"]  # the data was reloaded, the filter kept
+    pressed = browser.find_element("css selector", '[data-value="failing"]')
+    assert pressed.get_attribute("aria-pressed") == "true"
+
+    resources = browser.execute_script(
+        "return performance.getEntriesByType('resource').map(function (e) { return e.name; })"
+    )
+    assert resources and all(name.startswith(base) for name in resources)
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert errors == []
+    shot = tmp_path / "triage.png"
+    assert browser.save_screenshot(str(shot))
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+
+
+def test_the_page_is_readable_on_a_phone(base: str, browser: Any, tmp_path: Path) -> None:
+    browser.set_window_size(390, 844)
+    browser.get(base + "/")
+    assert not browser.find_element("css selector", "#pulls thead").is_displayed()
+    overflow = browser.execute_script(
+        "return document.documentElement.scrollWidth - document.documentElement.clientWidth"
+    )
+    assert overflow <= 0
+    click(browser, "verdict", "incomplete")
+    assert visible(browser) == ["octo/omni#7430"]
+    assert browser.save_screenshot(str(tmp_path / "triage-phone.png"))

@@ -1,0 +1,278 @@
+"""`run` serves the triage page, /livez, /readyz and /metrics: a real service on the sandbox."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
+from starlette.testclient import TestClient
+from support import REPO, TOKEN, clean_env, cli, seed_case, write_config, writes
+
+from bot.sandbox import Sandbox, World
+from bot.server import Monitor, build_app, readiness_problems
+
+NOW = datetime.now(UTC).replace(microsecond=0)
+FAILING_SHA = "f" * 40
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def serve_config(tmp: Path, sandbox: Sandbox, port: int) -> Path:
+    """The tests' config with the HTTP server on `port`."""
+    config = write_config(tmp, sandbox)
+    config.write_text(config.read_text().replace("port = 0", f"port = {port}"))
+    return config
+
+
+def seed(world: World) -> None:
+    seed_case(world, now=NOW)  # 7430: incomplete (RTD build cancelled), draft
+    world.add_pull(REPO, 7, title="Break the build", author="bob", head_sha=FAILING_SHA)
+    world.add_check_run(
+        REPO, FAILING_SHA, name="tests", app_slug="github-actions", workflow="ci",
+        conclusion="failure", started_at=NOW, completed_at=NOW,
+    )  # fmt: skip
+
+
+@dataclass
+class Service:
+    world: World
+    sandbox: Sandbox
+    proc: subprocess.Popen[str]
+    base: str
+    state: Path
+    writes_after_first_cycle: int
+
+
+def start_run(config: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "bot", "run", "--config", str(config)],
+        env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def wait_ready(base: str, proc: subprocess.Popen[str], *, timeout: float = 60) -> httpx.Response:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()[1]
+        try:
+            answer = httpx.get(base + "/readyz", timeout=5)
+        except httpx.TransportError:
+            answer = None
+        if answer is not None and answer.status_code == 200:
+            return answer
+        time.sleep(0.2)
+    raise AssertionError("the service never became ready")
+
+
+def stop(proc: subprocess.Popen[str]) -> tuple[int, str]:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    return proc.returncode, err
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    tmp = tmp_path_factory.mktemp("server")
+    world = World()
+    seed(world)
+    port = free_port()
+    with Sandbox(world) as sandbox:
+        proc = start_run(serve_config(tmp, sandbox, port))
+        base = f"http://127.0.0.1:{port}"
+        try:
+            wait_ready(base, proc)
+            yield Service(world, sandbox, proc, base, tmp / "state.sqlite3", len(writes(sandbox)))
+        finally:
+            stop(proc)
+
+
+def test_livez(service: Service) -> None:
+    answer = httpx.get(service.base + "/livez")
+    assert answer.status_code == 200 and answer.text == "ok\n"
+
+
+def test_readyz_after_a_finished_cycle(service: Service) -> None:
+    answer = httpx.get(service.base + "/readyz")
+    assert answer.status_code == 200 and answer.text == "ready\n"
+
+
+def test_metrics_parse_with_prometheus_own_parser(service: Service) -> None:
+    answer = httpx.get(service.base + "/metrics")
+    assert answer.status_code == 200
+    assert answer.headers["content-type"].startswith("text/plain; version=0.0.4")
+    families = {f.name: f for f in text_string_to_metric_families(answer.text)}
+    assert all(name.startswith("ci_status_bot_") for name in families)
+    for family in families.values():
+        if family.type == "counter":
+            assert all(s.name.endswith(("_total", "_created")) for s in family.samples), family.name
+        for sample in family.samples:
+            assert not {"number", "pr", "pull"} & set(sample.labels), sample
+            assert not any(v.isdigit() for v in sample.labels.values()), sample
+
+    def value(name: str, **labels: str) -> float:
+        for family in families.values():
+            for sample in family.samples:
+                if sample.name == name and sample.labels == labels:
+                    return float(sample.value)
+        raise AssertionError(f"no sample {name} {labels}")
+
+    assert value("ci_status_bot_cycles_total", outcome="finished") >= 1
+    assert value("ci_status_bot_cycle_duration_seconds_count") >= 1
+    last = value("ci_status_bot_last_successful_cycle_timestamp_seconds")
+    assert abs(last - time.time()) < 120
+    assert value("ci_status_bot_pull_requests", repo=REPO, verdict="failing") == 1
+    assert value("ci_status_bot_pull_requests", repo=REPO, verdict="incomplete") == 1
+    assert value("ci_status_bot_pull_requests", repo=REPO, verdict="passing") == 0
+    assert value("ci_status_bot_comment_writes_total", action="created") == 2
+    assert value("ci_status_bot_github_requests_total") > 0
+    assert value("ci_status_bot_github_graphql_points_total") >= 1
+    assert value("ci_status_bot_readthedocs_requests_total") >= 1
+    assert value("ci_status_bot_github_rate_limit_remaining", resource="graphql") > 0
+    assert "ci_status_bot_webhook_deliveries" in families  # defined for the webhooks helper
+
+
+def test_the_page_and_json_show_the_last_cycle(service: Service) -> None:
+    page = httpx.get(service.base + "/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert 'data-pull="octo/omni#7" ' in page.text and 'data-pull="octo/omni#7430"' in page.text
+    assert page.text.index("octo/omni#7 ") < page.text.index("octo/omni#7430")  # failing first
+    assert 'data-refresh-seconds="30"' in page.text
+    assert 'data-refresh-seconds="5"' in httpx.get(service.base + "/?refresh=5").text
+    document = httpx.get(service.base + "/triage.json").json()
+    assert document["schema"] == "ci-status-bot.triage/v1"
+    assert [p["number"] for p in document["pulls"]] == [7, 7430]
+
+
+def test_nothing_served_writes_or_shows_a_secret(service: Service) -> None:
+    for path in ("/", "/livez", "/readyz", "/metrics", "/triage.json", "/?refresh=5"):
+        answer = httpx.get(service.base + path)
+        assert TOKEN not in answer.text and "Authorization" not in answer.text
+    for method in ("POST", "PUT", "DELETE", "PATCH"):
+        for path in ("/", "/metrics", "/readyz"):
+            assert httpx.request(method, service.base + path).status_code == 405
+    assert len(writes(service.sandbox)) == service.writes_after_first_cycle
+
+
+def test_readyz_is_503_naming_why_when_the_state_is_unusable(service: Service) -> None:
+    backup = service.state.read_bytes()
+    try:
+        service.state.write_bytes(b"this is not a database" * 100)
+        answer = httpx.get(service.base + "/readyz")
+        assert answer.status_code == 503
+        assert answer.text.startswith("not ready: state unusable:")
+        assert httpx.get(service.base + "/").status_code == 503
+        assert httpx.get(service.base + "/livez").status_code == 200  # alive, just not ready
+    finally:
+        service.state.write_bytes(backup)
+    assert httpx.get(service.base + "/readyz").status_code == 200
+
+
+def test_a_stop_request_stops_the_server_with_the_rest(tmp_path: Path) -> None:
+    world = World()
+    seed(world)
+    port = free_port()
+    with Sandbox(world) as sandbox:
+        proc = start_run(serve_config(tmp_path, sandbox, port))
+        wait_ready(f"http://127.0.0.1:{port}", proc)
+        code, err = stop(proc)
+    assert code == 0, err
+    assert "stopped" in err
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"http://127.0.0.1:{port}/livez")
+
+
+def test_a_port_in_use_is_an_error_naming_it(tmp_path: Path) -> None:
+    world = World()
+    seed(world)
+    with socket.socket() as taken, Sandbox(world) as sandbox:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "bot", "run", "--config",
+             str(serve_config(tmp_path, sandbox, port))],
+            capture_output=True, text=True, env=clean_env(), timeout=60, check=False,
+        )  # fmt: skip
+    assert result.returncode == 1
+    assert f"127.0.0.1:{port}" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_server_binds_to_loopback_by_default(tmp_path: Path, sandbox: Sandbox) -> None:
+    config = write_config(tmp_path, sandbox)
+    config.write_text(config.read_text().replace("[server]\nport = 0\n", ""))
+    shown = cli("check-config", "--config", str(config))
+    assert shown.returncode == 0, shown.stderr
+    assert '[server]\nhost = "127.0.0.1"\nport = 8080' in shown.stdout
+
+
+# -- readiness, as a pure function --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("last", "remaining", "reset", "state", "expected"),
+    [
+        (NOW - timedelta(seconds=80), {"graphql": 10}, {}, None, []),
+        (None, {}, {}, None, ["no cycle has finished since the service started"]),
+        (NOW - timedelta(seconds=91), {}, {}, None, ["more than 3 intervals (90 s) ago"]),
+        (
+            NOW,
+            {"graphql": 0},
+            {"graphql": NOW + timedelta(minutes=5)},
+            None,
+            ["GitHub graphql budget exhausted until"],
+        ),
+        (NOW, {"core": 0}, {"core": NOW - timedelta(seconds=1)}, None, []),  # reset has passed
+        (NOW, {}, {}, "file is not a database", ["state unusable: file is not a database"]),
+    ],
+)
+def test_readiness(
+    last: datetime | None,
+    remaining: dict[str, int],
+    reset: dict[str, datetime],
+    state: str | None,
+    expected: list[str],
+) -> None:
+    problems = readiness_problems(
+        now=NOW, started_at=NOW - timedelta(hours=1), last_finished=last, interval_s=30,
+        remaining=remaining, reset_at=reset, state_problem=state,
+    )  # fmt: skip
+    assert len(problems) == len(expected)
+    for problem, words in zip(problems, expected, strict=True):
+        assert words in problem
+
+
+def test_another_module_can_mount_routes_on_the_app(tmp_path: Path) -> None:
+    """The webhooks helper mounts POST /webhook through `extra_routes`."""
+
+    def webhook(_: Request) -> PlainTextResponse:
+        return PlainTextResponse("accepted", status_code=202)
+
+    monitor = Monitor(state_path=str(tmp_path / "none.sqlite3"), interval_s=30)
+    app = build_app(monitor, extra_routes=[Route("/webhook", webhook, methods=["POST"])])
+    client = TestClient(app)
+    assert client.post("/webhook").status_code == 202
+    assert client.get("/livez").status_code == 200
+    ready = client.get("/readyz")
+    assert ready.status_code == 503 and "no state at" in ready.text
+    monitor.metrics.webhook_deliveries.labels("ping", "ignored").inc()
+    assert 'ci_status_bot_webhook_deliveries_total{event="ping",outcome="ignored"} 1.0' in (
+        client.get("/metrics").text
+    )
