@@ -10,6 +10,7 @@ import re
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http import HTTPStatus
@@ -60,6 +61,8 @@ class _Rule:
     headers: dict[str, str]
     apply: bool
     delay_s: float
+    when: str | None = None
+    transform: Callable[[Any], Any] | None = None
 
 
 @dataclass
@@ -205,12 +208,18 @@ class Sandbox:
         headers: dict[str, str] | None = None,
         apply: bool = False,
         delay_s: float = 0.0,
+        when: str | None = None,
+        transform: Callable[[Any], Any] | None = None,
     ) -> None:
         """Answer matching requests (path regex, fullmatch, no query) with `status`.
 
         The path may be given relative to the service root (/repos/...) or in full
         (/api/v3/repos/...); `times=-1` fails forever; `apply=True` performs the real
-        operation first; `delay_s` sleeps before answering.
+        operation first; `delay_s` sleeps before answering; status 0 closes the connection
+        without an answer. `when` limits the rule to
+        requests whose body or query string contains that text (e.g. a GraphQL operation
+        name); `transform` performs the real operation and rewrites its JSON payload (a
+        repeated cursor, a foreign `next` link), keeping its status and headers.
         """
         raw: bytes | None
         if isinstance(body, dict):
@@ -228,6 +237,8 @@ class Sandbox:
             dict(headers or {}),
             apply,
             delay_s,
+            when,
+            transform,
         )
         with self._lock:
             self._rules.append(rule)
@@ -287,12 +298,14 @@ class Sandbox:
 
     # -- internals used by the handler -----------------------------------------------------
 
-    def _take_rule(self, method: str, paths: tuple[str, ...]) -> _Rule | None:
+    def _take_rule(self, method: str, paths: tuple[str, ...], call: Call) -> _Rule | None:
         with self._lock:
             for rule in self._rules:
                 if rule.method not in (None, method):
                     continue
                 if not any(rule.path.fullmatch(p) for p in paths):
+                    continue
+                if rule.when is not None and not _mentions(call, rule.when):
                     continue
                 if rule.times > 0:
                     rule.times -= 1
@@ -469,6 +482,9 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(rule.delay_s)
         if sandbox.latency_ms > 0:
             time.sleep(sandbox.latency_ms / 1000)
+        if rule is not None and rule.status == 0:  # a dropped connection: no answer at all
+            self.close_connection = True
+            return
         self._write(reply)
 
     def _write(self, reply: _Reply) -> None:
@@ -517,8 +533,8 @@ class _Handler(BaseHTTPRequestHandler):
                     {**_github_headers(), **blocked},
                 )
                 return reply, None, kind, None
-        rule = sandbox._take_rule(call.method, (call.path, full_path))
-        if rule is not None and not rule.apply:
+        rule = sandbox._take_rule(call.method, (call.path, full_path), call)
+        if rule is not None and not rule.apply and rule.transform is None:
             answer = _fault_answer(rule, "github")
         elif call.path == "/graphql":
             answer = self._graphql(sandbox, call)
@@ -529,7 +545,9 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             with world.lock:
                 answer = found[0].handler(call, found[1])
-        if rule is not None and rule.apply:
+        if rule is not None and rule.transform is not None:
+            answer = _transformed(rule, answer)
+        elif rule is not None and rule.apply:
             answer = _fault_answer(rule, "github")
         reply = self._github_reply(sandbox, call, answer, resource, charged=answer.charge)
         return reply, rule, kind, answer
@@ -604,12 +622,14 @@ class _Handler(BaseHTTPRequestHandler):
         self, sandbox: Sandbox, call: Call, full_path: str
     ) -> tuple[_Reply, _Rule | None, str, Answer | None]:
         kind = rtd_api.route_kind(call.method, call.path)
-        rule = sandbox._take_rule(call.method, (call.path, full_path))
-        if rule is not None and not rule.apply:
+        rule = sandbox._take_rule(call.method, (call.path, full_path), call)
+        if rule is not None and not rule.apply and rule.transform is None:
             answer = _fault_answer(rule, "rtd")
         else:
             answer = rtd_api.handle(call)
-            if rule is not None:
+            if rule is not None and rule.transform is not None:
+                answer = _transformed(rule, answer)
+            elif rule is not None:
                 answer = _fault_answer(rule, "rtd")
         body = answer.raw if answer.raw is not None else _dump(answer.payload, call)
         headers = {
@@ -665,6 +685,27 @@ def _jwt_app(world: World, token: str) -> str | None:
         if len(world.apps) == 1:
             return next(iter(world.apps))
     return None
+
+
+def _mentions(call: Call, text: str) -> bool:
+    """Whether a request's body or query string contains `text` (a rule's `when`)."""
+    query = " ".join(f"{k}={v}" for k, values in call.query.items() for v in values)
+    return text in call.body.decode("utf-8", "replace") or text in query
+
+
+def _transformed(rule: _Rule, answer: Answer) -> Answer:
+    """The real answer with its JSON payload rewritten by the rule (status and headers kept)."""
+    payload = json.loads(answer.raw) if answer.raw is not None else answer.payload
+    changed = rule.transform(payload) if rule.transform is not None else payload
+    headers = {**answer.headers, **rule.headers}
+    return Answer(
+        answer.status,
+        changed,
+        headers=headers,
+        graphql_cost=answer.graphql_cost,
+        graphql_operation=answer.graphql_operation,
+        charge=answer.charge,
+    )
 
 
 def _fault_answer(rule: _Rule, service: str) -> Answer:
