@@ -73,6 +73,7 @@ def run_service(
     stop = stop or threading.Event()
     _install_signal_handlers(stop)
     clients = build_clients(settings, repos)
+    clients.github.stop = clients.rtd.stop = stop  # every wait of the clients ends on a stop
     tracker = ProblemTracker()
     scheduler = BackgroundScheduler(
         timezone=UTC,
@@ -87,6 +88,7 @@ def run_service(
         try:
             cycle = make_cycle(settings, clients, store, dry_run=False)
             cycle.should_stop = stop.is_set
+            cycle.stop = stop
             summary = cycle.run(repos)
         except Exception:
             log.exception("the cycle failed")

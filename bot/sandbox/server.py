@@ -58,7 +58,7 @@ class _Rule:
     status: int
     times: int
     body: bytes | None
-    headers: dict[str, str]
+    headers: dict[str, str | Callable[[], str]]  # a callable is read when answering
     apply: bool
     delay_s: float
     when: str | None = None
@@ -205,7 +205,7 @@ class Sandbox:
         *,
         times: int = 1,
         body: bytes | str | dict[str, Any] | None = None,
-        headers: dict[str, str] | None = None,
+        headers: dict[str, str | Callable[[], str]] | None = None,
         apply: bool = False,
         delay_s: float = 0.0,
         when: str | None = None,
@@ -697,7 +697,7 @@ def _transformed(rule: _Rule, answer: Answer) -> Answer:
     """The real answer with its JSON payload rewritten by the rule (status and headers kept)."""
     payload = json.loads(answer.raw) if answer.raw is not None else answer.payload
     changed = rule.transform(payload) if rule.transform is not None else payload
-    headers = {**answer.headers, **rule.headers}
+    headers = {**answer.headers, **{k: v() if callable(v) else v for k, v in rule.headers.items()}}
     return Answer(
         answer.status,
         changed,
@@ -724,7 +724,8 @@ def _fault_answer(rule: _Rule, service: str) -> Answer:
                 "status": str(rule.status),
             }
         ).encode()
-    return Answer(rule.status, raw=raw, headers=dict(rule.headers))
+    headers = {k: v() if callable(v) else v for k, v in rule.headers.items()}
+    return Answer(rule.status, raw=raw, headers=headers)
 
 
 def _control(sandbox: Sandbox, method: str, path: str, body: bytes) -> _Reply:
