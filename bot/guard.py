@@ -118,9 +118,13 @@ class Pages:
         self.count = 1
 
     def expect(self, total: object, per_page: int = 1) -> None:
-        """Bound the pages by a total the first page gave (e.g. RTD `count`, totalCount)."""
-        if isinstance(total, int) and not isinstance(total, bool) and total >= 0 and per_page > 0:
-            self.limit = min(self.limit, max(1, -(-total // per_page)))
+        """Bound the pages by a total the first page gave (e.g. RTD `count`, totalCount, the
+        last page of a Link header), with one page to spare for items added meanwhile; later
+        pages' totals are ignored."""
+        if self.count > 1 or isinstance(total, bool) or not isinstance(total, int):
+            return
+        if total >= 0 and per_page > 0:
+            self.limit = min(self.limit, max(1, -(-total // per_page)) + 1)
 
     def follow(self, cursor: str | None) -> str | None:
         """Check the next cursor or link before it is asked for; returns it unchanged."""

@@ -193,7 +193,7 @@ class RtdApi:
                 raise RtdError("the build list has no results")
             builds.extend(parse_build(b) for b in results)
             nxt = page.get("next")
-            pages.expect(page.get("count"), 100)
+            pages.expect(page.get("count"), len(results))
             url, params = (
                 pages.follow(urljoin(url, nxt) if isinstance(nxt, str) and nxt else None),
                 None,
