@@ -119,6 +119,21 @@ def _repeat_pull_cursor(payload: Any) -> Any:
     return payload
 
 
+def _context_cursor_repeats(ctx: Ctx) -> None:
+    """octo/other#1 has 101 contexts; the page past the first 100 repeats its cursor."""
+    now = datetime.now(UTC)
+    for index in range(100):
+        ctx.world.add_check_run(OTHER, "1" * 40, name=f"job {index}", app_slug="github-actions",
+                                workflow="matrix", started_at=now, completed_at=now)  # fmt: skip
+
+    def repeat(payload: Any) -> Any:
+        contexts = payload["data"]["repository"]["p0"]["statusCheckRollup"]["contexts"]
+        contexts["pageInfo"] = {"hasNextPage": True, "endCursor": _cursor(100)}
+        return payload
+
+    ctx.sandbox.fail("POST", GRAPHQL, 200, times=-1, when="MoreContexts", transform=repeat)
+
+
 def _comment_link_loop(ctx: Ctx) -> None:
     url = f"{ctx.sandbox.github_url}/repos/{REPO}/issues/7430/comments?page=2"
     ctx.sandbox.fail("GET", r"/repos/octo/omni/issues/7430/comments", 200, times=-1,
@@ -263,6 +278,8 @@ CASES = [
          ("could not process: octo/omni",), ONLY_OTHER),
     Case("GraphQL cursor repeats", _gh_fail("POST", GRAPHQL, 200, times=-1, when=PULL_PAGE_OMNI,
          transform=_repeat_pull_cursor), 1, ("could not process: octo/omni",)),
+    Case("GraphQL contexts cursor repeats", _context_cursor_repeats, 1,
+         ("could not process: octo/other",), {(REPO, 7430): 1, (OTHER, 1): 0}),
     Case("REST comment list: Link repeats", _comment_link_loop, 1,
          ("could not process: octo/omni#7430",), ONLY_OTHER),
     Case("REST comment list: '{not json'", _gh_fail("GET", COMMENTS, 200, times=-1,
