@@ -167,6 +167,25 @@ def _retry_after_date(seconds: float) -> Callable[[Ctx], None]:
     return arrange
 
 
+def _limit_once(reset_in_s: float) -> Callable[[Ctx], None]:
+    """The first GraphQL request meets an exhausted primary limit that resets soon."""
+
+    def reset() -> str:  # read when the sandbox answers
+        return str(int(time.time() + reset_in_s))
+
+    def arrange(ctx: Ctx) -> None:
+        ctx.sandbox.fail("POST", GRAPHQL, 403, times=1,
+                         headers={"x-ratelimit-remaining": "0", "x-ratelimit-reset": reset},
+                         body={"message": "API rate limit exceeded"})  # fmt: skip
+
+    return arrange
+
+
+def _check_waited_for_reset(ctx: Ctx, _: Any) -> None:
+    graphql = [r for r in ctx.sandbox.requests if r.path == "/graphql"]
+    assert graphql[0].status == 403 and graphql[1].at - graphql[0].at >= 1.0
+
+
 def _primary_limit(resource: str, reset_in_s: float) -> Callable[[Ctx], None]:
     def arrange(ctx: Ctx) -> None:
         ctx.sandbox.set_rate_limit(resource, remaining=0, reset_in_s=reset_in_s)
@@ -294,8 +313,8 @@ CASES = [
          times=1, headers={"Retry-After": "1"}), 0, ("comments created 2",)),
     Case("primary limit exhausted, reset in an hour", _primary_limit("graphql", 3600), 1,
          ("could not process: octo/omni", "octo/other"), NONE_WRITTEN),
-    Case("primary limit exhausted, reset in 2 s", _primary_limit("graphql", 2), 0,
-         ("comments created 2",)),
+    Case("primary limit exhausted, reset in 2 s", _limit_once(2), 0,
+         ("comments created 2",), check=_check_waited_for_reset),
     Case("rate limit during the pre-edit re-read", _reread_rate_limited, 1,
          ("octo/omni#7430",)),
     Case("RTD down (503)", _rtd_fail(503, times=-1), 0, ("comments created 2",),

@@ -612,6 +612,11 @@ class _Handler(BaseHTTPRequestHandler):
             headers.update(sandbox._charge(resource, 1))
         else:
             headers.update(sandbox._peek(resource))
+        # A fault rule's own rate-limit headers win (a limit met on one request only).
+        own = {
+            k.lower(): v for k, v in answer.headers.items() if k.lower().startswith("x-ratelimit")
+        }
+        headers.update(own)
         if status in (204, 304):
             body = b""
         return _Reply(status, body, headers)
