@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import time
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -14,6 +14,7 @@ from bot.github_io import Comment, GitHubApi, GitHubError, RateLimited
 from bot.model import MARKER, PullSnapshot, Report, RtdLookup, Verdict
 from bot.reconcile import reconcile, rtd_project_of
 from bot.render import Renderer, facts_key
+from bot.retry import Retryable, RetryPolicy, Stopped, pause, run_with_retries
 from bot.rtd_io import RtdApi, is_final, lookup_from_json, lookup_to_json
 from bot.settings import PolicySettings, RepoSettings
 from bot.store import Store
@@ -25,6 +26,8 @@ PRIORITY = {Verdict.FAILING: 0, Verdict.INCOMPLETE: 1, Verdict.PENDING: 2, Verdi
 # Comments to be edited are re-read in batches (one GraphQL query each) just before the batch's
 # writes; writes are >= 1 s apart, so a re-read is at most about this many seconds old.
 REREAD_BATCH = 50
+# A failed create is tried twice more, each time only after looking that it did not land.
+CREATE_POLICY = RetryPolicy(attempts=3, backoff_s=1.0, jitter_s=1.0)
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,7 @@ class Summary:
     edited: int = 0
     left: int = 0
     deferred: int = 0
+    refused: int = 0  # planned writes GitHub refused (a rate limit on a write or its re-read)
     failed: dict[str, str] = field(default_factory=dict)  # owner/name[#N] -> what went wrong
     rate_limited_s: float | None = None
     verdicts: dict[str, str] = field(default_factory=dict)  # owner/name#N -> verdict
@@ -71,6 +75,8 @@ class Summary:
         )
         if self.deferred:
             text += f"; {self.deferred} writes carried to the next cycle (write pacing)"
+        if self.refused:
+            text += f"; GitHub refused {self.refused} planned writes (rate limit)"
         if self.failed:
             text += f"; could not process: {', '.join(self.failed)}"
         return text
@@ -161,8 +167,9 @@ class Cycle:
         clock: Callable[[], datetime],
         dry_run: bool = False,
         out: Callable[[str], None] | None = None,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] | None = None,
         should_stop: Callable[[], bool] = lambda: False,
+        stop: threading.Event | None = None,
     ) -> None:
         self.github, self.rtd, self.store, self.renderer = github, rtd, store, renderer
         self.policy = policy
@@ -171,33 +178,59 @@ class Cycle:
         self.clock = clock
         self.dry_run = dry_run
         self.out = out
-        self.sleep = sleep
+        self.sleep = sleep  # None: wait on `stop`; either way a wait ends on a stop request
         self.should_stop = should_stop
+        self.stop = stop or threading.Event()
 
     # -- the pass ------------------------------------------------------------------------
 
     def run(self, repos: Sequence[RepoSettings]) -> Summary:
-        """Read and reconcile every open pull request, then write what changed, paced."""
+        """Read and reconcile every open pull request, then write what changed, paced.
+
+        It always returns its summary: a repository that cannot be read is named in
+        `failed` (with, after a rate limit, every repository not read because of it) and the
+        others are still read; a stop request ends it early, naming what was left.
+        """
         summary = Summary()
         plans: list[Plan] = []
         gh_before, points_before = self.github.usage.total, self.github.usage.graphql_points
         rtd_before = self.rtd.requests
-        for repo in repos:
+        for index, repo in enumerate(repos):
+            if self.stopping():
+                self._not_read(repos[index:], summary, "not read: the bot is stopping")
+                break
             try:
                 plans.extend(self._plan_repo(repo, summary))
             except RateLimited as exc:
                 summary.rate_limited_s = exc.wait_s
                 summary.failed[repo.name] = f"rate limited: {exc}"
                 log.warning("rate limited while reading %s: %s", repo.name, exc)
+                why = f"not read: GitHub's rate limit was reached while reading {repo.name}"
+                self._not_read(repos[index + 1 :], summary, why)
+                break
+            except Stopped:
+                self._not_read(repos[index:], summary, "not read: the bot is stopping")
                 break
             except GitHubError as exc:
                 summary.failed[repo.name] = str(exc)
-                log.debug("could not read %s: %s", repo.name, exc)
+                log.warning("could not read %s: %s", repo.name, exc)
+            except Exception as exc:  # one repository's failure never loses the cycle
+                summary.failed[repo.name] = f"{exc.__class__.__name__}: {exc}"
+                log.warning("could not read %s", repo.name, exc_info=True)
         self._publish_all(plans, summary)
         summary.github_requests = self.github.usage.total - gh_before
         summary.graphql_points = self.github.usage.graphql_points - points_before
         summary.rtd_requests = self.rtd.requests - rtd_before
         return summary
+
+    def stopping(self) -> bool:
+        """Whether a stop was requested (the service's flag or the Event handed down)."""
+        return self.stop.is_set() or self.should_stop()
+
+    @staticmethod
+    def _not_read(repos: Sequence[RepoSettings], summary: Summary, why: str) -> None:
+        for repo in repos:
+            summary.failed.setdefault(repo.name, why)
 
     def _plan_repo(self, repo: RepoSettings, summary: Summary) -> Iterable[Plan]:
         for snapshot in self.github.open_pulls(repo.name, now=self.clock()):
@@ -207,6 +240,8 @@ class Cycle:
                 continue
             try:
                 plan = self.plan(snapshot, repo)
+            except Stopped:
+                raise
             except Exception as exc:  # one pull request's failure is isolated
                 label = f"{repo.name}#{snapshot.number}"
                 summary.failed[label] = f"{exc.__class__.__name__}: {exc}"
@@ -270,18 +305,24 @@ class Cycle:
             if self.dry_run:
                 self._show(self.rendered(plan))
                 continue
-            if index % REREAD_BATCH == 0 and self._has_write_budget():
-                current = self._reread(ordered[index : index + REREAD_BATCH], summary)
-            if self.should_stop() or not self._wait_for_write_budget():
-                summary.deferred = len(ordered) - index
-                log.info("write budget reached: %d writes deferred", summary.deferred)
-                return
             try:
+                if index % REREAD_BATCH == 0 and self._has_write_budget():
+                    current = self._reread(ordered[index : index + REREAD_BATCH], summary)
+                if self.stopping() or not self._wait_for_write_budget():
+                    summary.deferred = len(ordered) - index
+                    log.info("write budget reached: %d writes deferred", summary.deferred)
+                    return
                 outcome = self.publish(self.rendered(plan), current=current)
-            except RateLimited as exc:
+            except RateLimited as exc:  # GitHub refused: this write and the rest are not made
                 summary.rate_limited_s = exc.wait_s
-                summary.deferred = len(ordered) - index
+                summary.refused = len(ordered) - index
+                for left in ordered[index:]:
+                    summary.failed[left.label] = f"not written: GitHub refused ({exc})"
                 log.warning("rate limited while writing: %s", exc)
+                return
+            except Stopped:
+                summary.deferred = len(ordered) - index
+                log.info("stopping: %d writes deferred", summary.deferred)
                 return
             except Exception as exc:  # isolate one pull request's failure
                 summary.failed[plan.label] = f"{exc.__class__.__name__}: {exc}"
@@ -290,7 +331,11 @@ class Cycle:
             setattr(summary, outcome, getattr(summary, outcome) + 1)
 
     def _reread(self, batch: Sequence[Plan], summary: Summary) -> dict[str, Comment | None]:
-        """Re-read the comments this batch will edit, in one query (GitHub has no CAS)."""
+        """Re-read the comments this batch will edit, in one query (GitHub has no CAS).
+
+        A rate limit is raised (the batch's writes are not made); another failure falls back
+        to re-reading each comment over REST just before its edit.
+        """
         ids = [p.node_id for p in batch if p.action == "edit" and p.node_id]
         try:
             return self.github.read_comments(ids)
@@ -315,8 +360,17 @@ class Cycle:
         if last is not None:
             gap = self.policy.min_seconds_between_writes - (now - last).total_seconds()
             if gap > 0:
-                self.sleep(gap)
+                self._pause(gap)
         return True
+
+    def _pause(self, seconds: float) -> None:
+        """Wait; raise Stopped as soon as a stop is requested."""
+        if self.sleep is None:
+            pause(seconds, self.stop)
+        else:
+            self.sleep(seconds)
+        if self.stopping():
+            raise Stopped("stopped while waiting to write")
 
     def publish(self, plan: Plan, *, current: Mapping[str, Comment | None] | None = None) -> str:
         """Write one planned comment; returns "created", "edited" or "left".
@@ -337,18 +391,32 @@ class Cycle:
         own = self._find_own(repo, number)
         if own is not None:
             return self._edit_or_keep(plan, own)
-        try:
-            created = self.github.create_comment(repo, number, plan.body)
-        except RateLimited:
-            raise
-        except GitHubError:
-            # The create may have landed although the answer was lost: look before retrying.
-            own = self._find_own(repo, number)
-            if own is None:
-                raise
-            created = own
-        self._record(plan, created, "created")
+        self._record(plan, self._create(plan), "created")
         return "created"
+
+    def _create(self, plan: Plan) -> Comment:
+        """Create the comment; after a failed create, look, and create again only when the
+        comment is absent (bounded by CREATE_POLICY, never blind). A refusal (4xx, a rate
+        limit) is not tried again."""
+        repo, number = plan.report.repo, plan.report.number
+
+        def attempt() -> Comment:
+            try:
+                return self.github.create_comment(repo, number, plan.body)
+            except RateLimited:
+                raise
+            except GitHubError as exc:
+                # The create may have landed although the answer was lost: look first.
+                own = self._find_own(repo, number)
+                if own is not None:
+                    return own
+                if exc.status is not None and exc.status < 500:
+                    raise
+                raise Retryable(exc) from exc
+
+        return run_with_retries(
+            attempt, policy=CREATE_POLICY, stop=self.stop, sleep=self._pause, what="create"
+        )
 
     def _edit_or_keep(self, plan: Plan, current: Comment) -> str:
         if current.body == plan.body:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -14,12 +15,22 @@ import requests
 from github import Github
 from github.GithubException import GithubException
 
+from bot.guard import Pages, last_page, same_origin
 from bot.model import Kind, PullSnapshot, Signal, parse_time
+from bot.retry import (
+    TRANSIENT_STATUSES,
+    Retryable,
+    RetryPolicy,
+    rate_limit_reset_s,
+    retry_after_s,
+    run_with_retries,
+)
 
 log = logging.getLogger(__name__)
 
-TRANSIENT_STATUSES = frozenset({500, 502, 503, 504})
 MAX_INLINE_WAIT_S = 60.0
+SECONDARY_BACKOFF_S = 60.0  # a 429 that names no wait: back off from a minute (GitHub's advice)
+GITHUB_POLICY = RetryPolicy(attempts=3, backoff_s=1.0, jitter_s=1.0, max_wait_s=MAX_INLINE_WAIT_S)
 
 _CHECK_FIELDS = """
 fragment CheckFields on CheckRun {
@@ -116,6 +127,14 @@ class RateLimited(GitHubError):
 
 class MalformedAnswer(GitHubError):
     """GitHub answered with a shape the bot does not understand."""
+
+
+class PaginationLoop(MalformedAnswer):
+    """GitHub's pages repeated a cursor or link, or ran past what the first page implied."""
+
+
+class ForeignLink(GitHubError):
+    """GitHub's answer linked to a host other than the configured API; it is not followed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,17 +287,18 @@ def _lower_headers(headers: Mapping[str, Any] | None) -> dict[str, str]:
 
 
 def rate_limit_wait(headers: Mapping[str, str], *, now: float) -> float | None:
-    """Seconds to wait when a 403/429 is a rate limit (None when it is not one)."""
+    """Seconds to wait when a 403/429 is a rate limit (None when it is not one).
+
+    Retry-After in seconds or as an HTTP date; else, with x-ratelimit-remaining 0, until
+    x-ratelimit-reset; a limit that names no readable wait backs off a minute.
+    """
+    moment = datetime.fromtimestamp(now, UTC)
     if "retry-after" in headers:
-        try:
-            return max(1.0, float(headers["retry-after"]))
-        except ValueError:
-            return 60.0
+        wait = retry_after_s(headers["retry-after"], now=moment)
+        return SECONDARY_BACKOFF_S if wait is None else max(1.0, wait)
     if headers.get("x-ratelimit-remaining") == "0":
-        try:
-            return max(1.0, float(headers["x-ratelimit-reset"]) - now + 1)
-        except (KeyError, ValueError):
-            return 60.0
+        reset = rate_limit_reset_s(headers, now=moment)
+        return SECONDARY_BACKOFF_S if reset is None else max(1.0, reset)
     return None
 
 
@@ -297,14 +317,16 @@ class GitHubApi:
         *,
         page_size: int = 100,
         with_labels: bool = False,
-        sleep: Callable[[float], None] = time.sleep,
-        max_attempts: int = 3,
+        sleep: Callable[[float], None] | None = None,
+        max_attempts: int = GITHUB_POLICY.attempts,
+        stop: threading.Event | None = None,
     ) -> None:
         self._requester = gh.requester
         self._page_size = page_size
         self._with_labels = with_labels
-        self._sleep = sleep
-        self._max_attempts = max_attempts
+        self._sleep = sleep  # None: wait on `stop` (every wait ends when it is set)
+        self._policy = replace(GITHUB_POLICY, attempts=max_attempts)
+        self.stop = stop or threading.Event()
         self.usage = Usage()
 
     # -- transport -----------------------------------------------------------------------
@@ -319,44 +341,56 @@ class GitHubApi:
         body: Any = None,
         retry: bool = True,
     ) -> tuple[dict[str, str], Any]:
-        """One request with named-transient retries and rate-limit handling."""
-        for attempt in range(self._max_attempts):
+        """One request under the retry policy: named transient failures and short rate-limit
+        waits are tried again (never when `retry` is False: a create is never re-sent here);
+        every wait ends when `stop` is set (retry.Stopped)."""
+        if not same_origin(url, self._requester.base_url):
+            raise ForeignLink(f"refused: {verb} to a host that is not the configured GitHub API")
+
+        def attempt() -> tuple[dict[str, str], Any]:
             self.usage.requests[kind] += 1
             try:
                 headers, data = self._requester.requestJsonAndCheck(
                     verb, url, parameters=parameters, input=body
                 )
             except GithubException as exc:
-                wait = self._on_error(exc, attempt=attempt, retry=retry)
-                self._sleep(wait)
-                continue
+                raise self._on_error(exc, retry=retry) from exc
             except (requests.Timeout, requests.ConnectionError) as exc:
-                if not retry or attempt + 1 >= self._max_attempts:
-                    raise GitHubError(f"GitHub did not answer: {exc.__class__.__name__}") from exc
-                self._sleep(2.0**attempt)
-                continue
+                error = GitHubError(f"GitHub did not answer: {exc.__class__.__name__}")
+                raise (Retryable(error) if retry else error) from exc
+            except ValueError as exc:  # a body that is not JSON (a proxy's page, a cut answer)
+                raise MalformedAnswer(
+                    f"GitHub answered {verb} with a body that is not JSON"
+                ) from exc
             lowered = _lower_headers(headers)
             self._note_rate(lowered)
             return lowered, data
-        raise GitHubError(f"GitHub kept failing after {self._max_attempts} attempts: {verb} {url}")
 
-    def _on_error(self, exc: GithubException, *, attempt: int, retry: bool) -> float:
-        """Seconds to wait before retrying, or raise the error the caller should see."""
+        policy = self._policy if retry else replace(self._policy, attempts=1)
+        return run_with_retries(
+            attempt, policy=policy, stop=self.stop, sleep=self._sleep, what=f"GitHub {verb}"
+        )
+
+    def _on_error(self, exc: GithubException, *, retry: bool) -> Exception:
+        """The error to raise for one failed attempt: Retryable when it may be tried again."""
         headers = _lower_headers(exc.headers)
         self._note_rate(headers)
-        last = attempt + 1 >= self._max_attempts
         if exc.status in (403, 429):
             wait = rate_limit_wait(headers, now=time.time())
+            if wait is None and exc.status == 429:
+                wait = SECONDARY_BACKOFF_S
             if wait is not None:
-                if wait > MAX_INLINE_WAIT_S or last:
-                    raise RateLimited(_error_message(exc), wait_s=wait) from exc
+                limited = RateLimited(_error_message(exc), wait_s=wait)
+                if not retry or self._policy.too_long(wait):
+                    return limited
                 log.warning("GitHub rate limit: waiting %.0f s as it asked", wait)
-                return wait
+                return Retryable(limited, wait_s=wait)
         if exc.status == 404:
-            raise NotFound(_error_message(exc), status=404) from exc
-        if exc.status in TRANSIENT_STATUSES and retry and not last:
-            return float(2**attempt)
-        raise GitHubError(_error_message(exc), status=exc.status) from exc
+            return NotFound(_error_message(exc), status=404)
+        error = GitHubError(_error_message(exc), status=exc.status)
+        if exc.status in TRANSIENT_STATUSES and retry:
+            return Retryable(error)
+        return error
 
     def _note_rate(self, headers: Mapping[str, str]) -> None:
         resource = headers.get("x-ratelimit-resource", "core")
@@ -426,6 +460,7 @@ class GitHubApi:
         owner, name = repo.split("/", 1)
         query = pulls_page_query(with_labels=self._with_labels)
         after: str | None = None
+        pages = Pages(f"the open pull requests of {repo}", error=PaginationLoop)
         while True:
             variables = {"owner": owner, "name": name, "first": self._page_size, "after": after}
             data = self.graphql(query, variables)
@@ -441,7 +476,8 @@ class GitHubApi:
             yield from (_finish(p) for p in partials)
             if not _get(page, "pageInfo", "hasNextPage"):
                 return
-            after = _get(page, "pageInfo", "endCursor")
+            pages.expect(_get(page, "totalCount"), self._page_size)
+            after = pages.follow(_get(page, "pageInfo", "endCursor") or "")
 
     def pull(self, repo: str, number: int, *, now: datetime) -> PullSnapshot:
         """One pull request with every context on its head."""
@@ -462,6 +498,7 @@ class GitHubApi:
     def _complete_contexts(self, owner: str, name: str, partials: list[_Partial]) -> None:
         """Follow context pages past the first 100, batching many pull requests per query."""
         batch_size = 20
+        pages = {p.snapshot.number: Pages("the contexts", error=PaginationLoop) for p in partials}
         while pending := [p for p in partials if p.cursor]:
             for start in range(0, len(pending), batch_size):
                 chunk = pending[start : start + batch_size]
@@ -473,6 +510,7 @@ class GitHubApi:
                 for i, p in enumerate(chunk):
                     conn = _get(data, "repository", f"p{i}", "statusCheckRollup", "contexts")
                     signals, p.cursor = _contexts(conn)
+                    p.cursor = pages[p.snapshot.number].follow(p.cursor)
                     p.signals.extend(signals)
 
     # -- the comment -----------------------------------------------------------------------
@@ -482,12 +520,19 @@ class GitHubApi:
         url: str | None = f"/repos/{repo}/issues/{number}/comments"
         params: dict[str, Any] | None = {"per_page": 100}
         comments: list[Comment] = []
+        pages = Pages(
+            f"the comments of {repo}#{number}",
+            origin=self._requester.base_url,
+            error=PaginationLoop,
+            refused=ForeignLink,
+        )
         while url:
             headers, data = self._send("GET", url, kind="rest_get", parameters=params)
             if not isinstance(data, list):
                 raise MalformedAnswer("the comment list is not a list")
             comments.extend(_comment(c) for c in data)
-            url, params = _next_link(headers.get("link", "")), None
+            pages.expect(last_page(headers.get("link", "")))
+            url, params = pages.follow(_next_link(headers.get("link", ""))), None
         return comments
 
     def read_comments(self, node_ids: Sequence[str]) -> dict[str, Comment | None]:

@@ -7,7 +7,7 @@ import re
 import threading
 from dataclasses import dataclass
 from typing import Any, ClassVar
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import graphql
 import requests
@@ -53,6 +53,100 @@ class RefusedRequest(RuntimeError):
     """Raised before sending a request that is outside the allowlist."""
 
 
+class ForeignHost(RefusedRequest):
+    """Raised before sending a request (or following a link) to a host that is not configured."""
+
+
+class PaginationLoop(RuntimeError):
+    """A paginated list repeated a cursor or link, or ran past what its first page implied."""
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+# Pages a list may have when its first page says nothing of its size (100 items a page).
+MAX_PAGES = 1000
+
+
+def origin(url: str) -> str:
+    """scheme://host:port of an absolute URL, lower case, the default port made explicit."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port or _DEFAULT_PORTS.get(scheme, 0)
+    except ValueError:
+        port = -1
+    return f"{scheme}://{(parts.hostname or '').lower()}:{port}"
+
+
+def same_origin(url: str, base: str) -> bool:
+    """Whether `url` (absolute, or relative to `base`) goes to the origin of `base`."""
+    if not urlsplit(url).netloc and not urlsplit(url).scheme:
+        return True
+    return origin(url) == origin(base)
+
+
+def last_page(link: str) -> int | None:
+    """The page number of a Link header's rel="last" URL (None when it has none)."""
+    for part in link.split(","):
+        section = part.split(";")
+        if len(section) >= 2 and section[1].strip() == 'rel="last"':
+            query = parse_qs(urlsplit(section[0].strip().strip("<>")).query)
+            pages = query.get("page", [])
+            return int(pages[0]) if pages and pages[0].isdigit() else None
+    return None
+
+
+class Pages:
+    """Bounds one paginated read: refuses a cursor or link seen before, more pages than the
+    first page's total implies (or MAX_PAGES when it gives none), and a link to another origin.
+    """
+
+    def __init__(
+        self,
+        what: str,
+        *,
+        origin: str | None = None,
+        error: type[Exception] = PaginationLoop,
+        refused: type[Exception] = ForeignHost,
+    ) -> None:
+        self.what = what
+        self.origin = origin
+        self.error = error
+        self.refused = refused
+        self.seen: set[str] = set()
+        self.limit = MAX_PAGES
+        self.count = 1
+
+    def expect(self, total: object, per_page: int = 1) -> None:
+        """Bound the pages by a total the first page gave (e.g. RTD `count`, totalCount, the
+        last page of a Link header), with one page to spare for items added meanwhile; later
+        pages' totals are ignored."""
+        if self.count > 1 or isinstance(total, bool) or not isinstance(total, int):
+            return
+        if total >= 0 and per_page > 0:
+            self.limit = min(self.limit, max(1, -(-total // per_page)) + 1)
+
+    def follow(self, cursor: str | None) -> str | None:
+        """Check the next cursor or link before it is asked for; returns it unchanged."""
+        if cursor is None:
+            return None
+        if self.origin is not None and not same_origin(cursor, self.origin):
+            raise self.refused(
+                f"refused: {self.what} links to {origin(cursor)}, not to {origin(self.origin)} "
+                "where the list was read (nothing is sent there)"
+            )
+        if cursor in self.seen:
+            raise self.error(f"pagination loop: {self.what} repeated the page {cursor!r}")
+        self.count += 1
+        if self.count > self.limit:
+            raise self.error(
+                f"pagination loop: {self.what} went past the {self.limit} pages "
+                "its first page implied"
+            )
+        self.seen.add(cursor)
+        return cursor
+
+
 def _is_query_only(body: Any) -> bool:
     """True when a GraphQL body holds only query operations (no mutation, no subscription)."""
     if isinstance(body, bytes | bytearray):
@@ -79,6 +173,8 @@ class Guard:
     github_rest_prefix: str  # path of the REST root: "" on api.github.com, "/api/v3" on Enterprise
     github_graphql_path: str  # "/graphql" or "/api/graphql"
     rtd_prefixes: tuple[str, ...]  # paths of the RTD API roots, e.g. ("/api/v3",)
+    github_origin: str = ""  # scheme://host:port of the GitHub API ("" : not checked)
+    rtd_roots: tuple[str, ...] = ()  # origin + path of each RTD API root ("" : not checked)
 
     @classmethod
     def for_urls(cls, github_api_url: str, rtd_api_urls: tuple[str, ...]) -> Guard:
@@ -86,11 +182,17 @@ class Guard:
         rest = urlsplit(github_api_url).path.rstrip("/")
         graphql_path = rest[: -len("/v3")] + "/graphql" if rest.endswith("/v3") else "/graphql"
         rtd = tuple(urlsplit(u).path.rstrip("/") for u in rtd_api_urls)
-        return cls(rest, graphql_path, rtd)
+        roots = tuple(origin(u) + urlsplit(u).path.rstrip("/") for u in rtd_api_urls)
+        return cls(rest, graphql_path, rtd, origin(github_api_url), roots)
 
     def check_github(self, method: str, url: str, body: Any = None) -> None:
         """Raise RefusedRequest unless this GitHub request is on the allowlist."""
         method = method.upper()
+        if self.github_origin and origin(url) != self.github_origin:
+            raise ForeignHost(
+                f"refused: {method} to host {origin(url)}, not the configured GitHub "
+                f"{self.github_origin}"
+            )
         path = urlsplit(url).path.rstrip("/") or "/"
         if path == self.github_graphql_path.rstrip("/"):
             if method == "POST" and _is_query_only(body):
@@ -106,7 +208,15 @@ class Guard:
         """Raise RefusedRequest unless this Read the Docs request is on the allowlist."""
         method = method.upper()
         path = urlsplit(url).path
-        for prefix in self.rtd_prefixes:
+        where = origin(url)
+        if self.rtd_roots and not any(
+            r.startswith(where + "/") or r == where for r in self.rtd_roots
+        ):
+            raise ForeignHost(
+                f"refused: {method} to host {where}, not a configured Read the Docs host"
+            )
+        roots = self.rtd_roots or tuple(where + p for p in self.rtd_prefixes)
+        for prefix in (r[len(where) :] for r in roots if r.startswith(where)):
             if path.startswith(prefix + "/"):
                 rest = path[len(prefix) :]
                 if any(m == method and p.fullmatch(rest) for m, p in RTD_ALLOWED):
@@ -137,7 +247,8 @@ class _GuardedMixin:
         guard = _GuardedMixin.guard
         if guard is None:
             raise RefusedRequest("refused: no request guard is installed")
-        guard.check_github(self.verb, self.url, self.input)
+        port = self.port or _DEFAULT_PORTS.get(self.protocol, 0)
+        guard.check_github(self.verb, f"{self.protocol}://{self.host}:{port}{self.url}", self.input)
         key = (self.protocol, self.host, self.port)
         with _GuardedMixin._lock:
             shared = _GuardedMixin._sessions.setdefault(key, self.session)

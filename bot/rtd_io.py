@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-import time
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -12,18 +12,35 @@ from urllib.parse import urljoin
 
 import httpx
 
-from bot.guard import Guard
+from bot.guard import Guard, Pages, RefusedRequest
 from bot.model import RtdBuild, RtdLookup, parse_time
+from bot.retry import (
+    TOO_MANY_REQUESTS,
+    TRANSIENT_STATUSES,
+    Retryable,
+    RetryPolicy,
+    retry_after_s,
+    run_with_retries,
+)
 
 log = logging.getLogger(__name__)
 
-RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+RETRY_STATUSES = TRANSIENT_STATUSES | {TOO_MANY_REQUESTS}
 FINAL_STATES = frozenset({"finished", "cancelled"})
 MAX_RETRY_AFTER_S = 30.0
+RTD_POLICY = RetryPolicy(attempts=4, backoff_s=0.5, jitter_s=0.5, max_wait_s=MAX_RETRY_AFTER_S)
 
 
 class RtdError(Exception):
     """Read the Docs could not be read; the message says what it answered."""
+
+
+class RtdPaginationLoop(RtdError):
+    """RTD's `next` links repeated, or ran past what the first page's `count` implied."""
+
+
+class RtdForeignLink(RtdError):
+    """An RTD `next` link pointed to another origin: not followed, no token sent there."""
 
 
 def _time(value: Any) -> datetime | None:
@@ -79,7 +96,8 @@ class RtdApi:
         timeout_s: float = 10.0,
         max_retries: int = 3,
         transport: httpx.BaseTransport | None = None,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] | None = None,
+        stop: threading.Event | None = None,
     ) -> None:
         headers = {"Accept": "application/json", "User-Agent": "ci-status-bot"}
         if token:
@@ -95,8 +113,14 @@ class RtdApi:
             event_hooks={"request": [check]},
         )
         self._api_urls = api_urls
-        self._max_retries = max_retries
-        self._sleep = sleep
+        self._policy = RetryPolicy(
+            attempts=max_retries + 1,
+            backoff_s=RTD_POLICY.backoff_s,
+            jitter_s=RTD_POLICY.jitter_s,
+            max_wait_s=RTD_POLICY.max_wait_s,
+        )
+        self._sleep = sleep  # None: wait on `stop` (every wait ends when it is set)
+        self.stop = stop or threading.Event()
         self.requests = 0
 
     def close(self) -> None:
@@ -104,33 +128,42 @@ class RtdApi:
         self._client.close()
 
     def _get(self, url: str, params: dict[str, Any] | None = None) -> Any:
-        """GET with bounded retries on 429/5xx/timeouts; raise RtdError with what RTD answered."""
-        for attempt in range(self._max_retries + 1):
-            last = attempt >= self._max_retries
+        """GET under the retry policy (429/5xx/timeouts/connection errors, Retry-After honoured
+        when short); raise RtdError with what RTD answered, retry.Stopped on a stop request."""
+
+        def attempt() -> Any:
             self.requests += 1
             try:
                 response = self._client.get(url, params=params)
+            except RefusedRequest as exc:  # refused by the guard before anything was sent
+                self.requests -= 1
+                log.warning("%s", exc)
+                raise RtdError(str(exc)) from exc
             except httpx.TimeoutException as exc:
-                if last:
-                    raise RtdError(
-                        f"Read the Docs did not answer in time ({exc.__class__.__name__})"
-                    ) from exc
-                self._sleep(0.5 * 2**attempt)
-                continue
+                error = RtdError(f"Read the Docs did not answer in time ({exc.__class__.__name__})")
+                raise Retryable(error) from exc
             except httpx.TransportError as exc:
-                if last:
-                    raise RtdError(
-                        f"Read the Docs could not be reached ({exc.__class__.__name__})"
-                    ) from exc
-                self._sleep(0.5 * 2**attempt)
-                continue
-            if response.status_code in RETRY_STATUSES and not last:
-                self._sleep(_retry_after(response, attempt))
-                continue
+                error = RtdError(f"Read the Docs could not be reached ({exc.__class__.__name__})")
+                raise Retryable(error) from exc
+            if response.status_code in RETRY_STATUSES:
+                wait = _retry_after(response)
+                try:
+                    _json_or_error(response)
+                    error = RtdError(f"Read the Docs answered HTTP {response.status_code}")
+                except RtdError as exc:
+                    error = exc
+                if wait is not None and self._policy.too_long(wait):
+                    raise RtdError(f"{error} (it asked to wait {wait:.0f} s)")
+                raise Retryable(error, wait_s=wait)
             return _json_or_error(response)
-        raise RtdError(
-            "Read the Docs kept failing"
-        )  # pragma: no cover - loop always returns/raises
+
+        return run_with_retries(
+            attempt,
+            policy=self._policy,
+            stop=self.stop,
+            sleep=self._sleep,
+            what="Read the Docs GET",
+        )
 
     def lookup(self, host: str, project: str, commit: str, *, now: datetime) -> RtdLookup:
         """Every build of `project` for exactly `commit`, newest first, and why the newest ended."""
@@ -150,6 +183,9 @@ class RtdApi:
         url: str | None = f"{base.rstrip('/')}/projects/{project}/builds/"
         params: dict[str, Any] | None = {"commit": commit, "limit": 100}
         builds: list[RtdBuild] = []
+        pages = Pages(
+            f"the builds of {project}", origin=url, error=RtdPaginationLoop, refused=RtdForeignLink
+        )
         while url:
             page = self._get(url, params)
             results = page.get("results") if isinstance(page, dict) else None
@@ -157,7 +193,11 @@ class RtdApi:
                 raise RtdError("the build list has no results")
             builds.extend(parse_build(b) for b in results)
             nxt = page.get("next")
-            url, params = (urljoin(url, nxt) if isinstance(nxt, str) and nxt else None), None
+            pages.expect(page.get("count"), len(results))
+            url, params = (
+                pages.follow(urljoin(url, nxt) if isinstance(nxt, str) and nxt else None),
+                None,
+            )
         exact = [b for b in builds if b.commit == commit]
         return _newest_first(exact)
 
@@ -175,13 +215,9 @@ class RtdApi:
         return tuple(i for i in ids if isinstance(i, str))
 
 
-def _retry_after(response: httpx.Response, attempt: int) -> float:
-    value = response.headers.get("retry-after")
-    try:
-        wait = float(value) if value else 0.5 * 2.0**attempt
-    except ValueError:
-        wait = 0.5 * 2.0**attempt
-    return min(MAX_RETRY_AFTER_S, max(0.0, wait))
+def _retry_after(response: httpx.Response) -> float | None:
+    """Seconds RTD's Retry-After asks for (seconds or an HTTP date); None: the policy's backoff."""
+    return retry_after_s(response.headers.get("retry-after"), now=datetime.now(UTC))
 
 
 def _json_or_error(response: httpx.Response) -> Any:

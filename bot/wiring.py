@@ -34,15 +34,6 @@ def now_utc() -> datetime:
     return datetime.now(UTC)
 
 
-def interruptible_sleep(stop: threading.Event) -> Callable[[float], None]:
-    """A sleep that returns at once when `stop` is set (every wait of the bot goes through it)."""
-
-    def sleep(seconds: float) -> None:
-        stop.wait(max(0.0, seconds))
-
-    return sleep
-
-
 @dataclass
 class Clients:
     """The clients one command needs, built from settings, sharing one stop Event."""
@@ -213,7 +204,7 @@ def _github(settings: Settings, stop: threading.Event) -> tuple[BotGitHub, str |
     cfg = settings.github
     options: dict[str, Any] = {
         "with_labels": bool(settings.policy.skip_labels),
-        "sleep": interruptible_sleep(stop),
+        "stop": stop,  # every wait (retry, Retry-After, rate limit) ends on a stop request
     }
     token = cfg.token.get_secret_value()
     if token:
@@ -250,7 +241,7 @@ def build_clients(
         guard=guard,
         timeout_s=settings.readthedocs.timeout_seconds,
         max_retries=settings.readthedocs.max_retries,
-        sleep=interruptible_sleep(stop),
+        stop=stop,
     )
     return Clients(github, rtd, login, stop)
 
@@ -280,8 +271,8 @@ def make_cycle(
         clock=now_utc,
         dry_run=dry_run,
         out=out,
-        sleep=interruptible_sleep(clients.stop),
         should_stop=clients.stop.is_set,
+        stop=clients.stop,
     )
 
 

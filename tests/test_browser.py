@@ -79,8 +79,13 @@ def browser() -> Iterator[Any]:
 
 def visible(driver: Any) -> list[str]:
     """The pull requests whose rows are shown, top to bottom."""
-    rows = driver.find_elements("css selector", "#rows tr")
-    return [row.get_attribute("data-pull") for row in rows if row.is_displayed()]
+    # One script, so a refresh that swaps the rows cannot leave a stale element mid-read.
+    pulls: list[str] = driver.execute_script(
+        "return Array.from(document.querySelectorAll('#rows tr'))"
+        ".filter(function (r) { return r.offsetParent !== null; })"
+        ".map(function (r) { return r.getAttribute('data-pull'); });"
+    )
+    return pulls
 
 
 def click(driver: Any, group: str, value: str) -> None:

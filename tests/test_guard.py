@@ -86,3 +86,37 @@ def test_read_the_docs_is_get_only(method: str, url: str, ok: bool) -> None:
     else:
         with pytest.raises(RefusedRequest):
             DOTCOM.check_rtd(method, url)
+
+
+@pytest.mark.parametrize(
+    ("guard", "method", "url"),
+    [
+        (DOTCOM, "GET", "https://evil.example/repos/o/r/issues/7/comments"),
+        (DOTCOM, "GET", "http://api.github.com/repos/o/r/issues/7/comments"),
+        (DOTCOM, "GET", "https://api.github.com:8443/repos/o/r/issues/7/comments"),
+        (GHE, "GET", "https://ghe.example.evil/api/v3/repos/o/r/commits/abc/check-runs"),
+        (GHE, "POST", "https://api.github.com/api/graphql"),
+    ],
+)
+def test_github_requests_to_another_host_are_refused(guard: Guard, method: str, url: str) -> None:
+    with pytest.raises(RefusedRequest, match="host"):
+        guard.check_github(method, url, gql("{ viewer { login } }"))
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://evil.example/api/v3/projects/p/builds/",
+        "http://app.readthedocs.org/api/v3/projects/p/builds/",
+        "https://app.readthedocs.org:444/api/v3/projects/p/builds/",
+        "https://app.readthedocs.org.evil/api/v3/projects/p/builds/",
+    ],
+)
+def test_read_the_docs_requests_to_another_host_are_refused(url: str) -> None:
+    with pytest.raises(RefusedRequest, match="host"):
+        DOTCOM.check_rtd("GET", url)
+
+
+def test_default_ports_are_the_same_origin() -> None:
+    DOTCOM.check_github("GET", "https://api.github.com:443/user")
+    DOTCOM.check_rtd("GET", "https://app.readthedocs.org:443/api/v3/projects/p/builds/")

@@ -10,6 +10,7 @@ import re
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http import HTTPStatus
@@ -57,9 +58,11 @@ class _Rule:
     status: int
     times: int
     body: bytes | None
-    headers: dict[str, str]
+    headers: dict[str, str | Callable[[], str]]  # a callable is read when answering
     apply: bool
     delay_s: float
+    when: str | None = None
+    transform: Callable[[Any], Any] | None = None
 
 
 @dataclass
@@ -202,15 +205,21 @@ class Sandbox:
         *,
         times: int = 1,
         body: bytes | str | dict[str, Any] | None = None,
-        headers: dict[str, str] | None = None,
+        headers: dict[str, str | Callable[[], str]] | None = None,
         apply: bool = False,
         delay_s: float = 0.0,
+        when: str | None = None,
+        transform: Callable[[Any], Any] | None = None,
     ) -> None:
         """Answer matching requests (path regex, fullmatch, no query) with `status`.
 
         The path may be given relative to the service root (/repos/...) or in full
         (/api/v3/repos/...); `times=-1` fails forever; `apply=True` performs the real
-        operation first; `delay_s` sleeps before answering.
+        operation first; `delay_s` sleeps before answering; status 0 closes the connection
+        without an answer. `when` limits the rule to
+        requests whose body or query string contains that text (e.g. a GraphQL operation
+        name); `transform` performs the real operation and rewrites its JSON payload (a
+        repeated cursor, a foreign `next` link), keeping its status and headers.
         """
         raw: bytes | None
         if isinstance(body, dict):
@@ -228,6 +237,8 @@ class Sandbox:
             dict(headers or {}),
             apply,
             delay_s,
+            when,
+            transform,
         )
         with self._lock:
             self._rules.append(rule)
@@ -287,12 +298,14 @@ class Sandbox:
 
     # -- internals used by the handler -----------------------------------------------------
 
-    def _take_rule(self, method: str, paths: tuple[str, ...]) -> _Rule | None:
+    def _take_rule(self, method: str, paths: tuple[str, ...], call: Call) -> _Rule | None:
         with self._lock:
             for rule in self._rules:
                 if rule.method not in (None, method):
                     continue
                 if not any(rule.path.fullmatch(p) for p in paths):
+                    continue
+                if rule.when is not None and not _mentions(call, rule.when):
                     continue
                 if rule.times > 0:
                     rule.times -= 1
@@ -469,6 +482,9 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(rule.delay_s)
         if sandbox.latency_ms > 0:
             time.sleep(sandbox.latency_ms / 1000)
+        if rule is not None and rule.status == 0:  # a dropped connection: no answer at all
+            self.close_connection = True
+            return
         self._write(reply)
 
     def _write(self, reply: _Reply) -> None:
@@ -517,8 +533,8 @@ class _Handler(BaseHTTPRequestHandler):
                     {**_github_headers(), **blocked},
                 )
                 return reply, None, kind, None
-        rule = sandbox._take_rule(call.method, (call.path, full_path))
-        if rule is not None and not rule.apply:
+        rule = sandbox._take_rule(call.method, (call.path, full_path), call)
+        if rule is not None and not rule.apply and rule.transform is None:
             answer = _fault_answer(rule, "github")
         elif call.path == "/graphql":
             answer = self._graphql(sandbox, call)
@@ -529,7 +545,9 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             with world.lock:
                 answer = found[0].handler(call, found[1])
-        if rule is not None and rule.apply:
+        if rule is not None and rule.transform is not None:
+            answer = _transformed(rule, answer)
+        elif rule is not None and rule.apply:
             answer = _fault_answer(rule, "github")
         reply = self._github_reply(sandbox, call, answer, resource, charged=answer.charge)
         return reply, rule, kind, answer
@@ -594,6 +612,11 @@ class _Handler(BaseHTTPRequestHandler):
             headers.update(sandbox._charge(resource, 1))
         else:
             headers.update(sandbox._peek(resource))
+        # A fault rule's own rate-limit headers win (a limit met on one request only).
+        own = {
+            k.lower(): v for k, v in answer.headers.items() if k.lower().startswith("x-ratelimit")
+        }
+        headers.update(own)
         if status in (204, 304):
             body = b""
         return _Reply(status, body, headers)
@@ -604,12 +627,14 @@ class _Handler(BaseHTTPRequestHandler):
         self, sandbox: Sandbox, call: Call, full_path: str
     ) -> tuple[_Reply, _Rule | None, str, Answer | None]:
         kind = rtd_api.route_kind(call.method, call.path)
-        rule = sandbox._take_rule(call.method, (call.path, full_path))
-        if rule is not None and not rule.apply:
+        rule = sandbox._take_rule(call.method, (call.path, full_path), call)
+        if rule is not None and not rule.apply and rule.transform is None:
             answer = _fault_answer(rule, "rtd")
         else:
             answer = rtd_api.handle(call)
-            if rule is not None:
+            if rule is not None and rule.transform is not None:
+                answer = _transformed(rule, answer)
+            elif rule is not None:
                 answer = _fault_answer(rule, "rtd")
         body = answer.raw if answer.raw is not None else _dump(answer.payload, call)
         headers = {
@@ -682,6 +707,27 @@ def _jwt_app(world: World, token: str) -> str | None:
     return None
 
 
+def _mentions(call: Call, text: str) -> bool:
+    """Whether a request's body or query string contains `text` (a rule's `when`)."""
+    query = " ".join(f"{k}={v}" for k, values in call.query.items() for v in values)
+    return text in call.body.decode("utf-8", "replace") or text in query
+
+
+def _transformed(rule: _Rule, answer: Answer) -> Answer:
+    """The real answer with its JSON payload rewritten by the rule (status and headers kept)."""
+    payload = json.loads(answer.raw) if answer.raw is not None else answer.payload
+    changed = rule.transform(payload) if rule.transform is not None else payload
+    headers = {**answer.headers, **{k: v() if callable(v) else v for k, v in rule.headers.items()}}
+    return Answer(
+        answer.status,
+        changed,
+        headers=headers,
+        graphql_cost=answer.graphql_cost,
+        graphql_operation=answer.graphql_operation,
+        charge=answer.charge,
+    )
+
+
 def _fault_answer(rule: _Rule, service: str) -> Answer:
     phrase = (
         HTTPStatus(rule.status).phrase if rule.status in HTTPStatus._value2member_map_ else "Error"
@@ -698,7 +744,8 @@ def _fault_answer(rule: _Rule, service: str) -> Answer:
                 "status": str(rule.status),
             }
         ).encode()
-    return Answer(rule.status, raw=raw, headers=dict(rule.headers))
+    headers = {k: v() if callable(v) else v for k, v in rule.headers.items()}
+    return Answer(rule.status, raw=raw, headers=headers)
 
 
 def _control(sandbox: Sandbox, method: str, path: str, body: bytes) -> _Reply:
