@@ -80,7 +80,8 @@ def _github(settings: Settings, repos: Sequence[RepoSettings]) -> tuple[Github, 
 
 def build_clients(settings: Settings, repos: Sequence[RepoSettings]) -> Clients:
     """Install the request guard, then build the GitHub and Read the Docs clients."""
-    rtd_urls = {"org": settings.readthedocs.api_url, "com": settings.readthedocs.business_api_url}
+    rtd_cfg = settings.readthedocs
+    rtd_urls = {"org": rtd_cfg.api_url, "com": rtd_cfg.business_api_url, "self": rtd_cfg.api_url}
     guard = Guard.for_urls(settings.github.api_url, tuple(rtd_urls.values()))
     install_github_guard(guard)
     gh, login = _github(settings, repos)
@@ -89,7 +90,11 @@ def build_clients(settings: Settings, repos: Sequence[RepoSettings]) -> Clients:
         login = github.viewer_login()
     rtd = RtdApi(
         api_urls=rtd_urls,
-        token=settings.readthedocs.token.get_secret_value(),
+        tokens={
+            "org": rtd_cfg.token.get_secret_value(),
+            "com": rtd_cfg.business_token.get_secret_value(),
+            "self": rtd_cfg.token.get_secret_value(),
+        },
         guard=guard,
         timeout_s=settings.readthedocs.timeout_seconds,
         max_retries=settings.readthedocs.max_retries,
@@ -169,8 +174,11 @@ def cmd_once(settings: Settings, args: argparse.Namespace) -> int:
     settings.require_github_auth()
     clients = build_clients(settings, repos)
     path = settings.state.path
-    # A dry run records nothing: it reads an existing state and never creates one.
-    store = Store.open(":memory:" if args.dry_run and not Path(path).exists() else path)
+    # A dry run records nothing: it reads a copy of an existing state and never creates one.
+    if args.dry_run:
+        store = Store.open_readonly(path) if Path(path).exists() else Store.open(":memory:")
+    else:
+        store = Store.open(path)
     try:
         summary = make_cycle(settings, clients, store, dry_run=args.dry_run).run(repos)
     finally:

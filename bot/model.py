@@ -8,6 +8,9 @@ from enum import StrEnum
 from typing import NamedTuple
 
 MARKER = "<!-- ci-status-bot:v1 -->"
+# The key, among a pull request's RTD lookups, of the one made for `repos[].rtd_project` on a
+# head with no RTD status: reported as a note, never as a signal (no context contains a NUL).
+RTD_PROJECT_KEY = "\0rtd_project"
 REPORT_SCHEMA = "ci-status-bot.report/v1"
 
 
@@ -144,6 +147,14 @@ class RtdLookup:
     builds: tuple[RtdBuild, ...] = ()  # newest first
     notifications: tuple[str, ...] = ()  # message ids of the newest build, when it was fetched
     error: str | None = None  # set when RTD could not be read: what it answered
+    # builds[0] settles the status (bot.readthedocs chooses it); builds of the same commit for
+    # other versions (a branch build of `latest`) never settle it and are only mentioned
+    other_versions: tuple[RtdBuild, ...] = ()
+    named: bool = False  # builds[0] is the build the status's target_url names
+    version: str | None = None  # the pull request's own RTD version (its number)
+    notifications_read: bool = True  # False when builds[0]'s notifications could not be read
+    # set while RTD cannot be read (429, 5xx, timeout): since when; the evidence is the last good
+    unverified_since: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +162,7 @@ class Policy:
     """The parts of the configuration the pure core needs."""
 
     stale_after: timedelta = timedelta(minutes=120)
+    unverified_after: timedelta = timedelta(minutes=30)
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -12,6 +11,7 @@ from typing import Final, NamedTuple
 from bot.model import (
     FAILING_STATES,
     INCOMPLETE_STATES,
+    RTD_PROJECT_KEY,
     Kind,
     Policy,
     PullSnapshot,
@@ -64,7 +64,6 @@ STATUS_STATES: Final[Mapping[str, State]] = {
 
 
 _Seen = Mapping[str, datetime]
-_RTD_CONTEXT: Final = re.compile(r"docs/readthedocs\.(org|com):(\S+)")
 
 
 class _Rtd(Enum):
@@ -105,12 +104,6 @@ class _Since(NamedTuple):
     source: SinceSource
 
 
-def rtd_project_of(context: str) -> tuple[str, str] | None:
-    """Return (host, slug) for a `docs/readthedocs.(org|com):<slug>` status context, else None."""
-    match = _RTD_CONTEXT.fullmatch(context)
-    return (match.group(1), match.group(2)) if match else None
-
-
 def reconcile(
     snapshot: PullSnapshot,
     rtd: Mapping[str, RtdLookup],
@@ -140,7 +133,7 @@ def reconcile(
         rows=rows,
         stale_after=policy.stale_after,
         truncated=snapshot.truncated,
-        notes=_notes(rows, truncated=snapshot.truncated),
+        notes=_notes(rows, truncated=snapshot.truncated) + _project_note(rtd, clock),
     )
 
 
@@ -279,14 +272,15 @@ def _github_finding(
 
 
 # --- Read the Docs -------------------------------------------------------------------------
+# Which build settles a status is chosen in bot.readthedocs: a lookup's builds[0] settles it.
 
 
 def _rtd_row(signal: Signal, lookup: RtdLookup, *, since: _Since, clock: _Clock) -> Row:
     base = github_state(signal)
-    if lookup.error is not None or not lookup.builds:
+    if not lookup.builds:
         state = clock.aged(base, since.at)
         finding = _github_finding(signal, base, state=state, since=since.at, clock=clock)
-        return Row(signal, state, since.at, since.source, _unsettled(lookup), finding)
+        return Row(signal, state, since.at, since.source, _unsettled(lookup, clock), finding)
     outcome = _outcome(lookup.builds[0], lookup.notifications)
     if base in (State.SUCCESS, State.FAILURE):
         state, rec = _settled_on_github(signal, lookup, outcome=outcome, clock=clock)
@@ -308,14 +302,35 @@ def _outcome(build: RtdBuild, notifications: tuple[str, ...]) -> _Rtd:
     return _Rtd.UNKNOWN
 
 
-def _unsettled(lookup: RtdLookup) -> Reconciliation:
-    if lookup.error is not None:
+def _unverified(lookup: RtdLookup, clock: _Clock) -> datetime | None:
+    """Since when RTD cannot be read, once that has lasted the policy's limit; else None."""
+    since = lookup.unverified_since
+    if since is None or clock.now - since < clock.policy.unverified_after:
+        return None
+    return since
+
+
+def _unsettled(lookup: RtdLookup, clock: _Clock) -> Reconciliation:
+    count: int | None = None
+    if lookup.error is not None and lookup.unverified_since is not None:
+        since = _unverified(lookup, clock)
+        if since is None:
+            finding = f"Could not verify with Read the Docs: {lookup.error}."
+        else:
+            when = format_utc(since)
+            finding = f"Could not verify with Read the Docs: it could not be read since {when}."
+    elif lookup.error is not None:
         error = lookup.error.strip().rstrip(".")
         finding = f"Could not verify with Read the Docs: {error}."
-        count = None
     else:
-        finding = "Read the Docs lists no build for this exact commit."
         count = 0
+        if lookup.other_versions and lookup.version is not None:
+            finding = (
+                f"Read the Docs lists no build of version {lookup.version} for this exact commit."
+                f"{_others(lookup)}"
+            )
+        else:
+            finding = "Read the Docs lists no build for this exact commit."
     return Reconciliation(
         provider="readthedocs",
         project=lookup.project,
@@ -329,8 +344,29 @@ def _unsettled(lookup: RtdLookup) -> Reconciliation:
     )
 
 
-def _evidence(lookup: RtdLookup, *, divergent: bool, finding: str) -> Reconciliation:
+def _others(lookup: RtdLookup) -> str:
+    """A sentence naming builds of other versions of the commit, which never settle a status."""
+    if not lookup.other_versions:
+        return ""
+    named = ", ".join(f"{b.id} (version {b.version})" for b in lookup.other_versions[:5])
+    more = len(lookup.other_versions) - 5
+    extra = f" and {more} more" if more > 0 else ""
+    word = "build" if len(lookup.other_versions) == 1 else "builds"
+    return (
+        f" Read the Docs also lists {word} {named}{extra} of this commit for other versions; "
+        "they do not settle this pull request's status."
+    )
+
+
+def _evidence(lookup: RtdLookup, *, divergent: bool, finding: str, clock: _Clock) -> Reconciliation:
     build = lookup.builds[0]
+    finding += _others(lookup)
+    since = _unverified(lookup, clock)
+    if since is not None:
+        finding += (
+            f" Read the Docs could not be read since {format_utc(since)}; this is what it "
+            f"reported at {format_utc(lookup.fetched_at)}."
+        )
     return Reconciliation(
         provider="readthedocs",
         project=lookup.project,
@@ -355,14 +391,16 @@ def _pending_on_github(
     if outcome is _Rtd.RUNNING:
         state = clock.aged(base, build.created or since)
         finding = _running_sentence(build, stale=state is State.STALE, clock=clock)
-        return state, _evidence(lookup, divergent=False, finding=finding)
+        return state, _evidence(lookup, divergent=False, finding=finding, clock=clock)
     if outcome is _Rtd.UNKNOWN:
         finding = _rtd_sentence(lookup, outcome)
-        return clock.aged(base, since), _evidence(lookup, divergent=False, finding=finding)
+        return clock.aged(base, since), _evidence(
+            lookup, divergent=False, finding=finding, clock=clock
+        )
     finding = _rtd_sentence(lookup, outcome)
     if base is State.PENDING and outcome in (_Rtd.SUCCEEDED, _Rtd.FAILED):
         finding += " GitHub's status was not updated after the build finished."
-    return _RTD_AS_STATE[outcome], _evidence(lookup, divergent=True, finding=finding)
+    return _RTD_AS_STATE[outcome], _evidence(lookup, divergent=True, finding=finding, clock=clock)
 
 
 def _settled_on_github(
@@ -373,15 +411,21 @@ def _settled_on_github(
     if (base, outcome) in _AGREES:
         state = State.SKIPPED if outcome is _Rtd.SKIPPED else base
         finding = _rtd_sentence(lookup, outcome, lead="Read the Docs agrees: it reports")
-        return state, _evidence(lookup, divergent=False, finding=finding)
+        return state, _evidence(lookup, divergent=False, finding=finding, clock=clock)
     if outcome is _Rtd.RUNNING:
         state = clock.aged(State.PENDING, build.created)
         rtd_says = _running_sentence(build, stale=state is State.STALE, clock=clock)
     else:
         state = _RTD_AS_STATE[outcome]
         rtd_says = _rtd_sentence(lookup, outcome)
-    finding = f"GitHub's status says {signal.github_state}. {rtd_says}"
-    return state, _evidence(lookup, divergent=True, finding=finding)
+    github_says = f"GitHub's status says {signal.github_state}."
+    if base is State.FAILURE and outcome is _Rtd.CANCELLED:
+        github_says = (
+            f"GitHub's status says {signal.github_state}, which Read the Docs posts when a "
+            "running build is cancelled."
+        )
+    finding = f"{github_says} {rtd_says}"
+    return state, _evidence(lookup, divergent=True, finding=finding, clock=clock)
 
 
 def _build_ref(build: RtdBuild) -> str:
@@ -411,22 +455,59 @@ def _rtd_sentence(lookup: RtdLookup, outcome: _Rtd, *, lead: str = "Read the Doc
     )
 
 
+def _position(lookup: RtdLookup) -> str:
+    """Where the settling build stands among the builds that could settle the status."""
+    count = len(lookup.builds)
+    if lookup.named:
+        position = "it is the build GitHub's status names"
+        return position if count == 1 else f"{position} ({count} builds of its version exist)"
+    which = "build" if not lookup.other_versions else f"build of version {lookup.version}"
+    if count == 1:
+        return f"it is the only {which} for this commit, so no newer build exists"
+    return f"it is the newest of {count} {which}s for this commit, so no newer build exists"
+
+
 def _cancelled_clause(lookup: RtdLookup) -> str:
     build = lookup.builds[0]
-    count = len(lookup.builds)
-    if count == 1:
-        position = "it is the only build for this commit, so no newer build exists"
-    else:
-        position = f"it is the newest of {count} builds for this commit, so no newer build exists"
-    if lookup.notifications:
+    if not lookup.notifications_read:
+        said = "RTD's notifications for it could not be read."
+    elif lookup.notifications:
         label = "notification" if len(lookup.notifications) == 1 else "notifications"
         said = f"RTD's {label} for it: {', '.join(lookup.notifications)}."
     else:
         said = "RTD gave no notification for it."
     return (
-        f"{_build_ref(build)} as cancelled (success: {_json_bool(build.success)}); {position}. "
-        f"{said} No other cause is stated by any source."
+        f"{_build_ref(build)} as cancelled (success: {_json_bool(build.success)}); "
+        f"{_position(lookup)}. {said} No other cause is stated by any source."
     )
+
+
+def _project_note(rtd: Mapping[str, RtdLookup], clock: _Clock) -> tuple[str, ...]:
+    """What RTD says about `repos[].rtd_project` for a head with no RTD status: a note, no row."""
+    lookup = rtd.get(RTD_PROJECT_KEY)
+    if lookup is None:
+        return ()
+    where = f"Read the Docs project {lookup.project}"
+    absent = "no Read the Docs status is reported on GitHub for this commit."
+    if lookup.builds:
+        build = lookup.builds[0]
+        said = (
+            f"reports build {build.id} of version {lookup.version} for this exact commit "
+            f"as {build.state}"
+        )
+        if build.state in ("finished", "cancelled"):
+            said += f" (success: {_json_bool(build.success)})"
+        if lookup.notifications:
+            said += f", with notification {', '.join(lookup.notifications)}"
+        return (f"{where} {said}; {absent}",)
+    if lookup.error is None:
+        return (
+            f"{where} lists no build of version {lookup.version} for this exact commit; {absent}",
+        )
+    if lookup.unverified_since is None:
+        return (f"{where} could not be read: {lookup.error.strip().rstrip('.')}.",)
+    since = _unverified(lookup, clock)
+    return () if since is None else (f"{where} could not be read since {format_utc(since)}.",)
 
 
 def _json_bool(value: bool | None) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import re
 import unicodedata
 from dataclasses import dataclass
 from datetime import datetime
@@ -176,15 +177,18 @@ class Renderer:
         attention = [row for row in report.rows if group_of(row) is not None]
         kept = attention if shown is None else attention[:shown]
         template = self._env.get_template(TEMPLATE_NAME)
-        return template.render(
-            marker=MARKER,
-            report=report,
-            groups=_groups(kept),
-            passing=[row for row in report.rows if group_of(row) is None],
-            passing_names=names,
-            hidden=len(attention) - len(kept),
-            counts=_counts(report.rows),
-            stale_minutes=int(report.stale_after.total_seconds() // 60),
+        return with_facts_stamp(
+            report,
+            template.render(
+                marker=MARKER,
+                report=report,
+                groups=_groups(kept),
+                passing=[row for row in report.rows if group_of(row) is None],
+                passing_names=names,
+                hidden=len(attention) - len(kept),
+                counts=_counts(report.rows),
+                stale_minutes=int(report.stale_after.total_seconds() // 60),
+            ),
         )
 
 
@@ -323,3 +327,34 @@ def _row_facts(row: Row) -> tuple[Any, ...]:
         row.finding,
         evidence,
     )
+
+
+# --- the facts stamp (rtd-truth): a hidden line right after the marker ------------------------
+# `<!-- ci-status-bot:facts=<facts key> observed=<ISO UTC> -->` lets the bot adopt its own
+# comment after the state is lost and keep the first-observed time the comment states.
+
+_STAMP: Final = re.compile(
+    r"<!-- ci-status-bot:facts=(?P<key>[0-9a-f]{64}) "
+    r"observed=(?P<at>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z) -->"
+)
+
+
+def facts_stamp(report: Report) -> str:
+    """The hidden line that records the report's facts key and first-observed time."""
+    at = as_utc(report.observed_at).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return f"<!-- ci-status-bot:facts={facts_key(report)} observed={at} -->"
+
+
+def with_facts_stamp(report: Report, body: str) -> str:
+    """The body with the facts stamp inserted right after its first line (the marker)."""
+    first, newline, rest = body.partition("\n")
+    return f"{first}\n{facts_stamp(report)}{newline}{rest}"
+
+
+def parse_facts_stamp(body: str) -> tuple[str, datetime] | None:
+    """The (facts key, first-observed time) a comment's stamp line records, if it has one."""
+    lines = body.split("\n", 2)
+    match = _STAMP.fullmatch(lines[1].strip()) if len(lines) > 1 else None
+    if match is None:
+        return None
+    return match["key"], as_utc(datetime.strptime(match["at"], "%Y-%m-%dT%H:%M:%S.%fZ"))

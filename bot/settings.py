@@ -89,6 +89,7 @@ class ReadTheDocsSettings(_Section):
     api_url: str = "https://app.readthedocs.org/api/v3"
     business_api_url: str = "https://app.readthedocs.com/api/v3"
     token: SecretStr = SecretStr("")
+    business_token: SecretStr = SecretStr("")  # the .com site's own token
     timeout_seconds: float = Field(default=10.0, gt=0)
     max_retries: int = Field(default=3, ge=0)
 
@@ -109,6 +110,7 @@ class PolicySettings(_Section):
     """[policy]: what is reported and how fast the bot may write."""
 
     stale_after_minutes: int = Field(default=120, ge=1)
+    unverified_after_minutes: int = Field(default=30, ge=1, le=525_600)
     include_drafts: bool = True
     skip_labels: list[str] = Field(default_factory=list)
     skip_authors: list[str] = Field(default_factory=list)
@@ -118,7 +120,10 @@ class PolicySettings(_Section):
 
     def core(self) -> Policy:
         """The parts of the policy the pure core needs."""
-        return Policy(stale_after=timedelta(minutes=self.stale_after_minutes))
+        return Policy(
+            stale_after=timedelta(minutes=self.stale_after_minutes),
+            unverified_after=timedelta(minutes=self.unverified_after_minutes),
+        )
 
 
 class StateSettings(_Section):

@@ -1,4 +1,4 @@
-"""The embedded state (SQLite): comment ids, observed facts, first-seen times, RTD cache, audit."""
+"""The embedded state (SQLite): comment ids, observed facts, first-seen times, RTD reads, audit."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Literal, Self, cast
+from typing import Literal, Self
 
 Action = Literal["created", "edited", "adopted"]
 
@@ -64,6 +64,20 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # 2: the comment's GraphQL node id, so edits can be re-read in batches
     ("ALTER TABLE comments ADD COLUMN node_id TEXT NOT NULL DEFAULT ''",),
+    # 3: Read the Docs reads keyed by host + project + commit: the last good answer (cache and
+    # evidence that stands during an outage) and since when reading it fails
+    (
+        "DROP TABLE rtd_final",
+        """CREATE TABLE rtd_reads (
+            host TEXT NOT NULL,
+            project TEXT NOT NULL,
+            commit_sha TEXT NOT NULL,
+            payload TEXT,
+            read_at TEXT,
+            failing_since TEXT,
+            PRIMARY KEY (host, project, commit_sha)
+        )""",
+    ),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -143,6 +157,34 @@ class Store:
             store._migrate()
         except BaseException:
             connection.close()
+            raise
+        return store
+
+    @classmethod
+    def open_readonly(cls, path: Path | str) -> Self:
+        """A private in-memory copy of the state at `path`, read without writing to it.
+
+        For `--dry-run`: the file (and its folder) may be read-only; nothing is written there.
+        """
+        uri = Path(path).resolve().as_uri()
+        memory = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        try:
+            try:
+                source = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=10.0)
+                try:
+                    source.backup(memory)
+                finally:
+                    source.close()
+            except sqlite3.OperationalError:  # a WAL state in a folder it cannot write to
+                source = sqlite3.connect(f"{uri}?immutable=1", uri=True)
+                try:
+                    source.backup(memory)
+                finally:
+                    source.close()
+            store = cls(memory)
+            store._migrate()
+        except BaseException:
+            memory.close()
             raise
         return store
 
@@ -296,23 +338,56 @@ class Store:
                 [(repo, number, head_sha, key, at) for key in keys],
             )
 
-    def get_rtd_final(self, project: str, commit: str) -> str | None:
-        """The cached payload of a commit's final RTD builds, if stored."""
+    def get_rtd_read(
+        self, host: str, project: str, commit: str
+    ) -> tuple[str | None, datetime | None, datetime | None] | None:
+        """The last good RTD answer (opaque JSON), when it was read, and since when reads fail."""
         with self._lock:
             row = self._db.execute(
-                "SELECT payload FROM rtd_final WHERE project = ? AND commit_sha = ?",
-                (project, commit),
+                "SELECT payload, read_at, failing_since FROM rtd_reads "
+                "WHERE host = ? AND project = ? AND commit_sha = ?",
+                (host, project, commit),
             ).fetchone()
-        return None if row is None else cast(str, row[0])
+        if row is None:
+            return None
+        payload, read_at, failing = row
+        return (
+            payload,
+            None if read_at is None else _from_text(read_at),
+            None if failing is None else _from_text(failing),
+        )
 
-    def put_rtd_final(self, project: str, commit: str, *, payload: str, now: datetime) -> None:
-        """Cache the payload (opaque JSON text) of a commit's final RTD builds."""
+    def put_rtd_read(
+        self, host: str, project: str, commit: str, *, payload: str, now: datetime
+    ) -> None:
+        """Keep a good RTD answer read at `now`; reading no longer fails."""
         with self._transaction() as db:
             db.execute(
-                "INSERT INTO rtd_final (project, commit_sha, payload, stored_at) "
-                "VALUES (?, ?, ?, ?) ON CONFLICT (project, commit_sha) DO UPDATE SET "
-                "payload = excluded.payload, stored_at = excluded.stored_at",
-                (project, commit, payload, _to_text(now)),
+                "INSERT INTO rtd_reads (host, project, commit_sha, payload, read_at, "
+                "failing_since) VALUES (?, ?, ?, ?, ?, NULL) "
+                "ON CONFLICT (host, project, commit_sha) DO UPDATE "
+                "SET payload = excluded.payload, read_at = excluded.read_at, failing_since = NULL",
+                (host, project, commit, payload, _to_text(now)),
+            )
+
+    def rtd_read_failed(self, host: str, project: str, commit: str, *, now: datetime) -> None:
+        """Note that reading failed at `now`; the first failure of a run of them is kept."""
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO rtd_reads (host, project, commit_sha, failing_since) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT (host, project, commit_sha) DO UPDATE "
+                "SET failing_since = coalesce(rtd_reads.failing_since, excluded.failing_since)",
+                (host, project, commit, _to_text(now)),
+            )
+
+    def adopt_facts(self, repo: str, number: int, *, facts_key: str, observed_at: datetime) -> None:
+        """Record these facts as first observed at `observed_at` (taken from an adopted comment)."""
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO facts (repo, number, facts_key, observed_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (repo, number) DO UPDATE SET facts_key = excluded.facts_key, "
+                "observed_at = excluded.observed_at",
+                (repo, number, facts_key, _to_text(observed_at)),
             )
 
     def writes_since(self, since: datetime) -> int:

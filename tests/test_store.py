@@ -159,12 +159,36 @@ def test_first_seen_first_wins_and_old_heads_are_pruned(store: Store) -> None:
     assert store.first_seen("owner/repo", 2, SHA_A) == {"ci": T0}
 
 
-def test_rtd_final_cache_round_trip(store: Store) -> None:
-    assert store.get_rtd_final("proj", SHA_A) is None
-    store.put_rtd_final("proj", SHA_A, payload='{"builds": [1]}', now=T0)
-    store.put_rtd_final("proj", SHA_A, payload='{"builds": [2]}', now=T0)
-    assert store.get_rtd_final("proj", SHA_A) == '{"builds": [2]}'
-    assert store.get_rtd_final("other", SHA_A) is None
+def test_rtd_reads_are_keyed_by_host_project_and_commit(store: Store) -> None:
+    assert store.get_rtd_read("org", "proj", SHA_A) is None
+    store.put_rtd_read("org", "proj", SHA_A, payload='{"builds": [1]}', now=T0)
+    store.put_rtd_read("org", "proj", SHA_A, payload='{"builds": [2]}', now=T0)
+    assert store.get_rtd_read("org", "proj", SHA_A) == ('{"builds": [2]}', T0, None)
+    assert store.get_rtd_read("com", "proj", SHA_A) is None
+    assert store.get_rtd_read("org", "other", SHA_A) is None
+
+
+def test_a_failing_rtd_read_keeps_the_last_good_answer_and_the_first_failure(store: Store) -> None:
+    store.rtd_read_failed("org", "proj", SHA_A, now=T0)
+    assert store.get_rtd_read("org", "proj", SHA_A) == (None, None, T0)
+    store.put_rtd_read("org", "proj", SHA_A, payload="{}", now=T0 + timedelta(minutes=1))
+    later = T0 + timedelta(minutes=2)
+    store.rtd_read_failed("org", "proj", SHA_A, now=later)
+    store.rtd_read_failed("org", "proj", SHA_A, now=later + timedelta(minutes=5))
+    assert store.get_rtd_read("org", "proj", SHA_A) == ("{}", T0 + timedelta(minutes=1), later)
+
+
+def test_open_readonly_reads_a_copy_and_never_writes_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "state.sqlite3"
+    with Store.open(path) as store:
+        store.set_facts("owner/repo", 1, facts_key="k", observed_at=T0)
+    before = path.read_bytes()
+    with Store.open_readonly(path) as copy:
+        assert copy.get_facts("owner/repo", 1) == ("k", T0)
+        copy.set_facts("owner/repo", 1, facts_key="k2", observed_at=T0)
+    assert path.read_bytes() == before
+    with Store.open(path) as store:
+        assert store.get_facts("owner/repo", 1) == ("k", T0)
 
 
 def test_writes_since_and_last_write_exclude_adopted(store: Store) -> None:
