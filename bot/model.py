@@ -144,15 +144,13 @@ class RtdLookup:
     project: str
     commit: str
     fetched_at: datetime
-    builds: tuple[RtdBuild, ...] = ()  # newest first
-    notifications: tuple[str, ...] = ()  # message ids of the newest build, when it was fetched
+    builds: tuple[RtdBuild, ...] = ()  # newest first (see below)
+    notifications: tuple[str, ...] = ()  # message ids of the settling build, when it was read
     error: str | None = None  # set when RTD could not be read: what it answered
-    # builds[0] settles the status (bot.readthedocs chooses it); builds of the same commit for
-    # other versions (a branch build of `latest`) never settle it and are only mentioned
-    other_versions: tuple[RtdBuild, ...] = ()
-    named: bool = False  # builds[0] is the build the status's target_url names
-    version: str | None = None  # the pull request's own RTD version (its number)
-    notifications_read: bool = True  # False when builds[0]'s notifications could not be read
+    # `builds`: every build of the exact commit, all versions, plus a build a status named;
+    # which of them settles a status is bot.readthedocs.settle_status's one rule.
+    # `notifications` are those of that settling build; False here when they could not be read:
+    notifications_read: bool = True
     # set while RTD cannot be read (429, 5xx, timeout): since when; the evidence is the last good
     unverified_since: datetime | None = None
 

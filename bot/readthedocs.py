@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final, Protocol
+from typing import Any, Final, NamedTuple, Protocol
 from urllib.parse import urlsplit
 
 from bot.model import RTD_PROJECT_KEY, Kind, PullSnapshot, RtdBuild, RtdLookup, Signal, parse_time
@@ -76,31 +76,57 @@ class CommitRead:
         return next((b for b in self.builds if b.id == build_id), None)
 
 
-def settle(read: CommitRead, *, version: str, named: int | None) -> RtdLookup:
-    """Choose the build that settles a status: the one it names, else the newest of its version.
+class Settled(NamedTuple):
+    """Which build settles one RTD status, and the builds around it."""
 
-    Only builds of the exact commit count (a build a status names may still have commit null:
+    build: RtdBuild | None  # the settling build; None when RTD lists none for the status
+    candidates: tuple[RtdBuild, ...]  # the settling build first, then its version's other builds
+    others: tuple[RtdBuild, ...]  # builds of the same commit for other versions: never settle
+    named: bool  # the settling build is the one the status's target_url names
+    version: str  # the pull request's own RTD version: its number
+
+
+def settling(
+    builds: Sequence[RtdBuild], *, commit: str, version: str, named: int | None
+) -> Settled:
+    """The rule: the build the status names, else the newest build of the PR's own version.
+
+    Only builds of the exact commit count (a build a status names may still have no commit:
     RTD fills it in after cloning). Builds of other versions never settle; they are listed.
     """
-    exact = [b for b in read.builds if b.commit == read.commit]
+    exact = [b for b in builds if b.commit == commit]
     own = [b for b in exact if b.version == version]
-    chosen = read.find(named)
-    if chosen is None or (chosen.commit and chosen.commit != read.commit):
+    chosen = next((b for b in builds if b.id == named), None) if named is not None else None
+    if chosen is None or (chosen.commit and chosen.commit != commit):
         chosen = own[0] if own else None
-    builds = () if chosen is None else (chosen, *(b for b in own if b.id != chosen.id))
-    others = tuple(b for b in exact if b.version != version and b not in builds)
-    notes = () if chosen is None else read.notes.get(chosen.id)
+    candidates = () if chosen is None else (chosen, *(b for b in own if b.id != chosen.id))
+    others = tuple(b for b in exact if b.version != version and b not in candidates)
+    return Settled(chosen, candidates, others, chosen is not None and chosen.id == named, version)
+
+
+def settle_status(lookup: RtdLookup, *, number: int, url: str | None) -> Settled:
+    """Which of a lookup's builds settles the status of pull request `number` naming `url`."""
+    named = named_build(url, lookup.project)
+    return settling(lookup.builds, commit=lookup.commit, version=str(number), named=named)
+
+
+def _lookup(read: CommitRead, ask: _Ask, *, unverified_since: datetime | None = None) -> RtdLookup:
+    """The lookup of one ask from one read: the builds, and why its settling build ended."""
+    chosen = _settled(read, ask).build
+    notes = None if chosen is None else read.notes.get(chosen.id)
     return RtdLookup(
         project=read.project,
         commit=read.commit,
         fetched_at=read.read_at,
-        builds=builds,
+        builds=read.builds,
         notifications=notes or (),
-        other_versions=others,
-        named=chosen is not None and chosen.id == named,
-        version=version,
         notifications_read=chosen is None or notes is not None or not _needs_notes(chosen),
+        unverified_since=unverified_since,
     )
+
+
+def _settled(read: CommitRead, ask: _Ask) -> Settled:
+    return settling(read.builds, commit=read.commit, version=ask.version, named=ask.named)
 
 
 def _needs_notes(build: RtdBuild) -> bool:
@@ -161,7 +187,7 @@ def evidence(
             continue
         if not target.valid:
             answers[signal.name] = RtdLookup(
-                target.slug, snapshot.head_sha, now, error=INVALID_SLUG, version=version
+                target.slug, snapshot.head_sha, now, error=INVALID_SLUG
             )
             continue
         named = named_build(signal.url, target.slug)
@@ -211,13 +237,13 @@ class _Session:
         read = self.fresh.get(key)
         if read is None and key not in self.failed:
             if last is not None and _final_for(last, ask):
-                return settle(last, version=ask.version, named=ask.named)
+                return _lookup(last, ask)
             try:
                 read = self._read(ask, commit)
             except RtdError as exc:
                 if not is_transient(exc):
                     error = str(exc)
-                    return RtdLookup(ask.slug, commit, self.now, error=error, version=ask.version)
+                    return RtdLookup(ask.slug, commit, self.now, error=error)
                 self.failed[key] = stored[2] if stored and stored[2] else self.now
                 if self.write:
                     self.store.rtd_read_failed(*key, now=self.now)
@@ -225,13 +251,11 @@ class _Session:
             since = self.failed[key]
             if last is None:
                 return RtdLookup(
-                    ask.slug, commit, self.now, error=UNAVAILABLE, version=ask.version,
-                    unverified_since=since,
-                )  # fmt: skip
-            stands = settle(last, version=ask.version, named=ask.named)
-            return _replace_since(stands, since)
+                    ask.slug, commit, self.now, error=UNAVAILABLE, unverified_since=since
+                )
+            return _lookup(last, ask, unverified_since=since)
         read = self._complete(read, ask, last)
-        return settle(read, version=ask.version, named=ask.named)
+        return _lookup(read, ask)
 
     def _read(self, ask: _Ask, commit: str) -> CommitRead:
         builds = self.api.commit_builds(ask.host, ask.slug, commit)
@@ -249,9 +273,8 @@ class _Session:
                 named = last.find(ask.named) if last is not None else None
             if named is not None:
                 read = _with(read, builds=(*read.builds, named))
-        chosen = settle(read, version=ask.version, named=ask.named)
-        if chosen.builds and not chosen.notifications_read:
-            build = chosen.builds[0]
+        build = _settled(read, ask).build
+        if build is not None and _needs_notes(build) and build.id not in read.notes:
             kept = last.notes.get(build.id) if last is not None else None
             try:
                 notes = (
@@ -274,24 +297,11 @@ def _final_for(read: CommitRead, ask: _Ask) -> bool:
         return False  # GitHub heard from RTD after this was read
     if ask.named is not None and read.find(ask.named) is None:
         return False
-    lookup = settle(read, version=ask.version, named=ask.named)
+    build = _settled(read, ask).build
     return (
-        bool(lookup.builds) and lookup.builds[0].state in FINAL_STATES and lookup.notifications_read
-    )
-
-
-def _replace_since(lookup: RtdLookup, since: datetime) -> RtdLookup:
-    return RtdLookup(
-        project=lookup.project,
-        commit=lookup.commit,
-        fetched_at=lookup.fetched_at,
-        builds=lookup.builds,
-        notifications=lookup.notifications,
-        other_versions=lookup.other_versions,
-        named=lookup.named,
-        version=lookup.version,
-        notifications_read=lookup.notifications_read,
-        unverified_since=since,
+        build is not None
+        and build.state in FINAL_STATES
+        and (build.id in read.notes or not _needs_notes(build))
     )
 
 

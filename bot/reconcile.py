@@ -26,6 +26,7 @@ from bot.model import (
     Verdict,
     format_utc,
 )
+from bot.readthedocs import Settled, settle_status, target_of
 
 NO_SIGNALS_NOTE: Final = "No check runs or commit statuses are reported on this commit."
 TRUNCATED_NOTE: Final = (
@@ -104,6 +105,12 @@ class _Since(NamedTuple):
     source: SinceSource
 
 
+def rtd_project_of(context: str) -> tuple[str, str] | None:
+    """(host, slug) of a Read the Docs status context with a valid slug, else None."""
+    target = target_of(context)
+    return (target.host, target.slug) if target is not None and target.valid else None
+
+
 def reconcile(
     snapshot: PullSnapshot,
     rtd: Mapping[str, RtdLookup],
@@ -117,7 +124,10 @@ def reconcile(
     seen = first_seen or {}
     rows = tuple(
         sorted(
-            (_row(s, rtd, clock=clock, seen=seen) for s in dedupe(snapshot.signals)),
+            (
+                _row(s, rtd, clock=clock, seen=seen, number=snapshot.number)
+                for s in dedupe(snapshot.signals)
+            ),
             key=row_order,
         )
     )
@@ -133,7 +143,8 @@ def reconcile(
         rows=rows,
         stale_after=policy.stale_after,
         truncated=snapshot.truncated,
-        notes=_notes(rows, truncated=snapshot.truncated) + _project_note(rtd, clock),
+        notes=_notes(rows, truncated=snapshot.truncated)
+        + _project_note(rtd, clock, number=snapshot.number),
     )
 
 
@@ -230,11 +241,14 @@ class _Clock:
         return f"the {int(self.policy.stale_after.total_seconds() // 60)}-minute limit"
 
 
-def _row(signal: Signal, rtd: Mapping[str, RtdLookup], *, clock: _Clock, seen: _Seen) -> Row:
+def _row(
+    signal: Signal, rtd: Mapping[str, RtdLookup], *, clock: _Clock, seen: _Seen, number: int
+) -> Row:
     since = _since(signal, seen)
     lookup = rtd.get(signal.name) if signal.kind is Kind.STATUS else None
     if lookup is not None:
-        return _rtd_row(signal, lookup, since=since, clock=clock)
+        ev = _Ev(lookup, settle_status(lookup, number=number, url=signal.url))
+        return _rtd_row(signal, ev, since=since, clock=clock)
     base = github_state(signal)
     state = clock.aged(base, since.at)
     finding = _github_finding(signal, base, state=state, since=since.at, clock=clock)
@@ -272,20 +286,33 @@ def _github_finding(
 
 
 # --- Read the Docs -------------------------------------------------------------------------
-# Which build settles a status is chosen in bot.readthedocs: a lookup's builds[0] settles it.
+# Which build settles a status is bot.readthedocs's rule (settle_status); here it becomes a row.
 
 
-def _rtd_row(signal: Signal, lookup: RtdLookup, *, since: _Since, clock: _Clock) -> Row:
+class _Ev(NamedTuple):
+    """What RTD answered for one status, and which of its builds settles that status."""
+
+    lookup: RtdLookup
+    settled: Settled
+
+    @property
+    def build(self) -> RtdBuild:
+        """The settling build (only asked for when there is one)."""
+        assert self.settled.build is not None
+        return self.settled.build
+
+
+def _rtd_row(signal: Signal, ev: _Ev, *, since: _Since, clock: _Clock) -> Row:
     base = github_state(signal)
-    if not lookup.builds:
+    if ev.lookup.error is not None or ev.settled.build is None:
         state = clock.aged(base, since.at)
         finding = _github_finding(signal, base, state=state, since=since.at, clock=clock)
-        return Row(signal, state, since.at, since.source, _unsettled(lookup, clock), finding)
-    outcome = _outcome(lookup.builds[0], lookup.notifications)
+        return Row(signal, state, since.at, since.source, _unsettled(ev, clock), finding)
+    outcome = _outcome(ev.build, ev.lookup.notifications)
     if base in (State.SUCCESS, State.FAILURE):
-        state, rec = _settled_on_github(signal, lookup, outcome=outcome, clock=clock)
+        state, rec = _settled_on_github(signal, ev, outcome=outcome, clock=clock)
     else:
-        state, rec = _pending_on_github(lookup, outcome, base=base, since=since.at, clock=clock)
+        state, rec = _pending_on_github(ev, outcome, base=base, since=since.at, clock=clock)
     finding = None
     if outcome is _Rtd.UNKNOWN:
         finding = _github_finding(signal, base, state=state, since=since.at, clock=clock)
@@ -310,7 +337,8 @@ def _unverified(lookup: RtdLookup, clock: _Clock) -> datetime | None:
     return since
 
 
-def _unsettled(lookup: RtdLookup, clock: _Clock) -> Reconciliation:
+def _unsettled(ev: _Ev, clock: _Clock) -> Reconciliation:
+    lookup = ev.lookup
     count: int | None = None
     if lookup.error is not None and lookup.unverified_since is not None:
         since = _unverified(lookup, clock)
@@ -324,10 +352,11 @@ def _unsettled(lookup: RtdLookup, clock: _Clock) -> Reconciliation:
         finding = f"Could not verify with Read the Docs: {error}."
     else:
         count = 0
-        if lookup.other_versions and lookup.version is not None:
+        if ev.settled.others:
+            version = ev.settled.version
             finding = (
-                f"Read the Docs lists no build of version {lookup.version} for this exact commit."
-                f"{_others(lookup)}"
+                f"Read the Docs lists no build of version {version} for this exact commit."
+                f"{_others(ev.settled)}"
             )
         else:
             finding = "Read the Docs lists no build for this exact commit."
@@ -344,23 +373,23 @@ def _unsettled(lookup: RtdLookup, clock: _Clock) -> Reconciliation:
     )
 
 
-def _others(lookup: RtdLookup) -> str:
+def _others(settled: Settled) -> str:
     """A sentence naming builds of other versions of the commit, which never settle a status."""
-    if not lookup.other_versions:
+    if not settled.others:
         return ""
-    named = ", ".join(f"{b.id} (version {b.version})" for b in lookup.other_versions[:5])
-    more = len(lookup.other_versions) - 5
+    named = ", ".join(f"{b.id} (version {b.version})" for b in settled.others[:5])
+    more = len(settled.others) - 5
     extra = f" and {more} more" if more > 0 else ""
-    word = "build" if len(lookup.other_versions) == 1 else "builds"
+    word = "build" if len(settled.others) == 1 else "builds"
     return (
         f" Read the Docs also lists {word} {named}{extra} of this commit for other versions; "
         "they do not settle this pull request's status."
     )
 
 
-def _evidence(lookup: RtdLookup, *, divergent: bool, finding: str, clock: _Clock) -> Reconciliation:
-    build = lookup.builds[0]
-    finding += _others(lookup)
+def _evidence(ev: _Ev, *, divergent: bool, finding: str, clock: _Clock) -> Reconciliation:
+    build, lookup = ev.build, ev.lookup
+    finding += _others(ev.settled)
     since = _unverified(lookup, clock)
     if since is not None:
         finding += (
@@ -373,7 +402,7 @@ def _evidence(lookup: RtdLookup, *, divergent: bool, finding: str, clock: _Clock
         build_id=build.id,
         build_state=build.state,
         success=build.success,
-        builds_for_commit=len(lookup.builds),
+        builds_for_commit=len(ev.settled.candidates),
         divergent=divergent,
         finding=finding,
         build_url=build.url,
@@ -385,39 +414,35 @@ def _evidence(lookup: RtdLookup, *, divergent: bool, finding: str, clock: _Clock
 
 
 def _pending_on_github(
-    lookup: RtdLookup, outcome: _Rtd, *, base: State, since: datetime | None, clock: _Clock
+    ev: _Ev, outcome: _Rtd, *, base: State, since: datetime | None, clock: _Clock
 ) -> tuple[State, Reconciliation]:
-    build = lookup.builds[0]
+    build = ev.build
     if outcome is _Rtd.RUNNING:
         state = clock.aged(base, build.created or since)
         finding = _running_sentence(build, stale=state is State.STALE, clock=clock)
-        return state, _evidence(lookup, divergent=False, finding=finding, clock=clock)
+        return state, _evidence(ev, divergent=False, finding=finding, clock=clock)
+    finding = _rtd_sentence(ev, outcome)
     if outcome is _Rtd.UNKNOWN:
-        finding = _rtd_sentence(lookup, outcome)
-        return clock.aged(base, since), _evidence(
-            lookup, divergent=False, finding=finding, clock=clock
-        )
-    finding = _rtd_sentence(lookup, outcome)
+        return clock.aged(base, since), _evidence(ev, divergent=False, finding=finding, clock=clock)
     if base is State.PENDING and outcome in (_Rtd.SUCCEEDED, _Rtd.FAILED):
         finding += " GitHub's status was not updated after the build finished."
-    return _RTD_AS_STATE[outcome], _evidence(lookup, divergent=True, finding=finding, clock=clock)
+    return _RTD_AS_STATE[outcome], _evidence(ev, divergent=True, finding=finding, clock=clock)
 
 
 def _settled_on_github(
-    signal: Signal, lookup: RtdLookup, *, outcome: _Rtd, clock: _Clock
+    signal: Signal, ev: _Ev, *, outcome: _Rtd, clock: _Clock
 ) -> tuple[State, Reconciliation]:
-    build = lookup.builds[0]
     base = github_state(signal)
     if (base, outcome) in _AGREES:
         state = State.SKIPPED if outcome is _Rtd.SKIPPED else base
-        finding = _rtd_sentence(lookup, outcome, lead="Read the Docs agrees: it reports")
-        return state, _evidence(lookup, divergent=False, finding=finding, clock=clock)
+        finding = _rtd_sentence(ev, outcome, lead="Read the Docs agrees: it reports")
+        return state, _evidence(ev, divergent=False, finding=finding, clock=clock)
     if outcome is _Rtd.RUNNING:
-        state = clock.aged(State.PENDING, build.created)
-        rtd_says = _running_sentence(build, stale=state is State.STALE, clock=clock)
+        state = clock.aged(State.PENDING, ev.build.created)
+        rtd_says = _running_sentence(ev.build, stale=state is State.STALE, clock=clock)
     else:
         state = _RTD_AS_STATE[outcome]
-        rtd_says = _rtd_sentence(lookup, outcome)
+        rtd_says = _rtd_sentence(ev, outcome)
     github_says = f"GitHub's status says {signal.github_state}."
     if base is State.FAILURE and outcome is _Rtd.CANCELLED:
         github_says = (
@@ -425,7 +450,7 @@ def _settled_on_github(
             "running build is cancelled."
         )
     finding = f"{github_says} {rtd_says}"
-    return state, _evidence(lookup, divergent=True, finding=finding, clock=clock)
+    return state, _evidence(ev, divergent=True, finding=finding, clock=clock)
 
 
 def _build_ref(build: RtdBuild) -> str:
@@ -441,10 +466,10 @@ def _running_sentence(build: RtdBuild, *, stale: bool, clock: _Clock) -> str:
     return text + "."
 
 
-def _rtd_sentence(lookup: RtdLookup, outcome: _Rtd, *, lead: str = "Read the Docs reports") -> str:
-    build = lookup.builds[0]
+def _rtd_sentence(ev: _Ev, outcome: _Rtd, *, lead: str = "Read the Docs reports") -> str:
+    build = ev.build
     if outcome in (_Rtd.CANCELLED, _Rtd.SKIPPED):
-        return f"{lead} {_cancelled_clause(lookup)}"
+        return f"{lead} {_cancelled_clause(ev)}"
     if outcome in (_Rtd.SUCCEEDED, _Rtd.FAILED):
         when = f" at {format_utc(build.finished)}" if build.finished else ""
         success = _json_bool(build.success)
@@ -455,20 +480,25 @@ def _rtd_sentence(lookup: RtdLookup, outcome: _Rtd, *, lead: str = "Read the Doc
     )
 
 
-def _position(lookup: RtdLookup) -> str:
+def _position(settled: Settled) -> str:
     """Where the settling build stands among the builds that could settle the status."""
-    count = len(lookup.builds)
-    if lookup.named:
-        position = "it is the build GitHub's status names"
-        return position if count == 1 else f"{position} ({count} builds of its version exist)"
-    which = "build" if not lookup.other_versions else f"build of version {lookup.version}"
+    chosen, count = settled.candidates[0], len(settled.candidates)
+    newer = [b for b in settled.candidates[1:] if settled.named and _age(b) > _age(chosen)]
+    if newer:  # only a build the status names can be older than another of its version
+        ids = ", ".join(str(b.id) for b in newer)
+        return f"it is the build GitHub's status names; newer builds of its version exist ({ids})"
+    which = f"build of version {settled.version}" if settled.others else "build"
     if count == 1:
         return f"it is the only {which} for this commit, so no newer build exists"
     return f"it is the newest of {count} {which}s for this commit, so no newer build exists"
 
 
-def _cancelled_clause(lookup: RtdLookup) -> str:
-    build = lookup.builds[0]
+def _age(build: RtdBuild) -> tuple[float, int]:
+    return (build.created.timestamp() if build.created else 0.0, build.id)
+
+
+def _cancelled_clause(ev: _Ev) -> str:
+    build, lookup = ev.build, ev.lookup
     if not lookup.notifications_read:
         said = "RTD's notifications for it could not be read."
     elif lookup.notifications:
@@ -478,22 +508,21 @@ def _cancelled_clause(lookup: RtdLookup) -> str:
         said = "RTD gave no notification for it."
     return (
         f"{_build_ref(build)} as cancelled (success: {_json_bool(build.success)}); "
-        f"{_position(lookup)}. {said} No other cause is stated by any source."
+        f"{_position(ev.settled)}. {said} No other cause is stated by any source."
     )
 
 
-def _project_note(rtd: Mapping[str, RtdLookup], clock: _Clock) -> tuple[str, ...]:
+def _project_note(rtd: Mapping[str, RtdLookup], clock: _Clock, *, number: int) -> tuple[str, ...]:
     """What RTD says about `repos[].rtd_project` for a head with no RTD status: a note, no row."""
     lookup = rtd.get(RTD_PROJECT_KEY)
     if lookup is None:
         return ()
     where = f"Read the Docs project {lookup.project}"
     absent = "no Read the Docs status is reported on GitHub for this commit."
-    if lookup.builds:
-        build = lookup.builds[0]
+    build = settle_status(lookup, number=number, url=None).build
+    if lookup.error is None and build is not None:
         said = (
-            f"reports build {build.id} of version {lookup.version} for this exact commit "
-            f"as {build.state}"
+            f"reports build {build.id} of version {number} for this exact commit as {build.state}"
         )
         if build.state in ("finished", "cancelled"):
             said += f" (success: {_json_bool(build.success)})"
@@ -501,9 +530,7 @@ def _project_note(rtd: Mapping[str, RtdLookup], clock: _Clock) -> tuple[str, ...
             said += f", with notification {', '.join(lookup.notifications)}"
         return (f"{where} {said}; {absent}",)
     if lookup.error is None:
-        return (
-            f"{where} lists no build of version {lookup.version} for this exact commit; {absent}",
-        )
+        return (f"{where} lists no build of version {number} for this exact commit; {absent}",)
     if lookup.unverified_since is None:
         return (f"{where} could not be read: {lookup.error.strip().rstrip('.')}.",)
     since = _unverified(lookup, clock)

@@ -72,8 +72,9 @@ def snapshot(*signals: Signal, truncated: bool = False, draft: bool = False) -> 
 
 
 def build(code: str, success: bool | None, **fields: object) -> RtdBuild:
-    """An RTD build of the head commit."""
+    """An RTD build of the head commit, of the pull request's own version (7430)."""
     fields.setdefault("id", 34894885)
+    fields.setdefault("version", "7430")
     fields.setdefault("created", RECENT)
     fields.setdefault("url", BUILD_URL)
     return RtdBuild(project="omni-docs", commit=SHA, state=code, success=success, **fields)  # type: ignore[arg-type]
@@ -189,6 +190,10 @@ def test_expected_is_never_called_pending() -> None:
         ("docs/readthedocs.org:", None),
         ("ci/readthedocs.org:x", None),
         ("docs/readthedocs.org:x y", None),
+        ("docs/readthedocs:self-docs", ("self", "self-docs")),
+        ("docs/readthedocs.org:../x", None),
+        ("docs/readthedocs.com:a/b", None),
+        ("docs/readthedocs.org:x\n", None),
     ],
 )
 def test_rtd_project_of(context: str, project: tuple[str, str] | None) -> None:

@@ -32,8 +32,11 @@ from bot.reconcile import NO_SIGNALS_NOTE, reconcile
 from bot.render import (
     COMMENT_LIMIT,
     Renderer,
+    facts_key,
+    facts_stamp,
     format_utc,
     md,
+    parse_facts_stamp,
     report_dict,
     report_json,
     safe_url,
@@ -82,6 +85,7 @@ def test_seed_case_comment_reads_like_the_contract() -> None:
     body = Renderer().markdown(seed_report())
     lines = body.splitlines()
     assert lines[0] == MARKER
+    assert lines.pop(1) == facts_stamp(seed_report())  # hidden: read back when adopting
     assert lines[1] == (
         f"Observed 2026-10-05 14:03 UTC on head [`eb46d06`]({PR_URL}/commits/{SHA}) (draft)."
     )
@@ -168,10 +172,10 @@ def test_hostile_name_is_inert() -> None:
     body = render(run(HOSTILE, "failure", url="javascript:alert(1)"), run(HOSTILE, "success"))
     decoded = html.unescape(body)
     assert body.count(MARKER) == 1 and body.startswith(MARKER + "\n")
-    assert "<!--" not in body[len(MARKER) :]
+    assert "<!--" not in body.split("\n", 2)[2]  # after the marker and the facts stamp
     assert re.search(r"@\w", decoded) is None
     assert re.search(r"#\d", decoded) is None
-    assert "<" not in ALLOWED_TAGS.sub("", body[len(MARKER) :])
+    assert "<" not in ALLOWED_TAGS.sub("", body.split("\n", 2)[2])
     assert links(body) == [f"{PR_URL}/commits/{SHA}"]
     assert "javascript" not in "".join(links(body))
     assert "\\`code\\`" in body
@@ -350,7 +354,7 @@ def test_user_template_folder_is_searched_first(tmp_path: Path) -> None:
         "{{ marker }}\nPR {{ report.number }}: {{ report.title|md }}\n", encoding="utf-8"
     )
     body = Renderer(tmp_path).markdown(seed_report())
-    assert body == f"{MARKER}\nPR 7430: Add the omni docs\n"
+    assert body == f"{MARKER}\n{facts_stamp(seed_report())}\nPR 7430: Add the omni docs\n"
 
 
 def test_empty_user_folder_falls_back_to_packaged(tmp_path: Path) -> None:
@@ -368,7 +372,8 @@ def test_observed_at_replacement_changes_only_the_date_line() -> None:
     later: Report = dataclasses.replace(report, observed_at=NOW + timedelta(days=1))
     first, second = Renderer().markdown(report), Renderer().markdown(later)
     diff = [a for a, b in zip(first.splitlines(), second.splitlines(), strict=True) if a != b]
-    assert len(diff) == 1 and diff[0].startswith("Observed 2026-10-05 14:03 UTC")
+    assert len(diff) == 2 and diff[1].startswith("Observed 2026-10-05 14:03 UTC")
+    assert parse_facts_stamp(second) == (facts_key(later), later.observed_at)
     assert later.verdict is Verdict.INCOMPLETE
 
 
