@@ -17,10 +17,10 @@ from urllib.parse import urlsplit
 
 from bot.model import RTD_PROJECT_KEY, Kind, PullSnapshot, RtdBuild, RtdLookup, Signal, parse_time
 from bot.rtd_io import FINAL_STATES, RtdApi, RtdError, is_transient
+from bot.store import RtdRead
 
 PROJECT_KEY: Final = RTD_PROJECT_KEY  # evidence()'s key of the `rtd_project` lookup
 INVALID_SLUG: Final = "not a valid project slug"
-UNAVAILABLE: Final = "it did not answer; the bot asks again each cycle"
 
 _CONTEXT: Final = re.compile(r"docs/readthedocs(?:\.(org|com))?:(.*)", re.DOTALL)
 # RTD slugs are made by slugify: lower-case letters, digits, hyphens (underscores in old ones)
@@ -137,17 +137,17 @@ def _needs_notes(build: RtdBuild) -> bool:
 class RtdState(Protocol):
     """The parts of the state store this module reads and writes."""
 
-    def get_rtd_read(
-        self, host: str, project: str, commit: str
-    ) -> tuple[str | None, datetime | None, datetime | None] | None:
-        """The last good answer, when it was read, and since when reading fails."""
+    def get_rtd_read(self, host: str, project: str, commit: str) -> RtdRead | None:
+        """The last good answer, when it was read, and since when (and how) reading fails."""
 
     def put_rtd_read(
         self, host: str, project: str, commit: str, *, payload: str, now: datetime
     ) -> None:
         """Keep a good answer."""
 
-    def rtd_read_failed(self, host: str, project: str, commit: str, *, now: datetime) -> None:
+    def rtd_read_failed(
+        self, host: str, project: str, commit: str, *, now: datetime, failure: str
+    ) -> None:
         """Note a failed read."""
 
 
@@ -207,9 +207,7 @@ def _rtd_statuses(signals: tuple[Signal, ...]) -> list[Signal]:
 class _NoState:
     """No state at all (`show`): nothing cached, nothing kept."""
 
-    def get_rtd_read(
-        self, host: str, project: str, commit: str
-    ) -> tuple[str | None, datetime | None, datetime | None] | None:
+    def get_rtd_read(self, host: str, project: str, commit: str) -> RtdRead | None:
         return None
 
     def put_rtd_read(
@@ -217,7 +215,9 @@ class _NoState:
     ) -> None:
         return None
 
-    def rtd_read_failed(self, host: str, project: str, commit: str, *, now: datetime) -> None:
+    def rtd_read_failed(
+        self, host: str, project: str, commit: str, *, now: datetime, failure: str
+    ) -> None:
         return None
 
 
@@ -227,13 +227,13 @@ class _Session:
     def __init__(self, api: RtdApi, store: RtdState, *, now: datetime, write: bool) -> None:
         self.api, self.store, self.now, self.write = api, store, now, write
         self.fresh: dict[tuple[str, str, str], CommitRead] = {}
-        self.failed: dict[tuple[str, str, str], datetime] = {}
+        self.failed: dict[tuple[str, str, str], tuple[datetime, str]] = {}
 
     def lookup(self, ask: _Ask, commit: str) -> RtdLookup:
         """The settled lookup for one ask: cached, freshly read, or the last good one."""
         key = (ask.host, ask.slug, commit)
         stored = self.store.get_rtd_read(*key)
-        last = _load(stored[0]) if stored and stored[0] else None
+        last = _load(stored.payload) if stored is not None and stored.payload else None
         read = self.fresh.get(key)
         if read is None and key not in self.failed:
             if last is not None and _final_for(last, ask):
@@ -242,17 +242,14 @@ class _Session:
                 read = self._read(ask, commit)
             except RtdError as exc:
                 if not is_transient(exc):
-                    error = str(exc)
-                    return RtdLookup(ask.slug, commit, self.now, error=error)
-                self.failed[key] = stored[2] if stored and stored[2] else self.now
+                    return RtdLookup(ask.slug, commit, self.now, error=str(exc))
+                self.failed[key] = _failing(stored, exc, now=self.now)
                 if self.write:
-                    self.store.rtd_read_failed(*key, now=self.now)
+                    self.store.rtd_read_failed(*key, now=self.now, failure=_failure(exc))
         if read is None:  # RTD cannot be read now: the last good evidence stands
-            since = self.failed[key]
+            since, failure = self.failed[key]
             if last is None:
-                return RtdLookup(
-                    ask.slug, commit, self.now, error=UNAVAILABLE, unverified_since=since
-                )
+                return RtdLookup(ask.slug, commit, self.now, error=failure, unverified_since=since)
             return _lookup(last, ask, unverified_since=since)
         read = self._complete(read, ask, last)
         return _lookup(read, ask)
@@ -289,6 +286,18 @@ class _Session:
         if self.write:
             self.store.put_rtd_read(*key, payload=_dump(read), now=self.now)
         return read
+
+
+def _failure(exc: RtdError) -> str:
+    """What failed, in words that do not change from one answer to the next (no retry-after)."""
+    return str(exc) if exc.status is None else f"Read the Docs answered HTTP {exc.status}"
+
+
+def _failing(stored: RtdRead | None, exc: RtdError, *, now: datetime) -> tuple[datetime, str]:
+    """Since when and how reading fails: the first failure of the run stands."""
+    if stored is not None and stored.failing_since is not None:
+        return stored.failing_since, stored.failure or _failure(exc)
+    return now, _failure(exc)
 
 
 def _final_for(read: CommitRead, ask: _Ask) -> bool:

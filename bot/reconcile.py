@@ -340,16 +340,11 @@ def _unverified(lookup: RtdLookup, clock: _Clock) -> datetime | None:
 def _unsettled(ev: _Ev, clock: _Clock) -> Reconciliation:
     lookup = ev.lookup
     count: int | None = None
-    if lookup.error is not None and lookup.unverified_since is not None:
-        since = _unverified(lookup, clock)
-        if since is None:
-            finding = f"Could not verify with Read the Docs: {lookup.error}."
-        else:
-            when = format_utc(since)
-            finding = f"Could not verify with Read the Docs: it could not be read since {when}."
-    elif lookup.error is not None:
+    if lookup.error is not None:
         error = lookup.error.strip().rstrip(".")
-        finding = f"Could not verify with Read the Docs: {error}."
+        since = _unverified(lookup, clock)
+        when = "" if since is None else f" since {format_utc(since)}"
+        finding = f"Could not verify with Read the Docs{when}: {error}."
     else:
         count = 0
         if ev.settled.others:
@@ -531,10 +526,9 @@ def _project_note(rtd: Mapping[str, RtdLookup], clock: _Clock, *, number: int) -
         return (f"{where} {said}; {absent}",)
     if lookup.error is None:
         return (f"{where} lists no build of version {number} for this exact commit; {absent}",)
-    if lookup.unverified_since is None:
-        return (f"{where} could not be read: {lookup.error.strip().rstrip('.')}.",)
     since = _unverified(lookup, clock)
-    return () if since is None else (f"{where} could not be read since {format_utc(since)}.",)
+    when = "" if since is None else f" since {format_utc(since)}"
+    return (f"{where} could not be read{when}: {lookup.error.strip().rstrip('.')}.",)
 
 
 def _json_bool(value: bool | None) -> str:

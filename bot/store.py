@@ -75,6 +75,7 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
             payload TEXT,
             read_at TEXT,
             failing_since TEXT,
+            failure TEXT,
             PRIMARY KEY (host, project, commit_sha)
         )""",
     ),
@@ -108,6 +109,16 @@ class StoredComment:
     head_sha: str
     updated_at: datetime
     node_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RtdRead:
+    """The state's row of one Read the Docs commit: last good answer, and a failing run."""
+
+    payload: str | None  # opaque JSON (bot.readthedocs); None when no read ever succeeded
+    read_at: datetime | None
+    failing_since: datetime | None  # None while reads succeed
+    failure: str | None = None  # what the first failure of the run was
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,23 +349,22 @@ class Store:
                 [(repo, number, head_sha, key, at) for key in keys],
             )
 
-    def get_rtd_read(
-        self, host: str, project: str, commit: str
-    ) -> tuple[str | None, datetime | None, datetime | None] | None:
-        """The last good RTD answer (opaque JSON), when it was read, and since when reads fail."""
+    def get_rtd_read(self, host: str, project: str, commit: str) -> RtdRead | None:
+        """The last good RTD answer of a commit, and since when (and how) reading it fails."""
         with self._lock:
             row = self._db.execute(
-                "SELECT payload, read_at, failing_since FROM rtd_reads "
+                "SELECT payload, read_at, failing_since, failure FROM rtd_reads "
                 "WHERE host = ? AND project = ? AND commit_sha = ?",
                 (host, project, commit),
             ).fetchone()
         if row is None:
             return None
-        payload, read_at, failing = row
-        return (
-            payload,
-            None if read_at is None else _from_text(read_at),
-            None if failing is None else _from_text(failing),
+        payload, read_at, failing, failure = row
+        return RtdRead(
+            payload=payload,
+            read_at=None if read_at is None else _from_text(read_at),
+            failing_since=None if failing is None else _from_text(failing),
+            failure=failure,
         )
 
     def put_rtd_read(
@@ -363,21 +373,24 @@ class Store:
         """Keep a good RTD answer read at `now`; reading no longer fails."""
         with self._transaction() as db:
             db.execute(
-                "INSERT INTO rtd_reads (host, project, commit_sha, payload, read_at, "
-                "failing_since) VALUES (?, ?, ?, ?, ?, NULL) "
-                "ON CONFLICT (host, project, commit_sha) DO UPDATE "
-                "SET payload = excluded.payload, read_at = excluded.read_at, failing_since = NULL",
+                "INSERT INTO rtd_reads (host, project, commit_sha, payload, read_at) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (host, project, commit_sha) DO UPDATE "
+                "SET payload = excluded.payload, read_at = excluded.read_at, "
+                "failing_since = NULL, failure = NULL",
                 (host, project, commit, payload, _to_text(now)),
             )
 
-    def rtd_read_failed(self, host: str, project: str, commit: str, *, now: datetime) -> None:
-        """Note that reading failed at `now`; the first failure of a run of them is kept."""
+    def rtd_read_failed(
+        self, host: str, project: str, commit: str, *, now: datetime, failure: str
+    ) -> None:
+        """Note a failed read; the first failure of a run of them (its time, its text) is kept."""
         with self._transaction() as db:
             db.execute(
-                "INSERT INTO rtd_reads (host, project, commit_sha, failing_since) "
-                "VALUES (?, ?, ?, ?) ON CONFLICT (host, project, commit_sha) DO UPDATE "
-                "SET failing_since = coalesce(rtd_reads.failing_since, excluded.failing_since)",
-                (host, project, commit, _to_text(now)),
+                "INSERT INTO rtd_reads (host, project, commit_sha, failing_since, failure) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (host, project, commit_sha) DO UPDATE "
+                "SET failure = coalesce(rtd_reads.failure, excluded.failure), "
+                "failing_since = coalesce(rtd_reads.failing_since, excluded.failing_since)",
+                (host, project, commit, _to_text(now), failure),
             )
 
     def adopt_facts(self, repo: str, number: int, *, facts_key: str, observed_at: datetime) -> None:

@@ -14,7 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from bot.store import _MIGRATIONS, SCHEMA_VERSION, AuditRow, Store, StoredComment, StoreError
+from bot.store import (
+    _MIGRATIONS,
+    SCHEMA_VERSION,
+    AuditRow,
+    RtdRead,
+    Store,
+    StoredComment,
+    StoreError,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 T0 = datetime(2026, 10, 5, 14, 3, tzinfo=UTC)
@@ -163,19 +171,20 @@ def test_rtd_reads_are_keyed_by_host_project_and_commit(store: Store) -> None:
     assert store.get_rtd_read("org", "proj", SHA_A) is None
     store.put_rtd_read("org", "proj", SHA_A, payload='{"builds": [1]}', now=T0)
     store.put_rtd_read("org", "proj", SHA_A, payload='{"builds": [2]}', now=T0)
-    assert store.get_rtd_read("org", "proj", SHA_A) == ('{"builds": [2]}', T0, None)
+    assert store.get_rtd_read("org", "proj", SHA_A) == RtdRead('{"builds": [2]}', T0, None)
     assert store.get_rtd_read("com", "proj", SHA_A) is None
     assert store.get_rtd_read("org", "other", SHA_A) is None
 
 
 def test_a_failing_rtd_read_keeps_the_last_good_answer_and_the_first_failure(store: Store) -> None:
-    store.rtd_read_failed("org", "proj", SHA_A, now=T0)
-    assert store.get_rtd_read("org", "proj", SHA_A) == (None, None, T0)
+    store.rtd_read_failed("org", "proj", SHA_A, now=T0, failure="HTTP 502")
+    assert store.get_rtd_read("org", "proj", SHA_A) == RtdRead(None, None, T0, "HTTP 502")
     store.put_rtd_read("org", "proj", SHA_A, payload="{}", now=T0 + timedelta(minutes=1))
     later = T0 + timedelta(minutes=2)
-    store.rtd_read_failed("org", "proj", SHA_A, now=later)
-    store.rtd_read_failed("org", "proj", SHA_A, now=later + timedelta(minutes=5))
-    assert store.get_rtd_read("org", "proj", SHA_A) == ("{}", T0 + timedelta(minutes=1), later)
+    store.rtd_read_failed("org", "proj", SHA_A, now=later, failure="HTTP 429")
+    store.rtd_read_failed("org", "proj", SHA_A, now=later + timedelta(minutes=5), failure="x")
+    expected = RtdRead("{}", T0 + timedelta(minutes=1), later, "HTTP 429")
+    assert store.get_rtd_read("org", "proj", SHA_A) == expected
 
 
 def test_open_readonly_reads_a_copy_and_never_writes_the_file(tmp_path: Path) -> None:
