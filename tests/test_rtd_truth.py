@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from support import (
     CONTEXT,
@@ -22,7 +23,6 @@ from support import (
     REPO,
     RTD,
     bot_comments,
-    clean_env,
     cli,
     outside_allowlist,
     seed_case,
@@ -71,7 +71,9 @@ def once(env: Env, *extra: str, config: Path | None = None) -> subprocess.Comple
 
 
 def show(env: Env, number: int = 7430, config: Path | None = None) -> dict[str, Any]:
-    result = cli("show", f"{REPO}#{number}", "--format", "json", "--config", str(config or env.config))
+    result = cli(
+        "show", f"{REPO}#{number}", "--format", "json", "--config", str(config or env.config)
+    )
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)  # type: ignore[no-any-return]
 
@@ -201,7 +203,11 @@ def test_rtd_project_is_asked_only_for_a_head_without_any_rtd_status(env: Env) -
 
 
 def test_hostile_slug_is_that_signal_s_could_not_verify_and_never_a_request(env: Env) -> None:
-    for bad in ("docs/readthedocs.org:../x", "docs/readthedocs.org:a b", "docs/readthedocs.com:a/b"):
+    for bad in (
+        "docs/readthedocs.org:../x",
+        "docs/readthedocs.org:a b",
+        "docs/readthedocs.com:a/b",
+    ):
         env.world.add_status(
             REPO, env.sha, context=bad, state="pending", description=PENDING,
             created_at=env.now - timedelta(minutes=5),
@@ -210,7 +216,11 @@ def test_hostile_slug_is_that_signal_s_could_not_verify_and_never_a_request(env:
     result = once(env)
     assert result.returncode == 0, result.stderr
     report = show(env)
-    for bad in ("docs/readthedocs.org:../x", "docs/readthedocs.org:a b", "docs/readthedocs.com:a/b"):
+    for bad in (
+        "docs/readthedocs.org:../x",
+        "docs/readthedocs.org:a b",
+        "docs/readthedocs.com:a/b",
+    ):
         rec = signal(report, bad)["reconciliation"]
         assert rec["build_id"] is None and "not a valid project slug" in rec["finding"]
     assert all(p.startswith(f"/projects/{RTD}/") for p in rtd_requests(env))
@@ -437,3 +447,63 @@ def test_marker_and_login_decide_what_the_dry_run_adopts(env: Env) -> None:
     dry = once(env, "--dry-run")
     assert "octo/omni#7430: would create" in dry.stdout, dry.stdout
     assert LOGIN not in {c["user"]["login"] for c in env.world.comments(REPO, 7430)}
+
+
+# --- the sandbox's Read the Docs holds to the real payloads (tests/data/real/rtd) ------------
+
+REAL = Path(__file__).parent / "data" / "real" / "rtd"
+
+
+def real(name: str) -> Any:
+    """One of Read the Docs' own API v3 test responses (see tests/data/real/rtd/PROVENANCE.md)."""
+    return json.loads((REAL / name).read_text(encoding="utf-8"))
+
+
+def shape(value: Any) -> Any:
+    """Keys (recursively) and JSON types; lists by their first item."""
+    if isinstance(value, dict):
+        return {k: shape(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [shape(value[0])] if value else []
+    return type(value).__name__
+
+
+def sandbox_get(env: Env, path: str, **params: Any) -> Any:
+    return httpx.get(env.sandbox.rtd_url + path, params=params, timeout=10).json()
+
+
+def test_sandbox_build_shapes_are_rtd_s_own(env: Env) -> None:
+    listing = sandbox_get(env, f"/projects/{RTD}/builds/", commit=env.sha)
+    assert shape(listing) == {**shape(real("projects-builds-list.json")), "results": listing and [
+        shape(real("projects-builds-list.json")["results"][0]) | {"finished": "NoneType"}
+    ]}  # fmt: skip
+    env.world.set_rtd_build(RTD, BUILD, state="finished", success=True, finished=env.now)
+    detail = sandbox_get(env, f"/projects/{RTD}/builds/{BUILD}/")
+    assert shape(detail) == shape(real("projects-builds-detail.json"))
+    notes = sandbox_get(env, f"/projects/{RTD}/builds/{BUILD}/notifications/")
+    assert shape(notes) == shape(real("projects-builds-notifications-list.json"))
+    assert (
+        notes["results"][0]["message"]
+        == real("projects-builds-notifications-list.json")["results"][0]["message"]
+    )
+    env.world.add_rtd_build(RTD, id=3, commit=None, version="v1.0", state="triggered",
+                            success=None)  # fmt: skip
+    triggered = sandbox_get(env, f"/projects/{RTD}/builds/3/")
+    assert shape(triggered) == shape(real("projects-versions-builds-list_POST.json")["build"])
+    empty = sandbox_get(env, f"/projects/{RTD}/builds/", commit="0" * 40)
+    assert empty == real("projects-list-empty.json")
+
+
+def test_sandbox_hides_pull_request_versions_like_rtd(world: World, sandbox: Sandbox) -> None:
+    # (not through `env`: the bot itself never asks the versions endpoints)
+    def get(path: str, **params: Any) -> Any:
+        return httpx.get(sandbox.rtd_url + path, params=params, timeout=10).json()
+
+    sha = seed_case(world, now=datetime.now(UTC))
+    world.add_rtd_build(RTD, id=5, commit=sha, version="latest", state="finished", success=True)
+    versions = get(f"/projects/{RTD}/versions/")
+    assert [(v["slug"], v["type"]) for v in versions["results"]] == [("latest", "branch")]
+    assert get(f"/projects/{RTD}/versions/latest/")["type"] == "branch"
+    assert get(f"/projects/{RTD}/versions/7430/") == {"detail": "Not found."}
+    both = get(f"/projects/{RTD}/builds/", commit=sha)["results"]
+    assert sorted(b["version"] for b in both) == ["7430", "latest"]  # one commit, two versions
