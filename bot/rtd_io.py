@@ -159,10 +159,6 @@ class RtdApi:
             "Read the Docs kept failing"
         )  # pragma: no cover - loop always returns/raises
 
-    def base(self, host: str) -> str | None:
-        """The API root configured for a host ("org", "com", "self"), or None."""
-        return self._api_urls.get(host)
-
     def commit_builds(self, host: str, project: str, commit: str) -> tuple[RtdBuild, ...]:
         """Every build of `project` for exactly `commit` (all versions), newest first."""
         url: str | None = f"{self._root(host)}/projects/{project}/builds/"
