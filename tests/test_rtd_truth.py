@@ -227,6 +227,17 @@ def test_hostile_slug_is_that_signal_s_could_not_verify_and_never_a_request(env:
     assert len(bot_comments(env.world, 7430)) == 1 and len(bot_comments(env.world, 7442)) == 1
 
 
+def test_self_hosted_context_is_asked_at_api_url(env: Env) -> None:
+    # RTD's own default status name (self-hosted instances): docs/readthedocs:<slug>
+    env.world.add_status(
+        REPO, env.sha, context=f"docs/readthedocs:{RTD}", state="pending", description=PENDING,
+        target_url=f"https://docs.example.org/projects/{RTD}/builds/{BUILD}/",
+        created_at=env.now - timedelta(minutes=5),
+    )  # fmt: skip
+    docs = signal(show(env), f"docs/readthedocs:{RTD}")
+    assert docs["state"] == "cancelled" and docs["reconciliation"]["build_id"] == BUILD
+
+
 @pytest.fixture
 def business(env: Env) -> Iterator[Sandbox]:
     """A second Read the Docs (the .com site) with a project of the same slug as .org's."""

@@ -200,6 +200,20 @@ def test_open_readonly_reads_a_copy_and_never_writes_the_file(tmp_path: Path) ->
         assert store.get_facts("owner/repo", 1) == ("k", T0)
 
 
+def test_open_readonly_migrates_an_older_state_in_memory_only(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite3"
+    with sqlite3.connect(path) as db:
+        for version, statements in enumerate(_MIGRATIONS[:2], start=1):
+            for statement in statements:
+                db.execute(statement)
+            db.execute(f"PRAGMA user_version = {version}")
+    with Store.open_readonly(path) as copy:
+        assert copy.schema_version == SCHEMA_VERSION
+        assert copy.get_rtd_read("org", "proj", SHA_A) is None
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+
+
 def test_writes_since_and_last_write_exclude_adopted(store: Store) -> None:
     assert store.writes_since(T0) == 0
     assert store.last_write_at() is None
