@@ -12,10 +12,11 @@ from typing import Literal
 
 from bot.github_io import Comment, GitHubApi, GitHubError, RateLimited
 from bot.model import MARKER, PullSnapshot, Report, RtdLookup, Verdict
-from bot.reconcile import reconcile, rtd_project_of
-from bot.render import Renderer, facts_key
+from bot.readthedocs import evidence
+from bot.reconcile import reconcile
+from bot.render import Renderer, facts_key, parse_facts_stamp
 from bot.retry import Retryable, RetryPolicy, Stopped, pause, run_with_retries
-from bot.rtd_io import RtdApi, is_final, lookup_from_json, lookup_to_json
+from bot.rtd_io import RtdApi
 from bot.settings import PolicySettings, RepoSettings
 from bot.store import Store
 from bot.triage import keep_triage, prune_triage
@@ -35,11 +36,14 @@ class Plan:
     """What the bot would write for one pull request."""
 
     report: Report
-    action: Literal["create", "edit", "leave"]
+    action: Literal["create", "edit", "leave", "adopt"]
     body: str
     comment_key: str
     comment_id: int | None
     node_id: str = ""
+    # the bot's own comment found by listing the PR's comments (the state did not know it)
+    found: Comment | None = None
+    looked: bool = False  # the PR's comments were listed for this plan
 
     @property
     def label(self) -> str:
@@ -96,17 +100,6 @@ def selected(snapshot: PullSnapshot, policy: PolicySettings) -> bool:
     return not set(snapshot.labels) & set(policy.skip_labels)
 
 
-def rtd_contexts(snapshot: PullSnapshot, repo: RepoSettings) -> dict[str, tuple[str, str]]:
-    """Status contexts of the head that Read the Docs reports, mapped to (host, project)."""
-    found: dict[str, tuple[str, str]] = {}
-    for signal in snapshot.signals:
-        where = rtd_project_of(signal.name)
-        if where is not None:
-            host, slug = where
-            found[signal.name] = (host, repo.rtd_project or slug)
-    return found
-
-
 def read_rtd(
     snapshot: PullSnapshot,
     repo: RepoSettings,
@@ -114,28 +107,12 @@ def read_rtd(
     rtd: RtdApi,
     now: datetime,
     store: Store | None = None,
+    write: bool = True,
 ) -> dict[str, RtdLookup]:
-    """Ask Read the Docs about each docs context of the head; reuse final builds from the state."""
-    lookups: dict[str, RtdLookup] = {}
-    status_time = {s.name: s.created_at for s in snapshot.signals}
-    for context, (host, project) in rtd_contexts(snapshot, repo).items():
-        cached = _cached(store, project, snapshot.head_sha)
-        posted = status_time.get(context)
-        if cached is not None and (posted is None or posted <= cached.fetched_at):
-            lookups[context] = cached
-            continue
-        lookup = rtd.lookup(host, project, snapshot.head_sha, now=now)
-        if store is not None and is_final(lookup):
-            store.put_rtd_final(project, snapshot.head_sha, payload=lookup_to_json(lookup), now=now)
-        lookups[context] = lookup
-    return lookups
-
-
-def _cached(store: Store | None, project: str, commit: str) -> RtdLookup | None:
-    if store is None:
-        return None
-    text = store.get_rtd_final(project, commit)
-    return lookup_from_json(text) if text else None
+    """What Read the Docs says about each RTD status of the head (bot.readthedocs.evidence)."""
+    return evidence(
+        snapshot, rtd_project=repo.rtd_project, api=rtd, now=now, store=store, write=write
+    )
 
 
 def needs_first_seen(snapshot: PullSnapshot) -> list[str]:
@@ -249,7 +226,9 @@ class Cycle:
                 continue
             summary.verdicts[plan.label] = str(plan.report.verdict)
             keep_triage(self.store, snapshot, plan.report, dry_run=self.dry_run, now=self.clock())
-            if plan.action == "leave":
+            if plan.action == "adopt" and plan.found is not None and not self.dry_run:
+                self._record(plan, plan.found, "adopted")
+            if plan.action in ("leave", "adopt"):
                 summary.left += 1
                 self._show(plan)
             else:
@@ -267,8 +246,9 @@ class Cycle:
                 self.store.mark_seen(*args, keys, now=now)
             first_seen = self.store.first_seen(*args)
             first_seen = {k: first_seen.get(k, now) for k in keys}
-        store = None if self.dry_run else self.store
-        lookups = read_rtd(snapshot, repo, rtd=self.rtd, now=now, store=store)
+        lookups = read_rtd(
+            snapshot, repo, rtd=self.rtd, now=now, store=self.store, write=not self.dry_run
+        )
         report = reconcile(snapshot, lookups, self.core_policy, now=now, first_seen=first_seen)
         key = facts_key(report)
         known = self.store.get_facts(repo.name, snapshot.number)
@@ -279,15 +259,45 @@ class Cycle:
         return report, key
 
     def plan(self, snapshot: PullSnapshot, repo: RepoSettings) -> Plan:
-        """Decide create / edit / leave for one pull request (reads only)."""
+        """Decide create / edit / leave / adopt for one pull request (reads only).
+
+        Where the state does not know the comment, the PR's comments are listed (the bot's own:
+        marker AND login), as the write would; an own comment stating the same facts is adopted
+        with the first-observed time it carries, so a lost state re-dates nothing.
+        """
         report, key = self.report_for(snapshot, repo)
-        comment_key = sha256(key + report.observed_at.isoformat() + self.renderer.fingerprint)
         stored = self.store.get_comment(repo.name, snapshot.number)
-        if stored is not None and stored.facts_key == comment_key:
-            return Plan(report, "leave", "", comment_key, stored.comment_id)
         if stored is None:
-            return Plan(report, "create", "", comment_key, None)
+            return self._plan_unknown(report, key, repo.name)
+        comment_key = self._comment_key(report, key)
+        if stored.facts_key == comment_key:
+            return Plan(report, "leave", "", comment_key, stored.comment_id)
+        if self.dry_run:  # the write would re-read the comment first: so does the prediction
+            current = self.github.get_comment(repo.name, stored.comment_id)
+            if current is None or not is_own(current, self.login):
+                return self._plan_unknown(report, key, repo.name)
+            body = self.renderer.markdown(report)
+            if current.body == body:
+                return Plan(report, "adopt", body, comment_key, current.id, found=current)
         return Plan(report, "edit", "", comment_key, stored.comment_id, stored.node_id)
+
+    def _comment_key(self, report: Report, key: str) -> str:
+        return sha256(key + report.observed_at.isoformat() + self.renderer.fingerprint)
+
+    def _plan_unknown(self, report: Report, key: str, repo: str) -> Plan:
+        """Plan for a pull request whose comment the state does not know: look at its comments."""
+        own = self._find_own(repo, report.number)
+        if own is None:
+            return Plan(report, "create", "", self._comment_key(report, key), None, looked=True)
+        stamp = parse_facts_stamp(own.body)
+        if stamp is not None and stamp[0] == key and stamp[1] != report.observed_at:
+            report = replace(report, observed_at=stamp[1])
+            if not self.dry_run:
+                self.store.adopt_facts(repo, report.number, facts_key=key, observed_at=stamp[1])
+        body = self.renderer.markdown(report)
+        action: Literal["edit", "adopt"] = "adopt" if own.body == body else "edit"
+        comment_key = self._comment_key(report, key)
+        return Plan(report, action, body, comment_key, own.id, own.node_id, found=own, looked=True)
 
     def rendered(self, plan: Plan) -> Plan:
         """The plan with its comment body (rendered only when it is about to be written)."""
@@ -388,7 +398,9 @@ class Cycle:
             if existing is not None and is_own(existing, self.login):
                 return self._edit_or_keep(plan, existing)
             self.store.forget_comment(repo, number)
-        own = self._find_own(repo, number)
+        own = (
+            plan.found if plan.looked and plan.comment_id is None else self._find_own(repo, number)
+        )
         if own is not None:
             return self._edit_or_keep(plan, own)
         self._record(plan, self._create(plan), "created")
@@ -455,6 +467,11 @@ class Cycle:
     def _show(self, plan: Plan) -> None:
         if self.out is None or not self.dry_run:
             return
-        verb = {"create": "would create", "edit": "would edit", "leave": "would leave"}[plan.action]
+        verb = {
+            "create": "would create",
+            "edit": "would edit",
+            "leave": "would leave",
+            "adopt": "would adopt",
+        }[plan.action]
         text = f"== {plan.label}: {verb} the status comment (verdict {plan.report.verdict})"
-        self.out(text if plan.action == "leave" else f"{text}\n{plan.body}")
+        self.out(text if plan.action in ("leave", "adopt") else f"{text}\n{plan.body}")

@@ -8,6 +8,9 @@ from enum import StrEnum
 from typing import NamedTuple
 
 MARKER = "<!-- ci-status-bot:v1 -->"
+# The key, among a pull request's RTD lookups, of the one made for `repos[].rtd_project` on a
+# head with no RTD status: reported as a note, never as a signal (no context contains a NUL).
+RTD_PROJECT_KEY = "\0rtd_project"
 REPORT_SCHEMA = "ci-status-bot.report/v1"
 
 
@@ -141,9 +144,15 @@ class RtdLookup:
     project: str
     commit: str
     fetched_at: datetime
-    builds: tuple[RtdBuild, ...] = ()  # newest first
-    notifications: tuple[str, ...] = ()  # message ids of the newest build, when it was fetched
+    builds: tuple[RtdBuild, ...] = ()  # newest first (see below)
+    notifications: tuple[str, ...] = ()  # message ids of the settling build, when it was read
     error: str | None = None  # set when RTD could not be read: what it answered
+    # `builds`: every build of the exact commit, all versions, plus a build a status named;
+    # which of them settles a status is bot.readthedocs.settle_status's one rule.
+    # `notifications` are those of that settling build; False here when they could not be read:
+    notifications_read: bool = True
+    # set while RTD cannot be read (429, 5xx, timeout): since when; the evidence is the last good
+    unverified_since: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +160,7 @@ class Policy:
     """The parts of the configuration the pure core needs."""
 
     stale_after: timedelta = timedelta(minutes=120)
+    unverified_after: timedelta = timedelta(minutes=30)
 
 
 @dataclass(frozen=True, slots=True)

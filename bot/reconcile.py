@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -12,6 +11,7 @@ from typing import Final, NamedTuple
 from bot.model import (
     FAILING_STATES,
     INCOMPLETE_STATES,
+    RTD_PROJECT_KEY,
     Kind,
     Policy,
     PullSnapshot,
@@ -26,6 +26,7 @@ from bot.model import (
     Verdict,
     format_utc,
 )
+from bot.readthedocs import Settled, settle_status, target_of
 
 NO_SIGNALS_NOTE: Final = "No check runs or commit statuses are reported on this commit."
 TRUNCATED_NOTE: Final = (
@@ -64,7 +65,6 @@ STATUS_STATES: Final[Mapping[str, State]] = {
 
 
 _Seen = Mapping[str, datetime]
-_RTD_CONTEXT: Final = re.compile(r"docs/readthedocs\.(org|com):(\S+)")
 
 
 class _Rtd(Enum):
@@ -106,9 +106,9 @@ class _Since(NamedTuple):
 
 
 def rtd_project_of(context: str) -> tuple[str, str] | None:
-    """Return (host, slug) for a `docs/readthedocs.(org|com):<slug>` status context, else None."""
-    match = _RTD_CONTEXT.fullmatch(context)
-    return (match.group(1), match.group(2)) if match else None
+    """(host, slug) of a Read the Docs status context with a valid slug, else None."""
+    target = target_of(context)
+    return (target.host, target.slug) if target is not None and target.valid else None
 
 
 def reconcile(
@@ -124,7 +124,10 @@ def reconcile(
     seen = first_seen or {}
     rows = tuple(
         sorted(
-            (_row(s, rtd, clock=clock, seen=seen) for s in dedupe(snapshot.signals)),
+            (
+                _row(s, rtd, clock=clock, seen=seen, number=snapshot.number)
+                for s in dedupe(snapshot.signals)
+            ),
             key=row_order,
         )
     )
@@ -140,7 +143,8 @@ def reconcile(
         rows=rows,
         stale_after=policy.stale_after,
         truncated=snapshot.truncated,
-        notes=_notes(rows, truncated=snapshot.truncated),
+        notes=_notes(rows, truncated=snapshot.truncated)
+        + _project_note(rtd, clock, number=snapshot.number),
     )
 
 
@@ -237,11 +241,14 @@ class _Clock:
         return f"the {int(self.policy.stale_after.total_seconds() // 60)}-minute limit"
 
 
-def _row(signal: Signal, rtd: Mapping[str, RtdLookup], *, clock: _Clock, seen: _Seen) -> Row:
+def _row(
+    signal: Signal, rtd: Mapping[str, RtdLookup], *, clock: _Clock, seen: _Seen, number: int
+) -> Row:
     since = _since(signal, seen)
     lookup = rtd.get(signal.name) if signal.kind is Kind.STATUS else None
     if lookup is not None:
-        return _rtd_row(signal, lookup, since=since, clock=clock)
+        ev = _Ev(lookup, settle_status(lookup, number=number, url=signal.url))
+        return _rtd_row(signal, ev, since=since, clock=clock)
     base = github_state(signal)
     state = clock.aged(base, since.at)
     finding = _github_finding(signal, base, state=state, since=since.at, clock=clock)
@@ -279,19 +286,33 @@ def _github_finding(
 
 
 # --- Read the Docs -------------------------------------------------------------------------
+# Which build settles a status is bot.readthedocs's rule (settle_status); here it becomes a row.
 
 
-def _rtd_row(signal: Signal, lookup: RtdLookup, *, since: _Since, clock: _Clock) -> Row:
+class _Ev(NamedTuple):
+    """What RTD answered for one status, and which of its builds settles that status."""
+
+    lookup: RtdLookup
+    settled: Settled
+
+    @property
+    def build(self) -> RtdBuild:
+        """The settling build (only asked for when there is one)."""
+        assert self.settled.build is not None
+        return self.settled.build
+
+
+def _rtd_row(signal: Signal, ev: _Ev, *, since: _Since, clock: _Clock) -> Row:
     base = github_state(signal)
-    if lookup.error is not None or not lookup.builds:
+    if ev.lookup.error is not None or ev.settled.build is None:
         state = clock.aged(base, since.at)
         finding = _github_finding(signal, base, state=state, since=since.at, clock=clock)
-        return Row(signal, state, since.at, since.source, _unsettled(lookup), finding)
-    outcome = _outcome(lookup.builds[0], lookup.notifications)
+        return Row(signal, state, since.at, since.source, _unsettled(ev, clock), finding)
+    outcome = _outcome(ev.build, ev.lookup.notifications)
     if base in (State.SUCCESS, State.FAILURE):
-        state, rec = _settled_on_github(signal, lookup, outcome=outcome, clock=clock)
+        state, rec = _settled_on_github(signal, ev, outcome=outcome, clock=clock)
     else:
-        state, rec = _pending_on_github(lookup, outcome, base=base, since=since.at, clock=clock)
+        state, rec = _pending_on_github(ev, outcome, base=base, since=since.at, clock=clock)
     finding = None
     if outcome is _Rtd.UNKNOWN:
         finding = _github_finding(signal, base, state=state, since=since.at, clock=clock)
@@ -308,14 +329,32 @@ def _outcome(build: RtdBuild, notifications: tuple[str, ...]) -> _Rtd:
     return _Rtd.UNKNOWN
 
 
-def _unsettled(lookup: RtdLookup) -> Reconciliation:
+def _unverified(lookup: RtdLookup, clock: _Clock) -> datetime | None:
+    """Since when RTD cannot be read, once that has lasted the policy's limit; else None."""
+    since = lookup.unverified_since
+    if since is None or clock.now - since < clock.policy.unverified_after:
+        return None
+    return since
+
+
+def _unsettled(ev: _Ev, clock: _Clock) -> Reconciliation:
+    lookup = ev.lookup
+    count: int | None = None
     if lookup.error is not None:
         error = lookup.error.strip().rstrip(".")
-        finding = f"Could not verify with Read the Docs: {error}."
-        count = None
+        since = _unverified(lookup, clock)
+        when = "" if since is None else f" since {format_utc(since)}"
+        finding = f"Could not verify with Read the Docs{when}: {error}."
     else:
-        finding = "Read the Docs lists no build for this exact commit."
         count = 0
+        if ev.settled.others:
+            version = ev.settled.version
+            finding = (
+                f"Read the Docs lists no build of version {version} for this exact commit."
+                f"{_others(ev.settled)}"
+            )
+        else:
+            finding = "Read the Docs lists no build for this exact commit."
     return Reconciliation(
         provider="readthedocs",
         project=lookup.project,
@@ -329,15 +368,36 @@ def _unsettled(lookup: RtdLookup) -> Reconciliation:
     )
 
 
-def _evidence(lookup: RtdLookup, *, divergent: bool, finding: str) -> Reconciliation:
-    build = lookup.builds[0]
+def _others(settled: Settled) -> str:
+    """A sentence naming builds of other versions of the commit, which never settle a status."""
+    if not settled.others:
+        return ""
+    named = ", ".join(f"{b.id} (version {b.version})" for b in settled.others[:5])
+    more = len(settled.others) - 5
+    extra = f" and {more} more" if more > 0 else ""
+    word = "build" if len(settled.others) == 1 else "builds"
+    return (
+        f" Read the Docs also lists {word} {named}{extra} of this commit for other versions; "
+        "they do not settle this pull request's status."
+    )
+
+
+def _evidence(ev: _Ev, *, divergent: bool, finding: str, clock: _Clock) -> Reconciliation:
+    build, lookup = ev.build, ev.lookup
+    finding += _others(ev.settled)
+    since = _unverified(lookup, clock)
+    if since is not None:
+        finding += (
+            f" Read the Docs could not be read since {format_utc(since)}; this is what it "
+            f"reported at {format_utc(lookup.fetched_at)}."
+        )
     return Reconciliation(
         provider="readthedocs",
         project=lookup.project,
         build_id=build.id,
         build_state=build.state,
         success=build.success,
-        builds_for_commit=len(lookup.builds),
+        builds_for_commit=len(ev.settled.candidates),
         divergent=divergent,
         finding=finding,
         build_url=build.url,
@@ -349,39 +409,40 @@ def _evidence(lookup: RtdLookup, *, divergent: bool, finding: str) -> Reconcilia
 
 
 def _pending_on_github(
-    lookup: RtdLookup, outcome: _Rtd, *, base: State, since: datetime | None, clock: _Clock
+    ev: _Ev, outcome: _Rtd, *, base: State, since: datetime | None, clock: _Clock
 ) -> tuple[State, Reconciliation]:
-    build = lookup.builds[0]
+    build = ev.build
     if outcome is _Rtd.RUNNING:
         state = clock.aged(base, build.created or since)
         finding = _running_sentence(build, stale=state is State.STALE, clock=clock)
-        return state, _evidence(lookup, divergent=False, finding=finding)
+        return state, _evidence(ev, divergent=False, finding=finding, clock=clock)
+    finding = _rtd_sentence(ev, outcome)
     if outcome is _Rtd.UNKNOWN:
-        finding = _rtd_sentence(lookup, outcome)
-        return clock.aged(base, since), _evidence(lookup, divergent=False, finding=finding)
-    finding = _rtd_sentence(lookup, outcome)
+        return clock.aged(base, since), _evidence(ev, divergent=False, finding=finding, clock=clock)
     if base is State.PENDING and outcome in (_Rtd.SUCCEEDED, _Rtd.FAILED):
         finding += " GitHub's status was not updated after the build finished."
-    return _RTD_AS_STATE[outcome], _evidence(lookup, divergent=True, finding=finding)
+    return _RTD_AS_STATE[outcome], _evidence(ev, divergent=True, finding=finding, clock=clock)
 
 
 def _settled_on_github(
-    signal: Signal, lookup: RtdLookup, *, outcome: _Rtd, clock: _Clock
+    signal: Signal, ev: _Ev, *, outcome: _Rtd, clock: _Clock
 ) -> tuple[State, Reconciliation]:
-    build = lookup.builds[0]
     base = github_state(signal)
     if (base, outcome) in _AGREES:
         state = State.SKIPPED if outcome is _Rtd.SKIPPED else base
-        finding = _rtd_sentence(lookup, outcome, lead="Read the Docs agrees: it reports")
-        return state, _evidence(lookup, divergent=False, finding=finding)
+        finding = _rtd_sentence(ev, outcome, lead="Read the Docs agrees: it reports")
+        return state, _evidence(ev, divergent=False, finding=finding, clock=clock)
     if outcome is _Rtd.RUNNING:
-        state = clock.aged(State.PENDING, build.created)
-        rtd_says = _running_sentence(build, stale=state is State.STALE, clock=clock)
+        state = clock.aged(State.PENDING, ev.build.created)
+        rtd_says = _running_sentence(ev.build, stale=state is State.STALE, clock=clock)
     else:
         state = _RTD_AS_STATE[outcome]
-        rtd_says = _rtd_sentence(lookup, outcome)
-    finding = f"GitHub's status says {signal.github_state}. {rtd_says}"
-    return state, _evidence(lookup, divergent=True, finding=finding)
+        rtd_says = _rtd_sentence(ev, outcome)
+    github_says = f"GitHub's status says {signal.github_state}."
+    if base is State.FAILURE and outcome is _Rtd.CANCELLED:
+        github_says += " Read the Docs sets that state when a running build is cancelled."
+    finding = f"{github_says} {rtd_says}"
+    return state, _evidence(ev, divergent=True, finding=finding, clock=clock)
 
 
 def _build_ref(build: RtdBuild) -> str:
@@ -397,10 +458,10 @@ def _running_sentence(build: RtdBuild, *, stale: bool, clock: _Clock) -> str:
     return text + "."
 
 
-def _rtd_sentence(lookup: RtdLookup, outcome: _Rtd, *, lead: str = "Read the Docs reports") -> str:
-    build = lookup.builds[0]
+def _rtd_sentence(ev: _Ev, outcome: _Rtd, *, lead: str = "Read the Docs reports") -> str:
+    build = ev.build
     if outcome in (_Rtd.CANCELLED, _Rtd.SKIPPED):
-        return f"{lead} {_cancelled_clause(lookup)}"
+        return f"{lead} {_cancelled_clause(ev)}"
     if outcome in (_Rtd.SUCCEEDED, _Rtd.FAILED):
         when = f" at {format_utc(build.finished)}" if build.finished else ""
         success = _json_bool(build.success)
@@ -411,22 +472,60 @@ def _rtd_sentence(lookup: RtdLookup, outcome: _Rtd, *, lead: str = "Read the Doc
     )
 
 
-def _cancelled_clause(lookup: RtdLookup) -> str:
-    build = lookup.builds[0]
-    count = len(lookup.builds)
+def _position(settled: Settled) -> str:
+    """Where the settling build stands among the builds that could settle the status."""
+    chosen, count = settled.candidates[0], len(settled.candidates)
+    newer = [b for b in settled.candidates[1:] if settled.named and _age(b) > _age(chosen)]
+    if newer:  # only a build the status names can be older than another of its version
+        ids = ", ".join(str(b.id) for b in newer)
+        return f"it is the build GitHub's status names; newer builds of its version exist ({ids})"
+    which = f"build of version {settled.version}" if settled.others else "build"
     if count == 1:
-        position = "it is the only build for this commit, so no newer build exists"
-    else:
-        position = f"it is the newest of {count} builds for this commit, so no newer build exists"
-    if lookup.notifications:
+        return f"it is the only {which} for this commit, so no newer build exists"
+    return f"it is the newest of {count} {which}s for this commit, so no newer build exists"
+
+
+def _age(build: RtdBuild) -> tuple[float, int]:
+    return (build.created.timestamp() if build.created else 0.0, build.id)
+
+
+def _cancelled_clause(ev: _Ev) -> str:
+    build, lookup = ev.build, ev.lookup
+    if not lookup.notifications_read:
+        said = "RTD's notifications for it could not be read."
+    elif lookup.notifications:
         label = "notification" if len(lookup.notifications) == 1 else "notifications"
         said = f"RTD's {label} for it: {', '.join(lookup.notifications)}."
     else:
         said = "RTD gave no notification for it."
     return (
-        f"{_build_ref(build)} as cancelled (success: {_json_bool(build.success)}); {position}. "
-        f"{said} No other cause is stated by any source."
+        f"{_build_ref(build)} as cancelled (success: {_json_bool(build.success)}); "
+        f"{_position(ev.settled)}. {said} No other cause is stated by any source."
     )
+
+
+def _project_note(rtd: Mapping[str, RtdLookup], clock: _Clock, *, number: int) -> tuple[str, ...]:
+    """What RTD says about `repos[].rtd_project` for a head with no RTD status: a note, no row."""
+    lookup = rtd.get(RTD_PROJECT_KEY)
+    if lookup is None:
+        return ()
+    where = f"Read the Docs project {lookup.project}"
+    absent = "no Read the Docs status is reported on GitHub for this commit."
+    build = settle_status(lookup, number=number, url=None).build
+    if lookup.error is None and build is not None:
+        said = (
+            f"reports build {build.id} of version {number} for this exact commit as {build.state}"
+        )
+        if build.state in ("finished", "cancelled"):
+            said += f" (success: {_json_bool(build.success)})"
+        if lookup.notifications:
+            said += f", with notification {', '.join(lookup.notifications)}"
+        return (f"{where} {said}; {absent}",)
+    if lookup.error is None:
+        return (f"{where} lists no build of version {number} for this exact commit; {absent}",)
+    since = _unverified(lookup, clock)
+    when = "" if since is None else f" since {format_utc(since)}"
+    return (f"{where} could not be read{when}: {lookup.error.strip().rstrip('.')}.",)
 
 
 def _json_bool(value: bool | None) -> str:

@@ -596,7 +596,7 @@ class Renderer:
     def _render(self, report: Report, view: CommentView, *, shown: int | None) -> str:
         """The template's output with the marker as its first line, and only there."""
         body = self._raw(report, view, shown=shown).removeprefix(MARKER).replace(MARKER, "")
-        return f"{MARKER}\n{body.lstrip(chr(10))}"
+        return with_facts_stamp(report, f"{MARKER}\n{body.lstrip(chr(10))}")
 
     def _raw(self, report: Report, view: CommentView, *, shown: int | None) -> str:
         rows = view.rows if shown is None else view.rows[:shown]
@@ -755,3 +755,34 @@ def _row_facts(row: Row) -> tuple[Any, ...]:
         row.finding,
         evidence,
     )
+
+
+# --- the facts stamp (rtd-truth): a hidden line right after the marker ------------------------
+# `<!-- ci-status-bot:facts=<facts key> observed=<ISO UTC> -->` lets the bot adopt its own
+# comment after the state is lost and keep the first-observed time the comment states.
+
+_STAMP: Final = re.compile(
+    r"<!-- ci-status-bot:facts=(?P<key>[0-9a-f]{64}) "
+    r"observed=(?P<at>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z) -->"
+)
+
+
+def facts_stamp(report: Report) -> str:
+    """The hidden line that records the report's facts key and first-observed time."""
+    at = as_utc(report.observed_at).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return f"<!-- ci-status-bot:facts={facts_key(report)} observed={at} -->"
+
+
+def with_facts_stamp(report: Report, body: str) -> str:
+    """The body with the facts stamp inserted right after its first line (the marker)."""
+    first, newline, rest = body.partition("\n")
+    return f"{first}\n{facts_stamp(report)}{newline}{rest}"
+
+
+def parse_facts_stamp(body: str) -> tuple[str, datetime] | None:
+    """The (facts key, first-observed time) a comment's stamp line records, if it has one."""
+    lines = body.split("\n", 2)
+    match = _STAMP.fullmatch(lines[1].strip()) if len(lines) > 1 else None
+    if match is None:
+        return None
+    return match["key"], as_utc(datetime.strptime(match["at"], "%Y-%m-%dT%H:%M:%S.%fZ"))

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urljoin
@@ -13,7 +12,7 @@ from urllib.parse import urljoin
 import httpx
 
 from bot.guard import Guard, Pages, RefusedRequest
-from bot.model import RtdBuild, RtdLookup, parse_time
+from bot.model import RtdBuild, parse_time
 from bot.retry import (
     TOO_MANY_REQUESTS,
     TRANSIENT_STATUSES,
@@ -33,6 +32,31 @@ RTD_POLICY = RetryPolicy(attempts=4, backoff_s=0.5, jitter_s=0.5, max_wait_s=MAX
 
 class RtdError(Exception):
     """Read the Docs could not be read; the message says what it answered."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        """`status`: the HTTP status RTD answered, when it answered one."""
+        super().__init__(message)
+        self.status = status
+
+
+def is_transient(exc: RtdError) -> bool:
+    """A failure to read, not an answer: anything but a 4xx other than 429 (e.g. 404, 401)."""
+    return exc.status is None or exc.status == 429 or not 400 <= exc.status < 500
+
+
+class _TokenPerHost(httpx.Auth):
+    """`Authorization: Token ...` for requests under one configured API root, and only there."""
+
+    def __init__(self, tokens: Mapping[str, str]) -> None:
+        self._tokens = [(root.rstrip("/") + "/", token) for root, token in tokens.items() if token]
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        url = str(request.url)
+        for root, token in self._tokens:
+            if url.startswith(root):
+                request.headers["Authorization"] = f"Token {token}"
+                break
+        yield request
 
 
 class RtdPaginationLoop(RtdError):
@@ -85,13 +109,14 @@ def _newest_first(builds: list[RtdBuild]) -> tuple[RtdBuild, ...]:
 
 
 class RtdApi:
-    """Read-only client of Read the Docs API v3 for one or two hosts (.org, .com)."""
+    """Read-only client of Read the Docs API v3 for its hosts (.org, .com, a self-hosted one)."""
 
     def __init__(
         self,
         *,
         api_urls: dict[str, str],
         token: str = "",
+        tokens: Mapping[str, str] | None = None,
         guard: Guard,
         timeout_s: float = 10.0,
         max_retries: int = 3,
@@ -100,14 +125,16 @@ class RtdApi:
         stop: threading.Event | None = None,
     ) -> None:
         headers = {"Accept": "application/json", "User-Agent": "ci-status-bot"}
-        if token:
-            headers["Authorization"] = f"Token {token}"
+        # `tokens`: host -> token (each sent only under that host's API root); `token`: all hosts
+        per_host = {h: (tokens or {}).get(h, token) for h in api_urls}
+        auth = _TokenPerHost({api_urls[h]: t for h, t in per_host.items()})
 
         def check(request: httpx.Request) -> None:
             guard.check_rtd(request.method, str(request.url))
 
         self._client = httpx.Client(
             headers=headers,
+            auth=auth,
             timeout=timeout_s,
             transport=transport,
             event_hooks={"request": [check]},
@@ -165,22 +192,9 @@ class RtdApi:
             what="Read the Docs GET",
         )
 
-    def lookup(self, host: str, project: str, commit: str, *, now: datetime) -> RtdLookup:
-        """Every build of `project` for exactly `commit`, newest first, and why the newest ended."""
-        base = self._api_urls.get(host)
-        if base is None:
-            return RtdLookup(
-                project, commit, now, error=f"no API URL configured for readthedocs.{host}"
-            )
-        try:
-            builds = self._builds(base, project, commit)
-            notes = self._notifications(base, project, builds[0]) if builds else ()
-        except RtdError as exc:
-            return RtdLookup(project, commit, now, error=str(exc))
-        return RtdLookup(project, commit, now, builds=builds, notifications=notes)
-
-    def _builds(self, base: str, project: str, commit: str) -> tuple[RtdBuild, ...]:
-        url: str | None = f"{base.rstrip('/')}/projects/{project}/builds/"
+    def commit_builds(self, host: str, project: str, commit: str) -> tuple[RtdBuild, ...]:
+        """Every build of `project` for exactly `commit` (all versions), newest first."""
+        url: str | None = f"{self._root(host)}/projects/{project}/builds/"
         params: dict[str, Any] | None = {"commit": commit, "limit": 100}
         builds: list[RtdBuild] = []
         pages = Pages(
@@ -198,21 +212,27 @@ class RtdApi:
                 pages.follow(urljoin(url, nxt) if isinstance(nxt, str) and nxt else None),
                 None,
             )
-        exact = [b for b in builds if b.commit == commit]
-        return _newest_first(exact)
+        return _newest_first([b for b in builds if b.commit == commit])
 
-    def _notifications(self, base: str, project: str, newest: RtdBuild) -> tuple[str, ...]:
-        if not (
-            newest.state == "cancelled" or (newest.state == "finished" and newest.success is False)
-        ):
-            return ()
-        url = f"{base.rstrip('/')}/projects/{project}/builds/{newest.id}/notifications/"
+    def build(self, host: str, project: str, build_id: int) -> RtdBuild:
+        """One build, by id (the build detail endpoint)."""
+        return parse_build(self._get(f"{self._root(host)}/projects/{project}/builds/{build_id}/"))
+
+    def notifications(self, host: str, project: str, build_id: int) -> tuple[str, ...]:
+        """The message ids of a build's notifications (why it ended), e.g. build:user:cancelled."""
+        url = f"{self._root(host)}/projects/{project}/builds/{build_id}/notifications/"
         page = self._get(url)
         results = page.get("results") if isinstance(page, dict) else None
         if not isinstance(results, list):
             raise RtdError("the notification list has no results")
         ids = (r.get("message", {}).get("id") for r in results if isinstance(r, dict))
         return tuple(i for i in ids if isinstance(i, str))
+
+    def _root(self, host: str) -> str:
+        base = self._api_urls.get(host)
+        if base is None:
+            raise RtdError(f"no API URL configured for readthedocs.{host}", status=400)
+        return base.rstrip("/")
 
 
 def _retry_after(response: httpx.Response) -> float | None:
@@ -229,78 +249,11 @@ def _json_or_error(response: httpx.Response) -> Any:
         except ValueError:
             detail = response.text[:120]
         suffix = f": {detail}" if detail else ""
-        raise RtdError(f"Read the Docs answered HTTP {response.status_code}{suffix}")
+        raise RtdError(
+            f"Read the Docs answered HTTP {response.status_code}{suffix}",
+            status=response.status_code,
+        )
     try:
         return response.json()
     except ValueError as exc:
         raise RtdError("Read the Docs answered with a body that is not JSON") from exc
-
-
-def is_final(lookup: RtdLookup) -> bool:
-    """True when the newest build has ended: its evidence no longer changes."""
-    return lookup.error is None and bool(lookup.builds) and lookup.builds[0].state in FINAL_STATES
-
-
-def _iso(value: datetime | None) -> str | None:
-    return value.isoformat() if value else None
-
-
-def lookup_to_json(lookup: RtdLookup) -> str:
-    """Serialize a lookup for the state's cache of final builds."""
-    builds = [
-        {
-            "id": b.id,
-            "project": b.project,
-            "commit": b.commit,
-            "state": b.state,
-            "success": b.success,
-            "version": b.version,
-            "created": _iso(b.created),
-            "finished": _iso(b.finished),
-            "duration": b.duration,
-            "url": b.url,
-        }
-        for b in lookup.builds
-    ]
-    return json.dumps(
-        {
-            "project": lookup.project,
-            "commit": lookup.commit,
-            "fetched_at": _iso(lookup.fetched_at),
-            "builds": builds,
-            "notifications": list(lookup.notifications),
-        }
-    )
-
-
-def lookup_from_json(text: str) -> RtdLookup | None:
-    """The cached lookup, or None when the cached text cannot be read back."""
-    try:
-        data = json.loads(text)
-        builds = tuple(
-            RtdBuild(
-                id=b["id"],
-                project=b["project"],
-                commit=b["commit"],
-                state=b["state"],
-                success=b["success"],
-                version=b["version"],
-                created=_time(b["created"]),
-                finished=_time(b["finished"]),
-                duration=b["duration"],
-                url=b["url"],
-            )
-            for b in data["builds"]
-        )
-        fetched_at = _time(data["fetched_at"])
-    except (ValueError, KeyError, TypeError, RtdError):
-        return None
-    if fetched_at is None:
-        return None
-    return RtdLookup(
-        project=data["project"],
-        commit=data["commit"],
-        fetched_at=fetched_at,
-        builds=builds,
-        notifications=tuple(data["notifications"]),
-    )

@@ -145,6 +145,7 @@ class ReadTheDocsSettings(_Section):
     api_url: str = "https://app.readthedocs.org/api/v3"
     business_api_url: str = "https://app.readthedocs.com/api/v3"
     token: SecretStr = SecretStr("")
+    business_token: SecretStr = SecretStr("")  # the .com site's own token
     timeout_seconds: float = Field(default=10.0, gt=0, le=300, allow_inf_nan=False)
     max_retries: int = Field(default=3, ge=0, le=10)
 
@@ -153,7 +154,7 @@ class ReadTheDocsSettings(_Section):
     def _check_urls(cls, value: str) -> str:
         return _http_url(value)
 
-    @field_validator("token", mode="before")
+    @field_validator("token", "business_token", mode="before")
     @classmethod
     def _check_token(cls, value: object) -> object:
         return _clean_secret(value)
@@ -170,6 +171,7 @@ class PolicySettings(_Section):
     """[policy]: what is reported and how fast the bot may write."""
 
     stale_after_minutes: int = Field(default=120, ge=1, le=43_200)  # up to 30 days
+    unverified_after_minutes: int = Field(default=30, ge=1, le=43_200)
     include_drafts: bool = True
     skip_labels: list[str] = Field(default_factory=list, max_length=100)
     skip_authors: list[str] = Field(default_factory=list, max_length=1000)
@@ -184,7 +186,10 @@ class PolicySettings(_Section):
 
     def core(self) -> Policy:
         """The parts of the policy the pure core needs."""
-        return Policy(stale_after=timedelta(minutes=self.stale_after_minutes))
+        return Policy(
+            stale_after=timedelta(minutes=self.stale_after_minutes),
+            unverified_after=timedelta(minutes=self.unverified_after_minutes),
+        )
 
 
 class ServerSettings(_Section):
@@ -305,7 +310,7 @@ class Settings(BaseSettings):
 
     def secret_values(self) -> list[str]:
         """Every configured secret, to keep out of logs and messages."""
-        tokens = (self.github.token, self.readthedocs.token)
+        tokens = (self.github.token, self.readthedocs.token, self.readthedocs.business_token)
         return [t.get_secret_value() for t in tokens if t.get_secret_value()]
 
     def require_repos(self) -> None:

@@ -1,4 +1,4 @@
-"""The embedded state (SQLite): comment ids, observed facts, first-seen times, RTD cache, audit."""
+"""The embedded state (SQLite): comment ids, observed facts, first-seen times, RTD reads, audit."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Literal, Self, cast
+from typing import Literal, Self
 
 Action = Literal["created", "edited", "adopted"]
 
@@ -84,6 +84,21 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
             PRIMARY KEY (repo, number)
         )""",
     ),
+    # 4: Read the Docs reads keyed by host + project + commit: the last good answer (cache and
+    # evidence that stands during an outage) and since when reading it fails
+    (
+        "DROP TABLE rtd_final",
+        """CREATE TABLE rtd_reads (
+            host TEXT NOT NULL,
+            project TEXT NOT NULL,
+            commit_sha TEXT NOT NULL,
+            payload TEXT,
+            read_at TEXT,
+            failing_since TEXT,
+            failure TEXT,
+            PRIMARY KEY (host, project, commit_sha)
+        )""",
+    ),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -95,6 +110,15 @@ _UPSERT_COMMENT = (
     "observed_at = excluded.observed_at, head_sha = excluded.head_sha, "
     "updated_at = excluded.updated_at, node_id = excluded.node_id"
 )
+
+
+def _copy(uri: str, target: sqlite3.Connection) -> None:
+    """Copy the database at `uri` (opened read-only) into `target`."""
+    source = sqlite3.connect(uri, uri=True, timeout=10.0)
+    try:
+        source.backup(target)
+    finally:
+        source.close()
 
 
 class StoreError(Exception):
@@ -114,6 +138,16 @@ class StoredComment:
     head_sha: str
     updated_at: datetime
     node_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RtdRead:
+    """The state's row of one Read the Docs commit: last good answer, and a failing run."""
+
+    payload: str | None  # opaque JSON (bot.readthedocs); None when no read ever succeeded
+    read_at: datetime | None
+    failing_since: datetime | None  # None while reads succeed
+    failure: str | None = None  # what the first failure of the run was
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +286,37 @@ class Store:
             raise StoreError(f"state {path}: cannot be used: {exc}") from exc
         except BaseException:
             connection.close()
+            raise
+        return store
+
+    @classmethod
+    def open_readonly(cls, path: Path | str) -> Self:
+        """A private in-memory copy of the existing state at `path`, read without writing to it.
+
+        For `--dry-run`, `show` and `report`: the file (and its folder) may be read-only, and
+        another process may hold the state; nothing is ever written to the file.
+        """
+        if not Path(path).is_file():
+            raise StoreError(f"no state at {path}: run `ci-status-bot once` or `run` first")
+        uri = Path(path).resolve().as_uri()
+        memory = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        try:
+            try:
+                _copy(f"{uri}?mode=ro", memory)
+            except sqlite3.OperationalError:  # a WAL state in a folder it cannot write to
+                _copy(f"{uri}?mode=ro&immutable=1", memory)
+            store = cls(memory)
+            if store.schema_version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"state database has schema version {store.schema_version}; this bot knows "
+                    f"up to {SCHEMA_VERSION} (written by a newer version?)"
+                )
+            store._migrate()
+        except sqlite3.DatabaseError as exc:
+            memory.close()
+            raise StoreError(f"the state at {path} cannot be read: {exc}") from exc
+        except BaseException:
+            memory.close()
             raise
         return store
 
@@ -405,23 +470,58 @@ class Store:
                 [(repo, number, head_sha, key, at) for key in keys],
             )
 
-    def get_rtd_final(self, project: str, commit: str) -> str | None:
-        """The cached payload of a commit's final RTD builds, if stored."""
+    def get_rtd_read(self, host: str, project: str, commit: str) -> RtdRead | None:
+        """The last good RTD answer of a commit, and since when (and how) reading it fails."""
         with self._lock:
             row = self._db.execute(
-                "SELECT payload FROM rtd_final WHERE project = ? AND commit_sha = ?",
-                (project, commit),
+                "SELECT payload, read_at, failing_since, failure FROM rtd_reads "
+                "WHERE host = ? AND project = ? AND commit_sha = ?",
+                (host, project, commit),
             ).fetchone()
-        return None if row is None else cast(str, row[0])
+        if row is None:
+            return None
+        payload, read_at, failing, failure = row
+        return RtdRead(
+            payload=payload,
+            read_at=None if read_at is None else _from_text(read_at),
+            failing_since=None if failing is None else _from_text(failing),
+            failure=failure,
+        )
 
-    def put_rtd_final(self, project: str, commit: str, *, payload: str, now: datetime) -> None:
-        """Cache the payload (opaque JSON text) of a commit's final RTD builds."""
+    def put_rtd_read(
+        self, host: str, project: str, commit: str, *, payload: str, now: datetime
+    ) -> None:
+        """Keep a good RTD answer read at `now`; reading no longer fails."""
         with self._transaction() as db:
             db.execute(
-                "INSERT INTO rtd_final (project, commit_sha, payload, stored_at) "
-                "VALUES (?, ?, ?, ?) ON CONFLICT (project, commit_sha) DO UPDATE SET "
-                "payload = excluded.payload, stored_at = excluded.stored_at",
-                (project, commit, payload, _to_text(now)),
+                "INSERT INTO rtd_reads (host, project, commit_sha, payload, read_at) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (host, project, commit_sha) DO UPDATE "
+                "SET payload = excluded.payload, read_at = excluded.read_at, "
+                "failing_since = NULL, failure = NULL",
+                (host, project, commit, payload, _to_text(now)),
+            )
+
+    def rtd_read_failed(
+        self, host: str, project: str, commit: str, *, now: datetime, failure: str
+    ) -> None:
+        """Note a failed read; the first failure of a run of them (its time, its text) is kept."""
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO rtd_reads (host, project, commit_sha, failing_since, failure) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (host, project, commit_sha) DO UPDATE "
+                "SET failure = coalesce(rtd_reads.failure, excluded.failure), "
+                "failing_since = coalesce(rtd_reads.failing_since, excluded.failing_since)",
+                (host, project, commit, _to_text(now), failure),
+            )
+
+    def adopt_facts(self, repo: str, number: int, *, facts_key: str, observed_at: datetime) -> None:
+        """Record these facts as first observed at `observed_at` (taken from an adopted comment)."""
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO facts (repo, number, facts_key, observed_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (repo, number) DO UPDATE SET facts_key = excluded.facts_key, "
+                "observed_at = excluded.observed_at",
+                (repo, number, facts_key, _to_text(observed_at)),
             )
 
     def writes_since(self, since: datetime) -> int:
@@ -454,36 +554,6 @@ class Store:
         ]
 
     # -- the triage view (issue 10) -------------------------------------------------------
-
-    @classmethod
-    def open_readonly(cls, path: Path | str) -> Self:
-        """Open an existing state for reading only (works on a read-only file, beside `run`)."""
-        if not Path(path).is_file():
-            raise StoreError(f"no state at {path}: run `ci-status-bot once` or `run` first")
-        uri = Path(path).resolve().as_uri()
-        connection = sqlite3.connect(
-            f"{uri}?mode=ro", uri=True, timeout=10.0, check_same_thread=False
-        )
-        try:
-            connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        except sqlite3.DatabaseError:  # e.g. no write access for the WAL index: read as immutable
-            connection.close()
-            connection = sqlite3.connect(
-                f"{uri}?mode=ro&immutable=1", uri=True, check_same_thread=False
-            )
-        try:
-            connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        except sqlite3.DatabaseError as exc:
-            connection.close()
-            raise StoreError(f"the state at {path} cannot be read: {exc}") from exc
-        store = cls(connection)
-        if store.schema_version > SCHEMA_VERSION:
-            store.close()
-            raise StoreError(
-                f"state database has schema version {store.schema_version}; this bot knows "
-                f"up to {SCHEMA_VERSION} (written by a newer version?)"
-            )
-        return store
 
     def put_triage(
         self,

@@ -229,7 +229,8 @@ def build_clients(
     """Install the request guard, then build the GitHub and Read the Docs clients."""
     stop = stop or threading.Event()
     register_secrets(settings.secret_values())
-    rtd_urls = {"org": settings.readthedocs.api_url, "com": settings.readthedocs.business_api_url}
+    rtd_cfg = settings.readthedocs
+    rtd_urls = {"org": rtd_cfg.api_url, "com": rtd_cfg.business_api_url, "self": rtd_cfg.api_url}
     guard = Guard.for_urls(settings.github.api_url, tuple(rtd_urls.values()))
     install_github_guard(guard)
     github, login = _github(settings, stop)
@@ -237,7 +238,11 @@ def build_clients(
         login = github.viewer_login()
     rtd = RtdApi(
         api_urls=rtd_urls,
-        token=settings.readthedocs.token.get_secret_value(),
+        tokens={  # each site's own token, sent only to that site
+            "org": rtd_cfg.token.get_secret_value(),
+            "com": rtd_cfg.business_token.get_secret_value(),
+            "self": rtd_cfg.token.get_secret_value(),
+        },
         guard=guard,
         timeout_s=settings.readthedocs.timeout_seconds,
         max_retries=settings.readthedocs.max_retries,
@@ -284,6 +289,6 @@ def hold_state(settings: Settings) -> StateLock:
 def open_store(settings: Settings, *, dry_run: bool = False) -> Store:
     """The state store; a dry run reads an existing state and never creates one."""
     path = settings.state.path
-    if dry_run and not Path(path).exists():
-        return Store.open(":memory:")
+    if dry_run:  # a private copy: works on a read-only state and writes nothing to it
+        return Store.open_readonly(path) if Path(path).exists() else Store.open(":memory:")
     return Store.open(path)

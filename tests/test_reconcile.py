@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bot.model import (
+    RTD_PROJECT_KEY,
     Kind,
     Policy,
     PullSnapshot,
@@ -19,6 +20,7 @@ from bot.model import (
     State,
     Verdict,
 )
+from bot.readthedocs import Target, settle_status, target_of
 from bot.reconcile import (
     EXPECTED_FINDING,
     NO_SIGNALS_NOTE,
@@ -72,11 +74,13 @@ def snapshot(*signals: Signal, truncated: bool = False, draft: bool = False) -> 
 
 
 def build(code: str, success: bool | None, **fields: object) -> RtdBuild:
-    """An RTD build of the head commit."""
+    """An RTD build of the head commit, of the pull request's own version (7430)."""
     fields.setdefault("id", 34894885)
+    fields.setdefault("version", "7430")
     fields.setdefault("created", RECENT)
     fields.setdefault("url", BUILD_URL)
-    return RtdBuild(project="omni-docs", commit=SHA, state=code, success=success, **fields)  # type: ignore[arg-type]
+    fields.setdefault("commit", SHA)
+    return RtdBuild(project="omni-docs", state=code, success=success, **fields)  # type: ignore[arg-type]
 
 
 def lookup(*builds: RtdBuild, notes: tuple[str, ...] = (), error: str | None = None) -> RtdLookup:
@@ -189,6 +193,10 @@ def test_expected_is_never_called_pending() -> None:
         ("docs/readthedocs.org:", None),
         ("ci/readthedocs.org:x", None),
         ("docs/readthedocs.org:x y", None),
+        ("docs/readthedocs:self-docs", ("self", "self-docs")),
+        ("docs/readthedocs.org:../x", None),
+        ("docs/readthedocs.com:a/b", None),
+        ("docs/readthedocs.org:x\n", None),
     ],
 )
 def test_rtd_project_of(context: str, project: tuple[str, str] | None) -> None:
@@ -628,6 +636,193 @@ def test_reconciliation_carries_build_details() -> None:
         "build:user:cancelled",
         at(9, 12),
         None,
+    )
+
+
+# --- Read the Docs: which build settles (issue 7, defects 2-4 and 9) ---------------------------
+
+LATEST = "https://readthedocs.org/projects/omni-docs/builds/{}/"
+
+
+@pytest.mark.parametrize(
+    ("builds", "url", "settles", "others"),
+    [
+        pytest.param(  # a newer branch build of the same commit never settles the PR's status
+            [build("finished", True, id=9, version="latest", created=RECENT),
+             build("cancelled", False, id=1, created=OLD)],
+            None, 1, [9], id="branch-build-is-not-the-pr",
+        ),
+        pytest.param(  # the build target_url names settles, even if a newer one of the PR exists
+            [build("finished", True, id=3, created=RECENT),
+             build("cancelled", False, id=2, created=OLD)],
+            LATEST.format(2), 2, [], id="named-build-over-newest",
+        ),
+        pytest.param(  # a named build with no commit yet (freshly triggered) still settles
+            [build("finished", True, id=3, created=OLD), build("triggered", None, id=4, commit="")],
+            LATEST.format(4), 4, [], id="named-build-without-commit",
+        ),
+        pytest.param(  # a named build of ANOTHER commit does not
+            [build("finished", True, id=3), build("cancelled", False, id=4, commit="a" * 40)],
+            LATEST.format(4), 3, [], id="named-build-of-another-commit",
+        ),
+        pytest.param(  # a target_url of another project names nothing
+            [build("finished", True, id=3), build("cancelled", False, id=4)],
+            "https://readthedocs.org/projects/other/builds/4/", 3, [], id="named-in-other-project",
+        ),
+        pytest.param(  # only other versions: nothing settles
+            [build("finished", True, id=9, version="latest")], None, None, [9], id="only-branch",
+        ),
+        pytest.param(  # the success status's target_url is the preview, which names no build
+            [build("finished", False, id=5, created=OLD),
+             build("finished", True, id=6, version="7431", created=RECENT)],
+            "https://omni-docs--7430.org.readthedocs.build/en/7430/", 5, [6], id="preview-url",
+        ),
+    ],
+)  # fmt: skip
+def test_settling_rule(
+    builds: list[RtdBuild], url: str | None, settles: int | None, others: list[int]
+) -> None:
+    settled = settle_status(lookup(*builds), number=7430, url=url)
+    assert (settled.build.id if settled.build else None) == settles
+    assert [b.id for b in settled.others] == others
+    assert settled.version == "7430"
+
+
+@pytest.mark.parametrize(
+    ("context", "target"),
+    [
+        ("docs/readthedocs.org:omni-docs", Target("org", "omni-docs", True)),
+        ("docs/readthedocs.com:corp", Target("com", "corp", True)),
+        ("docs/readthedocs:self_hosted", Target("self", "self_hosted", True)),
+        ("docs/readthedocs.org:../x", Target("org", "../x", False)),
+        ("docs/readthedocs.org:a b", Target("org", "a b", False)),
+        ("docs/readthedocs.org:a/b", Target("org", "a/b", False)),
+        ("docs/readthedocs.org:", Target("org", "", False)),
+        ("docs/readthedocs.net:x", None),
+        ("ci/docs", None),
+    ],
+)
+def test_target_of_context(context: str, target: Target | None) -> None:
+    assert target_of(context) == target
+
+
+def test_branch_build_is_mentioned_but_the_pr_build_settles() -> None:
+    rtd = lookup(
+        build("finished", True, id=9, version="latest", created=RECENT),
+        build("cancelled", False, id=1, created=OLD),
+        notes=("build:user:cancelled",),
+    )
+    row = one_row(status(DOCS, "pending", created_at=OLD), rtd).rows[0]
+    assert row.state is State.CANCELLED
+    assert row.reconciliation is not None and row.reconciliation.build_id == 1
+    assert row.reconciliation.builds_for_commit == 1
+    assert "it is the only build of version 7430 for this commit" in row.reconciliation.finding
+    assert "9 (version latest)" in row.reconciliation.finding
+
+
+def test_no_build_of_the_pr_version_keeps_github_state_and_names_the_others() -> None:
+    rtd = lookup(build("finished", True, id=9, version="latest"))
+    row = one_row(status(DOCS, "pending"), rtd).rows[0]
+    rec = row.reconciliation
+    assert row.state is State.PENDING and rec is not None
+    assert (rec.build_id, rec.builds_for_commit, rec.divergent) == (None, 0, False)
+    assert rec.finding.startswith("Read the Docs lists no build of version 7430")
+
+
+def test_failure_with_a_cancelled_build_is_cancelled_and_says_why_rtd_posted_failure() -> None:
+    rtd = lookup(build("cancelled", False, duration=120), notes=("build:user:cancelled",))
+    row = one_row(status(DOCS, "failure", url=BUILD_URL), rtd).rows[0]
+    rec = row.reconciliation
+    assert row.state is State.CANCELLED and rec is not None and rec.divergent
+    assert rec.finding.startswith(
+        "GitHub's status says failure. Read the Docs sets that state when a running build is "
+        "cancelled. Read the Docs reports build 34894885 for this exact commit as cancelled"
+    )
+    assert "build:user:cancelled" in rec.finding
+
+
+def test_unread_notifications_keep_the_build_evidence_and_never_make_it_skipped() -> None:
+    rtd = dataclasses.replace(lookup(build("cancelled", False)), notifications_read=False)
+    row = one_row(status(DOCS, "pending"), rtd).rows[0]
+    assert row.state is State.CANCELLED
+    assert row.reconciliation is not None and row.reconciliation.build_id == 34894885
+    assert "RTD's notifications for it could not be read." in row.reconciliation.finding
+
+
+def unreadable(since: datetime, *builds: RtdBuild) -> RtdLookup:
+    """RTD failing since `since`: the last good builds (if any) stand, read at OLD."""
+    if builds:
+        return RtdLookup("omni-docs", SHA, OLD, builds, unverified_since=since)
+    return RtdLookup(
+        "omni-docs", SHA, NOW, error="Read the Docs answered HTTP 429", unverified_since=since
+    )
+
+
+def test_an_outage_shorter_than_the_limit_changes_no_fact() -> None:
+    running = build("building", None, created=RECENT)
+    good = one_row(status(DOCS, "pending"), lookup(running))
+    failing = one_row(status(DOCS, "pending"), unreadable(NOW - timedelta(minutes=29), running))
+    assert facts_key(failing) == facts_key(good)
+
+
+def test_an_outage_past_the_limit_is_said_once_with_absolute_times() -> None:
+    running = build("building", None, created=RECENT)
+    began = NOW - timedelta(minutes=31)
+    first = one_row(status(DOCS, "pending"), unreadable(began, running))
+    later = reconcile(
+        snapshot(status(DOCS, "pending")), {DOCS: unreadable(began, running)}, Policy(),
+        now=NOW + timedelta(minutes=20),
+    )  # fmt: skip
+    rec = first.rows[0].reconciliation
+    assert rec is not None and rec.build_id == 34894885
+    assert rec.finding.endswith(
+        "Read the Docs could not be read since 2026-10-05 13:32 UTC; this is what it reported "
+        "at 2026-10-05 11:03 UTC."
+    )
+    assert facts_key(later) == facts_key(first)  # nothing that changes from cycle to cycle
+
+
+@pytest.mark.parametrize(
+    ("minutes", "finding"),
+    [
+        (29, "Could not verify with Read the Docs: Read the Docs answered HTTP 429."),
+        (31, "Could not verify with Read the Docs since 2026-10-05 13:32 UTC: "
+             "Read the Docs answered HTTP 429."),
+    ],
+)  # fmt: skip
+def test_an_outage_without_evidence(minutes: int, finding: str) -> None:
+    since = NOW - timedelta(minutes=minutes) if minutes == 29 else at(13, 32)
+    row = one_row(status(DOCS, "pending"), unreadable(since)).rows[0]
+    assert row.reconciliation is not None and row.reconciliation.finding == finding
+    assert row.state is State.PENDING
+
+
+def test_unverified_limit_comes_from_policy() -> None:
+    running = build("building", None, created=RECENT)
+    table = {DOCS: unreadable(NOW - timedelta(minutes=6), running)}
+    policy = Policy(unverified_after=timedelta(minutes=5))
+    row = reconcile(snapshot(status(DOCS, "pending")), table, policy, now=NOW).rows[0]
+    assert (
+        row.reconciliation is not None and "could not be read since" in row.reconciliation.finding
+    )
+
+
+def test_rtd_project_answer_is_a_note_never_a_signal() -> None:
+    dco = run("DCO", "success", app="dco")
+    rtd = {
+        RTD_PROJECT_KEY: lookup(build("cancelled", False, id=77), notes=("build:user:cancelled",))
+    }
+    report = reconcile(snapshot(dco), rtd, Policy(), now=NOW)
+    assert [r.signal.name for r in report.rows] == ["DCO"] and report.verdict is Verdict.PASSING
+    assert report.notes == (
+        "Read the Docs project omni-docs reports build 77 of version 7430 for this exact commit "
+        "as cancelled (success: false), with notification build:user:cancelled; no Read the Docs "
+        "status is reported on GitHub for this commit.",
+    )
+    empty = reconcile(snapshot(dco), {RTD_PROJECT_KEY: lookup()}, Policy(), now=NOW)
+    assert empty.notes == (
+        "Read the Docs project omni-docs lists no build of version 7430 for this exact commit; "
+        "no Read the Docs status is reported on GitHub for this commit.",
     )
 
 

@@ -47,9 +47,12 @@ from bot.render import (
     TemplateInvalid,
     clean,
     code,
+    facts_key,
+    facts_stamp,
     first_meaningful_line,
     format_utc,
     md,
+    parse_facts_stamp,
     prose,
     quoted,
     report_dict,
@@ -915,3 +918,14 @@ def test_cli_refuses_a_template_without_the_marker(tmp_path: Path, command: str)
     assert "render.template_dir:" in result.stderr
     assert "first line must be the marker <!-- ci-status-bot:v1 -->" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_the_facts_stamp_follows_the_marker_and_reads_back() -> None:
+    report = seed_report()
+    later: Report = dataclasses.replace(report, observed_at=NOW + timedelta(days=1))
+    first, second = Renderer().markdown(report), Renderer().markdown(later)
+    assert first.splitlines()[1] == facts_stamp(report)  # hidden: read back when adopting
+    assert parse_facts_stamp(first) == (facts_key(report), report.observed_at)
+    assert parse_facts_stamp(second) == (facts_key(later), later.observed_at)
+    diff = [a for a, b in zip(first.splitlines(), second.splitlines(), strict=True) if a != b]
+    assert len(diff) == 2  # the stamp and the visible "first observed" line, nothing else

@@ -14,7 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from bot.store import _MIGRATIONS, SCHEMA_VERSION, AuditRow, Store, StoredComment, StoreError
+from bot.store import (
+    _MIGRATIONS,
+    SCHEMA_VERSION,
+    AuditRow,
+    RtdRead,
+    Store,
+    StoredComment,
+    StoreError,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 T0 = datetime(2026, 10, 5, 14, 3, tzinfo=UTC)
@@ -47,7 +55,7 @@ def write(store: Store, number: int, *, action: str = "created", at: datetime = 
 def test_open_creates_parent_dirs_and_file(tmp_path: Path) -> None:
     path = tmp_path / "state" / "deep" / "bot.sqlite3"
     with Store.open(path) as store:
-        assert store.schema_version == SCHEMA_VERSION == 3
+        assert store.schema_version == SCHEMA_VERSION == 4
     assert path.is_file()
 
 
@@ -159,12 +167,51 @@ def test_first_seen_first_wins_and_old_heads_are_pruned(store: Store) -> None:
     assert store.first_seen("owner/repo", 2, SHA_A) == {"ci": T0}
 
 
-def test_rtd_final_cache_round_trip(store: Store) -> None:
-    assert store.get_rtd_final("proj", SHA_A) is None
-    store.put_rtd_final("proj", SHA_A, payload='{"builds": [1]}', now=T0)
-    store.put_rtd_final("proj", SHA_A, payload='{"builds": [2]}', now=T0)
-    assert store.get_rtd_final("proj", SHA_A) == '{"builds": [2]}'
-    assert store.get_rtd_final("other", SHA_A) is None
+def test_rtd_reads_are_keyed_by_host_project_and_commit(store: Store) -> None:
+    assert store.get_rtd_read("org", "proj", SHA_A) is None
+    store.put_rtd_read("org", "proj", SHA_A, payload='{"builds": [1]}', now=T0)
+    store.put_rtd_read("org", "proj", SHA_A, payload='{"builds": [2]}', now=T0)
+    assert store.get_rtd_read("org", "proj", SHA_A) == RtdRead('{"builds": [2]}', T0, None)
+    assert store.get_rtd_read("com", "proj", SHA_A) is None
+    assert store.get_rtd_read("org", "other", SHA_A) is None
+
+
+def test_a_failing_rtd_read_keeps_the_last_good_answer_and_the_first_failure(store: Store) -> None:
+    store.rtd_read_failed("org", "proj", SHA_A, now=T0, failure="HTTP 502")
+    assert store.get_rtd_read("org", "proj", SHA_A) == RtdRead(None, None, T0, "HTTP 502")
+    store.put_rtd_read("org", "proj", SHA_A, payload="{}", now=T0 + timedelta(minutes=1))
+    later = T0 + timedelta(minutes=2)
+    store.rtd_read_failed("org", "proj", SHA_A, now=later, failure="HTTP 429")
+    store.rtd_read_failed("org", "proj", SHA_A, now=later + timedelta(minutes=5), failure="x")
+    expected = RtdRead("{}", T0 + timedelta(minutes=1), later, "HTTP 429")
+    assert store.get_rtd_read("org", "proj", SHA_A) == expected
+
+
+def test_open_readonly_reads_a_copy_and_never_writes_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "state.sqlite3"
+    with Store.open(path) as store:
+        store.set_facts("owner/repo", 1, facts_key="k", observed_at=T0)
+    before = path.read_bytes()
+    with Store.open_readonly(path) as copy:
+        assert copy.get_facts("owner/repo", 1) == ("k", T0)
+        copy.set_facts("owner/repo", 1, facts_key="k2", observed_at=T0)
+    assert path.read_bytes() == before
+    with Store.open(path) as store:
+        assert store.get_facts("owner/repo", 1) == ("k", T0)
+
+
+def test_open_readonly_migrates_an_older_state_in_memory_only(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite3"
+    with sqlite3.connect(path) as db:
+        for version, statements in enumerate(_MIGRATIONS[:2], start=1):
+            for statement in statements:
+                db.execute(statement)
+            db.execute(f"PRAGMA user_version = {version}")
+    with Store.open_readonly(path) as copy:
+        assert copy.schema_version == SCHEMA_VERSION
+        assert copy.get_rtd_read("org", "proj", SHA_A) is None
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 2
 
 
 def test_writes_since_and_last_write_exclude_adopted(store: Store) -> None:

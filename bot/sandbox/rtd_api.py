@@ -16,6 +16,7 @@ from bot.sandbox.world import (
     RtdProjectRec,
     rtd_build_json,
     rtd_iso,
+    rtd_version_json,
 )
 
 FINAL_STATES = {"finished", "cancelled"}
@@ -26,6 +27,8 @@ _BUILDS = re.compile(r"/projects/(?P<slug>[^/]+)/builds/")
 _BUILD = re.compile(r"/projects/(?P<slug>[^/]+)/builds/(?P<id>\d+)/")
 _NOTES = re.compile(r"/projects/(?P<slug>[^/]+)/builds/(?P<id>\d+)/notifications/")
 _TRIGGER = re.compile(r"/projects/(?P<slug>[^/]+)/versions/(?P<version>[^/]+)/builds/")
+_VERSIONS = re.compile(r"/projects/(?P<slug>[^/]+)/versions/")
+_VERSION = re.compile(r"/projects/(?P<slug>[^/]+)/versions/(?P<version>[^/]+)/")
 
 
 def not_found() -> Answer:
@@ -40,6 +43,8 @@ def route_kind(method: str, path: str) -> str:
         (_BUILD, "rtd.build"),
         (_BUILDS, "rtd.builds.list"),
         (_TRIGGER, "rtd.trigger-build"),
+        (_VERSION, "rtd.version"),
+        (_VERSIONS, "rtd.versions.list"),
     ):
         if pattern.fullmatch(path):
             return kind
@@ -68,6 +73,8 @@ def _dispatch(call: Call) -> Answer:
         return _trigger(call, found.group("slug"), found.group("version"))
     if call.method != "GET":
         return Answer(405, {"detail": f'Method "{call.method}" not allowed.'})
+    if found := _VERSION.fullmatch(path) or _VERSIONS.fullmatch(path):
+        return _versions(call, found)
     for pattern in (_NOTES, _BUILD, _BUILDS):
         found = pattern.fullmatch(path)
         if found is None:
@@ -85,6 +92,18 @@ def _dispatch(call: Call) -> Answer:
         notes = proj.notifications.get(build.id, [])
         return Answer(200, _page(call, notes))
     return not_found()
+
+
+def _versions(call: Call, found: re.Match[str]) -> Answer:
+    """The versions endpoints: pull request versions (type external) are hidden there, as on RTD."""
+    proj = call.world.rtd_projects.get(found.group("slug"))
+    if proj is None:
+        return not_found()
+    shown = sorted(v for v, kind in proj.versions.items() if kind != "external")
+    if "version" not in found.groupdict():
+        return Answer(200, _page(call, [rtd_version_json(proj, v) for v in shown]))
+    slug = found.group("version")
+    return Answer(200, rtd_version_json(proj, slug)) if slug in shown else not_found()
 
 
 def _truthy(value: str | None) -> bool | None:

@@ -278,6 +278,18 @@ def seed_demo(world: World, *, now: datetime | None = None) -> dict[str, Any]:
         finished=at + timedelta(minutes=2),
         duration=101,
     )
+    # The same commit built as the branch version `latest` too: it never settles the PR's status.
+    world.add_rtd_build(
+        DEMO_RTD,
+        id=34895013,
+        commit=sha,
+        version="latest",
+        state="finished",
+        success=True,
+        created=at + timedelta(minutes=5),
+        finished=at + timedelta(minutes=7),
+        duration=97,
+    )
     world.add_status(
         DEMO_REPO,
         sha,

@@ -6,6 +6,7 @@ import base64
 import hashlib
 import itertools
 import threading
+import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -257,6 +258,8 @@ class RtdProjectRec:
     site: str
     builds: dict[int, RtdBuildRec] = field(default_factory=dict)
     notifications: dict[int, list[JSON]] = field(default_factory=dict)
+    # version slug -> type: "external" (a pull request, slug = its number), "branch" or "tag"
+    versions: dict[str, str] = field(default_factory=dict)
 
 
 class World:
@@ -749,8 +752,13 @@ class World:
         created: datetime | None = None,
         finished: datetime | None = None,
         duration: int | None = None,
+        version_type: str | None = None,
     ) -> JSON:
-        """Add an RTD build (RTD v3 build shape; `error` is always "")."""
+        """Add an RTD build (RTD v3 build shape; `error` is always "").
+
+        A version named by digits is a pull request's (type external) unless `version_type`
+        says otherwise; any other is a branch (e.g. `latest`): one commit can have both.
+        """
         with self.lock:
             _require_aware(created, "created")
             _require_aware(finished, "finished")
@@ -758,6 +766,8 @@ class World:
                 raise ValueError(f"unknown RTD state {state!r}")
             self.add_rtd_project(project)
             proj = self.rtd_projects[project]
+            default_type = "external" if version.isdigit() else "branch"
+            proj.versions.setdefault(version, version_type or default_type)
             build = RtdBuildRec(
                 id=id if id is not None else self.next_id("rtd"),
                 project=project,
@@ -1187,6 +1197,37 @@ def comment_json(world: World, rec: CommentRec) -> JSON:
             "eyes": 0,
         },
         "performed_via_github_app": app_json(app) if app else None,
+    }
+
+
+def rtd_version_json(proj: RtdProjectRec, slug: str) -> JSON:
+    """An RTD API v3 version object."""
+    api = f"{RTD_API}/projects/{proj.slug}/versions/{slug}"
+    kind = proj.versions.get(slug, "branch")
+    return {
+        "active": True,
+        "hidden": False,
+        "built": any(b.version == slug for b in proj.builds.values()),
+        "id": zlib.crc32(f"{proj.slug}/{slug}".encode()) % 10_000_000,
+        "identifier": None,
+        "ref": None,
+        "slug": slug,
+        "verbose_name": slug,
+        "type": kind,
+        "privacy_level": "public",
+        "downloads": {},
+        "urls": {
+            "documentation": f"https://{proj.slug}.readthedocs.io/en/{slug}/",
+            "vcs": None,
+            "dashboard": {
+                "edit": f"https://{proj.site}/dashboard/{proj.slug}/version/{slug}/edit/"
+            },
+        },
+        "_links": {
+            "_self": f"{api}/",
+            "builds": f"{api}/builds/",
+            "project": f"{RTD_API}/projects/{proj.slug}/",
+        },
     }
 
 
