@@ -10,7 +10,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Literal
 
-from bot.github_io import Comment, GitHubApi, GitHubError, RateLimited
+from bot.github_io import Comment, GitHubApi, GitHubError, RateLimited, ReadOnlyRequired
+from bot.github_parse import PullFailure
 from bot.model import MARKER, PullSnapshot, Report, RtdLookup, Verdict
 from bot.reconcile import reconcile, rtd_project_of
 from bot.render import Renderer, facts_key
@@ -199,8 +200,13 @@ class Cycle:
         return summary
 
     def _plan_repo(self, repo: RepoSettings, summary: Summary) -> Iterable[Plan]:
-        for snapshot in self.github.open_pulls(repo.name, now=self.clock()):
+        required = ReadOnlyRequired(self.store) if self.dry_run else self.store
+        for snapshot in self.github.open_pulls(repo.name, now=self.clock(), required=required):
             summary.pulls_seen += 1
+            if isinstance(snapshot, PullFailure):  # that pull request only; the others go on
+                summary.failed[snapshot.label] = snapshot.reason
+                log.debug("could not read %s: %s", snapshot.label, snapshot.reason)
+                continue
             if not selected(snapshot, self.policy):
                 summary.skipped += 1
                 continue

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Literal, Self, cast
@@ -16,6 +16,8 @@ Action = Literal["created", "edited", "adopted"]
 
 _WRITE_ACTIONS = ("created", "edited")
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+# Required-ness (branch protection, rulesets) changes rarely: it is learned again after this.
+REQUIRED_TTL = timedelta(hours=24)
 
 _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
@@ -64,6 +66,17 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # 2: the comment's GraphQL node id, so edits can be re-read in batches
     ("ALTER TABLE comments ADD COLUMN node_id TEXT NOT NULL DEFAULT ''",),
+    # 3: whether a check name is required on a base branch, as GitHub said (cached, expiring)
+    (
+        """CREATE TABLE required_checks (
+            repo TEXT NOT NULL,
+            base TEXT NOT NULL,
+            name TEXT NOT NULL,
+            required INTEGER CHECK (required IN (0, 1)),  -- NULL: GitHub did not say
+            learned_at TEXT NOT NULL,
+            PRIMARY KEY (repo, base, name)
+        )""",
+    ),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -343,3 +356,37 @@ class Store:
             AuditRow(at=_from_text(at), repo=repo, number=number, comment_id=cid, action=action)
             for at, repo, number, cid, action in rows
         ]
+
+    # -- required checks (learned from GitHub's isRequired, per base branch and name) --------
+
+    def required_known(
+        self, repo: str, bases: Iterable[str], *, now: datetime
+    ) -> dict[tuple[str, str], bool | None]:
+        """(base, name) -> required (None: asked, not said), learned less than REQUIRED_TTL ago."""
+        wanted = sorted(set(bases))
+        if not wanted:
+            return {}
+        marks = ", ".join("?" for _ in wanted)
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT base, name, required FROM required_checks "
+                f"WHERE repo = ? AND base IN ({marks}) AND learned_at > ?",
+                (repo, *wanted, _to_text(now - REQUIRED_TTL)),
+            ).fetchall()
+        return {(base, name): None if flag is None else bool(flag) for base, name, flag in rows}
+
+    def remember_required(
+        self, repo: str, learned: Mapping[tuple[str, str], bool | None], *, now: datetime
+    ) -> None:
+        """Record what GitHub said is required, per (base, name), at `now` (None: not said)."""
+        at = _to_text(now)
+        with self._transaction() as db:
+            db.executemany(
+                "INSERT INTO required_checks (repo, base, name, required, learned_at) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (repo, base, name) DO UPDATE SET "
+                "required = excluded.required, learned_at = excluded.learned_at",
+                [
+                    (repo, b, n, None if flag is None else int(flag), at)
+                    for (b, n), flag in learned.items()
+                ],
+            )
