@@ -254,6 +254,21 @@ def write_times(state: Path, after_id: int) -> list[datetime]:
     return [datetime.fromisoformat(r[0]) for r in rows]
 
 
+def required_pairs(state: Path) -> dict[str, int]:
+    """(base branch, name) pairs in the bot's required cache: known, and how many required."""
+    try:
+        rows = _audit(
+            state,
+            "SELECT count(*), count(required), coalesce(sum(required), 0) FROM required_checks",
+        )
+    except sqlite3.OperationalError:  # a state written before the cache existed
+        return {}
+    if not rows:
+        return {}
+    total, said, required = rows[0]
+    return {"cached": total, "said": said, "required": required}
+
+
 def pacing(times: list[datetime]) -> dict[str, Any]:
     """Most writes in any 60-s window and the closest two writes, from the bot's audit.
 
@@ -317,6 +332,7 @@ def bot_cycle(
         result[key] = int(found[key]) if found else None
     result.update(pacing(write_times(state, before)))
     result["writes_in_last_hour_at_start"] = hour_used
+    result["required_pairs"] = required_pairs(state)
     result["bot_commit"] = commit
     kinds = result["requests_by_kind"]
     result["writes_created"] = kinds.get("POST comments.create", 0)

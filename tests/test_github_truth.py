@@ -421,3 +421,15 @@ def test_a_missing_contexts_page_is_truncated_never_passing(
     body = bot_comments(env.world, 1)[0]["body"]
     assert "passing" not in body.splitlines()[1].lower()
     assert "not read" in body  # the report says the read was incomplete
+
+
+def test_the_required_cache_expires() -> None:
+    from bot.store import REQUIRED_TTL, Store
+
+    with Store.open(":memory:") as store:
+        learned = {("main", "tests"): True, ("main", "lint"): False, ("main", "docs"): None}
+        store.remember_required(REPO, learned, now=NOW)
+        assert store.required_known(REPO, ["main", "dev"], now=NOW) == learned
+        later = NOW + REQUIRED_TTL + timedelta(seconds=1)
+        assert store.required_known(REPO, ["main"], now=later) == {}
+        assert store.required_known(REPO, ["dev"], now=NOW) == {}
