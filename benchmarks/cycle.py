@@ -360,6 +360,7 @@ def settle(sandbox: SandboxProcess, config: Path, state: Path) -> int:
     """
     from bot.cli import build_clients, make_cycle, now_utc
     from bot.cycle import sha256
+    from bot.model import PullSnapshot
     from bot.settings import load_settings
     from bot.store import Store
 
@@ -368,7 +369,8 @@ def settle(sandbox: SandboxProcess, config: Path, state: Path) -> int:
     clients = build_clients(settings, settings.repos)
     with Store.open(state) as store:
         cycle = make_cycle(settings, clients, store, dry_run=False)
-        snapshots = clients.github.open_pulls(repo.name, now=now_utc())
+        read = clients.github.open_pulls(repo.name, now=now_utc(), required=store)
+        snapshots = [s for s in read if isinstance(s, PullSnapshot)]
         plans = [
             cycle.rendered(p) for s in snapshots if (p := cycle.plan(s, repo)).action != "leave"
         ]

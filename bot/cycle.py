@@ -85,7 +85,9 @@ def selected(snapshot: PullSnapshot, policy: PolicySettings) -> bool:
     """Whether the policy lets the bot report on this pull request."""
     if snapshot.draft and not policy.include_drafts:
         return False
-    if snapshot.author is not None and snapshot.author in policy.skip_authors:
+    # Logins are in REST's form (a Bot's with `[bot]`) and compared as GitHub does, ignoring case.
+    skip = {login.casefold() for login in policy.skip_authors}
+    if snapshot.author is not None and snapshot.author.casefold() in skip:
         return False
     return not set(snapshot.labels) & set(policy.skip_labels)
 
