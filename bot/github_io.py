@@ -10,7 +10,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 import requests
@@ -91,9 +91,14 @@ class RequiredCache(Protocol):
     """Where learned required-ness is kept: (base branch, name) -> required, None = not said."""
 
     def required_known(
-        self, repo: str, bases: Iterable[str], *, now: datetime
+        self,
+        repo: str,
+        bases: Iterable[str],
+        *,
+        now: datetime,
+        max_age: timedelta | None = ...,
     ) -> dict[Pair, bool | None]:
-        """Pairs of these base branches learned recently enough."""
+        """Pairs of these base branches learned within `max_age` (default: fresh; None: any)."""
 
     def remember_required(
         self, repo: str, learned: Mapping[Pair, bool | None], *, now: datetime
@@ -109,10 +114,10 @@ class ReadOnlyRequired:
         self._cache = cache
 
     def required_known(
-        self, repo: str, bases: Iterable[str], *, now: datetime
+        self, repo: str, bases: Iterable[str], *, now: datetime, **limits: timedelta | None
     ) -> dict[Pair, bool | None]:
         """What the wrapped cache knows."""
-        return self._cache.required_known(repo, bases, now=now)
+        return self._cache.required_known(repo, bases, now=now, **limits)
 
     def remember_required(
         self, repo: str, learned: Mapping[Pair, bool | None], *, now: datetime
@@ -441,9 +446,10 @@ class GitHubApi:
                 learned = self._learn_required(owner, name, chosen)
             except RateLimited:
                 raise
-            except GitHubError as exc:  # required-ness is then unknown, never made up
+            except GitHubError as exc:  # the last answers stand; else unknown, never made up
                 log.warning("could not learn which checks are required in %s: %s", repo, exc)
                 learned = {}
+                known = {**cache.required_known(repo, bases, now=now, max_age=None), **known}
             if learned:
                 cache.remember_required(repo, learned, now=now)
             known = {**known, **learned}

@@ -360,18 +360,24 @@ class Store:
     # -- required checks (learned from GitHub's isRequired, per base branch and name) --------
 
     def required_known(
-        self, repo: str, bases: Iterable[str], *, now: datetime
+        self,
+        repo: str,
+        bases: Iterable[str],
+        *,
+        now: datetime,
+        max_age: timedelta | None = REQUIRED_TTL,
     ) -> dict[tuple[str, str], bool | None]:
-        """(base, name) -> required (None: asked, not said), learned less than REQUIRED_TTL ago."""
+        """(base, name) -> required (None: not said), learned within `max_age` (None: any age)."""
         wanted = sorted(set(bases))
         if not wanted:
             return {}
         marks = ", ".join("?" for _ in wanted)
+        since = "" if max_age is None else _to_text(now - max_age)
         with self._lock:
             rows = self._db.execute(
                 "SELECT base, name, required FROM required_checks "
                 f"WHERE repo = ? AND base IN ({marks}) AND learned_at > ?",
-                (repo, *wanted, _to_text(now - REQUIRED_TTL)),
+                (repo, *wanted, since),
             ).fetchall()
         return {(base, name): None if flag is None else bool(flag) for base, name, flag in rows}
 

@@ -433,3 +433,33 @@ def test_the_required_cache_expires() -> None:
         later = NOW + REQUIRED_TTL + timedelta(seconds=1)
         assert store.required_known(REPO, ["main"], now=later) == {}
         assert store.required_known(REPO, ["dev"], now=NOW) == {}
+
+
+def test_a_failed_relearn_keeps_the_last_answers_and_edits_nothing(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env.world.set_required_checks(REPO, ["tests"], branch="main")
+    for number in (1, 2):
+        green(env, pull(env, number), "tests", conclusion="failure")
+    assert once(env, capsys).code == 0
+    bodies = [bot_comments(env.world, n)[0]["body"] for n in (1, 2)]
+    with sqlite3.connect(env.tmp / "state.sqlite3") as db:  # a day later: the cache expired
+        db.execute("UPDATE required_checks SET learned_at = '2000-01-01T00:00:00.000000Z'")
+    env.sandbox.clear_requests()
+    page = replay(env, graphql_bodies_of_kind(env, capsys, "PullPage"))
+    env.sandbox.fail("POST", r"/graphql", status=200, body=page, times=1)
+    env.sandbox.fail("POST", r"/graphql", status=502, times=3)  # the relearn fails
+    result = once(env, capsys)
+    assert result.code == 0, result.err
+    assert [bot_comments(env.world, n)[0]["body"] for n in (1, 2)] == bodies
+    assert "PATCH" not in {r.method for r in env.sandbox.requests}
+
+
+def graphql_bodies_of_kind(
+    env: Env, capsys: pytest.CaptureFixture[str], operation: str
+) -> dict[str, Any]:
+    """The bot's request of one GraphQL operation, recorded by a dry run."""
+    once(env, capsys, "--dry-run")
+    found = next(b for b in graphql_bodies(env) if f"query {operation}" in b["query"])
+    env.sandbox.clear_requests()
+    return found
