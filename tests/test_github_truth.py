@@ -463,3 +463,19 @@ def graphql_bodies_of_kind(
     found = next(b for b in graphql_bodies(env) if f"query {operation}" in b["query"])
     env.sandbox.clear_requests()
     return found
+
+
+DATA = Path(__file__).parent / "data" / "github_truth"
+
+
+def test_one_login_form_for_real_rest_and_graphql_bot_authors() -> None:
+    from bot.github_parse import normal_login, parse_graphql_comment, parse_rest_comment
+
+    real = json.loads((DATA / "rest_comment_by_bot.json").read_text())["comment"]
+    assert (real["user"]["login"], real["user"]["type"]) == ("stale[bot]", "Bot")
+    assert parse_rest_comment(real).author == "stale[bot]"
+    graphql = {"databaseId": real["id"], "body": real["body"],
+               "author": {"__typename": "Bot", "login": "stale"}}  # fmt: skip
+    assert parse_graphql_comment(graphql, real["node_id"]).author == "stale[bot]"
+    assert normal_login("alice", "User") == "alice"
+    assert normal_login("dependabot", "Bot") == normal_login("dependabot[bot]", "Bot")
