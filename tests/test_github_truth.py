@@ -479,3 +479,18 @@ def test_one_login_form_for_real_rest_and_graphql_bot_authors() -> None:
     assert parse_graphql_comment(graphql, real["node_id"]).author == "stale[bot]"
     assert normal_login("alice", "User") == "alice"
     assert normal_login("dependabot", "Bot") == normal_login("dependabot[bot]", "Bot")
+
+
+def test_signal_key_names_the_event_and_stays_stable_without_one() -> None:
+    from bot.model import Kind, Signal
+    from bot.reconcile import dedupe
+
+    plain = Signal(name="DCO", kind=Kind.CHECK_RUN, github_state="success", app="dco")
+    assert plain.key == "check_run:dco::DCO"  # as before events were read
+    push = Signal(name="tests", kind=Kind.CHECK_RUN, github_state="failure",
+                  app="github-actions", workflow="ci", event="push", started_at=HOUR_AGO)  # fmt: skip
+    pr = push._replace(event="pull_request", github_state="success", started_at=NOW)
+    assert push.key != pr.key and push.key.endswith(":push")
+    assert {s.event for s in dedupe([push, pr])} == {"push", "pull_request"}
+    newer = push._replace(github_state="success", started_at=NOW)
+    assert dedupe([push, newer]) == (newer,)
