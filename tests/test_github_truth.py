@@ -487,8 +487,10 @@ def test_signal_key_names_the_event_and_stays_stable_without_one() -> None:
 
     plain = Signal(name="DCO", kind=Kind.CHECK_RUN, github_state="success", app="dco")
     assert plain.key == "check_run:dco::DCO"  # as before events were read
-    push = Signal(name="tests", kind=Kind.CHECK_RUN, github_state="failure",
-                  app="github-actions", workflow="ci", event="push", started_at=HOUR_AGO)  # fmt: skip
+    push = Signal(
+        name="tests", kind=Kind.CHECK_RUN, github_state="failure", app="github-actions",
+        workflow="ci", event="push", started_at=HOUR_AGO,
+    )  # fmt: skip
     pr = push._replace(event="pull_request", github_state="success", started_at=NOW)
     assert push.key != pr.key and push.key.endswith(":push")
     assert {s.event for s in dedupe([push, pr])} == {"push", "pull_request"}
