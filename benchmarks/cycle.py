@@ -399,6 +399,31 @@ def settle(sandbox: SandboxProcess, config: Path, state: Path) -> int:
     return len(plans)
 
 
+def required_signals(config: Path, state: Path) -> dict[str, int]:
+    """Signals by `required` as the cycle's read fills them from the state's cache (read-only)."""
+    from bot.cli import build_clients, now_utc
+    from bot.github_io import ReadOnlyRequired
+    from bot.model import PullSnapshot
+    from bot.settings import load_settings
+    from bot.store import Store
+
+    settings = load_settings(str(config))
+    clients = build_clients(settings, settings.repos)
+    counts = {"true": 0, "false": 0, "null": 0}
+    word = {True: "true", False: "false", None: "null"}
+    try:
+        with Store.open(state) as store:
+            cache = ReadOnlyRequired(store)
+            for repo in settings.repos:
+                for snap in clients.github.open_pulls(repo.name, now=now_utc(), required=cache):
+                    if isinstance(snap, PullSnapshot):
+                        for signal in snap.signals:
+                            counts[word[signal.required]] += 1
+    finally:
+        clients.close()
+    return counts
+
+
 def naive_poll(
     sandbox: SandboxProcess, *, prs: int, lift_limit: bool, timeout_s: float
 ) -> dict[str, Any]:
@@ -503,6 +528,15 @@ def report(results: dict[str, dict[str, Any] | None]) -> str:
         row("peak RSS MB", "peak_rss_mb"),
         row("exit code", "exit_code"),
     ]
+    filled = got.get("warm", {}).get("required_signals")
+    if filled:
+        rows.append(
+            (
+                "warm: signals required/optional/null",
+                [f"{filled['true']}/{filled['false']}/{filled['null']}" if n == "warm" else ""
+                 for n in runs],
+            )
+        )  # fmt: skip
     kinds = sorted({k for name in runs for k in got[name]["requests_by_kind"]})
     kinds_rtd = sorted({k for name in runs for k in got[name]["rtd_requests_by_kind"]})
     rows.append(("GitHub requests by kind:", ["" for _ in runs]))
@@ -619,6 +653,8 @@ def run_all(args: argparse.Namespace, folder: Path) -> dict[str, dict[str, Any] 
                 result = bot_cycle(sandbox, config, state, timeout_s=args.timeout)
                 result["changed_heads"] = changed
                 results[name] = result
+                if name == "warm":  # not measured: the stats are reset before the next run
+                    result["required_signals"] = required_signals(config, state)
             if not args.skip_naive:
                 print("running the naive poller...", flush=True)
                 results["naive"] = naive_poll(
