@@ -254,6 +254,21 @@ def write_times(state: Path, after_id: int) -> list[datetime]:
     return [datetime.fromisoformat(r[0]) for r in rows]
 
 
+def required_pairs(state: Path) -> dict[str, int]:
+    """(base branch, name) pairs in the bot's required cache: known, and how many required."""
+    try:
+        rows = _audit(
+            state,
+            "SELECT count(*), count(required), coalesce(sum(required), 0) FROM required_checks",
+        )
+    except sqlite3.OperationalError:  # a state written before the cache existed
+        return {}
+    if not rows:
+        return {}
+    total, said, required = rows[0]
+    return {"cached": total, "said": said, "required": required}
+
+
 def pacing(times: list[datetime]) -> dict[str, Any]:
     """Most writes in any 60-s window and the closest two writes, from the bot's audit.
 
@@ -317,6 +332,7 @@ def bot_cycle(
         result[key] = int(found[key]) if found else None
     result.update(pacing(write_times(state, before)))
     result["writes_in_last_hour_at_start"] = hour_used
+    result["required_pairs"] = required_pairs(state)
     result["bot_commit"] = commit
     kinds = result["requests_by_kind"]
     result["writes_created"] = kinds.get("POST comments.create", 0)
@@ -343,6 +359,7 @@ def settle(sandbox: SandboxProcess, config: Path, state: Path) -> int:
     passed. Nothing of this is measured.
     """
     from bot.cycle import sha256
+    from bot.model import PullSnapshot
     from bot.settings import load_settings
     from bot.store import Store
     from bot.wiring import build_clients, make_cycle, now_utc
@@ -352,7 +369,8 @@ def settle(sandbox: SandboxProcess, config: Path, state: Path) -> int:
     clients = build_clients(settings, settings.repos)
     with Store.open(state) as store:
         cycle = make_cycle(settings, clients, store, dry_run=False)
-        snapshots = clients.github.open_pulls(repo.name, now=now_utc())
+        read = clients.github.open_pulls(repo.name, now=now_utc(), required=store)
+        snapshots = [s for s in read if isinstance(s, PullSnapshot)]
         plans = [
             cycle.rendered(p) for s in snapshots if (p := cycle.plan(s, repo)).action != "leave"
         ]
@@ -379,6 +397,31 @@ def settle(sandbox: SandboxProcess, config: Path, state: Path) -> int:
                 (earlier.strftime("%Y-%m-%dT%H:%M:%S.%fZ"), row_id),
             )
     return len(plans)
+
+
+def required_signals(config: Path, state: Path) -> dict[str, int]:
+    """Signals by `required` as the cycle's read fills them from the state's cache (read-only)."""
+    from bot.cli import build_clients, now_utc
+    from bot.github_io import ReadOnlyRequired
+    from bot.model import PullSnapshot
+    from bot.settings import load_settings
+    from bot.store import Store
+
+    settings = load_settings(str(config))
+    clients = build_clients(settings, settings.repos)
+    counts = {"true": 0, "false": 0, "null": 0}
+    word = {True: "true", False: "false", None: "null"}
+    try:
+        with Store.open(state) as store:
+            cache = ReadOnlyRequired(store)
+            for repo in settings.repos:
+                for snap in clients.github.open_pulls(repo.name, now=now_utc(), required=cache):
+                    if isinstance(snap, PullSnapshot):
+                        for signal in snap.signals:
+                            counts[word[signal.required]] += 1
+    finally:
+        clients.close()
+    return counts
 
 
 def naive_poll(
@@ -485,6 +528,15 @@ def report(results: dict[str, dict[str, Any] | None]) -> str:
         row("peak RSS MB", "peak_rss_mb"),
         row("exit code", "exit_code"),
     ]
+    filled = got.get("warm", {}).get("required_signals")
+    if filled:
+        rows.append(
+            (
+                "warm: signals required/optional/null",
+                [f"{filled['true']}/{filled['false']}/{filled['null']}" if n == "warm" else ""
+                 for n in runs],
+            )
+        )  # fmt: skip
     kinds = sorted({k for name in runs for k in got[name]["requests_by_kind"]})
     kinds_rtd = sorted({k for name in runs for k in got[name]["rtd_requests_by_kind"]})
     rows.append(("GitHub requests by kind:", ["" for _ in runs]))
@@ -601,6 +653,8 @@ def run_all(args: argparse.Namespace, folder: Path) -> dict[str, dict[str, Any] 
                 result = bot_cycle(sandbox, config, state, timeout_s=args.timeout)
                 result["changed_heads"] = changed
                 results[name] = result
+                if name == "warm":  # not measured: the stats are reset before the next run
+                    result["required_signals"] = required_signals(config, state)
             if not args.skip_naive:
                 print("running the naive poller...", flush=True)
                 results["naive"] = naive_poll(

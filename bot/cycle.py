@@ -10,7 +10,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Literal
 
-from bot.github_io import Comment, GitHubApi, GitHubError, RateLimited
+from bot.github_io import Comment, GitHubApi, GitHubError, RateLimited, ReadOnlyRequired
+from bot.github_parse import PullFailure
 from bot.model import MARKER, PullSnapshot, Report, RtdLookup, Verdict
 from bot.readthedocs import evidence
 from bot.reconcile import reconcile
@@ -95,7 +96,9 @@ def selected(snapshot: PullSnapshot, policy: PolicySettings) -> bool:
     """Whether the policy lets the bot report on this pull request."""
     if snapshot.draft and not policy.include_drafts:
         return False
-    if snapshot.author is not None and snapshot.author in policy.skip_authors:
+    # Logins are in REST's form (a Bot's with `[bot]`) and compared as GitHub does, ignoring case.
+    skip = {login.casefold() for login in policy.skip_authors}
+    if snapshot.author is not None and snapshot.author.casefold() in skip:
         return False
     return not set(snapshot.labels) & set(policy.skip_labels)
 
@@ -210,8 +213,13 @@ class Cycle:
             summary.failed.setdefault(repo.name, why)
 
     def _plan_repo(self, repo: RepoSettings, summary: Summary) -> Iterable[Plan]:
-        for snapshot in self.github.open_pulls(repo.name, now=self.clock()):
+        required = ReadOnlyRequired(self.store) if self.dry_run else self.store
+        for snapshot in self.github.open_pulls(repo.name, now=self.clock(), required=required):
             summary.pulls_seen += 1
+            if isinstance(snapshot, PullFailure):  # that pull request only; the others go on
+                summary.failed[snapshot.label] = snapshot.reason
+                log.debug("could not read %s: %s", snapshot.label, snapshot.reason)
+                continue
             if not selected(snapshot, self.policy):
                 summary.skipped += 1
                 continue

@@ -1,4 +1,7 @@
-"""GitHub reads (batched GraphQL statusCheckRollup) as model types; the comment calls."""
+"""GitHub transport, reads (batched GraphQL statusCheckRollup) and the comment calls.
+
+Query text lives in bot/github_query.py, parsing into the model in bot/github_parse.py.
+"""
 
 from __future__ import annotations
 
@@ -6,17 +9,37 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
 
 import requests
 from github import Github
 from github.GithubException import GithubException
 
+from bot.github_parse import Comment as Comment
+from bot.github_parse import (
+    Partial,
+    PullFailure,
+    Unreadable,
+    get,
+    parse_contexts,
+    parse_graphql_comment,
+    parse_labels,
+    parse_pull,
+    parse_rest_comment,
+    required_of,
+)
+from bot.github_query import (
+    COMMENTS_QUERY,
+    MORE_LABELS_QUERY,
+    more_contexts_query,
+    pull_query,
+    pulls_page_query,
+)
 from bot.guard import Pages, last_page, same_origin
-from bot.model import Kind, PullSnapshot, Signal, parse_time
+from bot.model import PullSnapshot
 from bot.retry import (
     TRANSIENT_STATUSES,
     Retryable,
@@ -31,78 +54,9 @@ log = logging.getLogger(__name__)
 MAX_INLINE_WAIT_S = 60.0
 SECONDARY_BACKOFF_S = 60.0  # a 429 that names no wait: back off from a minute (GitHub's advice)
 GITHUB_POLICY = RetryPolicy(attempts=3, backoff_s=1.0, jitter_s=1.0, max_wait_s=MAX_INLINE_WAIT_S)
+ALIAS_BATCH = 20  # pull requests per aliased query (follow-up context pages, isRequired)
 
-_CHECK_FIELDS = """
-fragment CheckFields on CheckRun {
-  name status conclusion startedAt completedAt detailsUrl databaseId title summary
-  checkSuite { app { slug } workflowRun { workflow { name } } }
-}
-fragment StatusFields on StatusContext { context state description targetUrl createdAt }
-fragment Contexts on StatusCheckRollupContextConnection {
-  pageInfo { hasNextPage endCursor }
-  nodes { __typename ...CheckFields ...StatusFields }
-}
-"""
-
-
-def _pull_fragment(*, with_labels: bool) -> str:
-    labels = "labels(first: 20) { nodes { name } }" if with_labels else ""
-    return (
-        "fragment PullFields on PullRequest {\n"
-        f"  number title url isDraft headRefOid author {{ login }} {labels}\n"
-        "  statusCheckRollup { contexts(first: 100) { ...Contexts } }\n}\n" + _CHECK_FIELDS
-    )
-
-
-def pulls_page_query(*, with_labels: bool) -> str:
-    """The query that reads one page of open pull requests with their head's rollup."""
-    return (
-        "query PullPage($owner: String!, $name: String!, $first: Int!, $after: String) {\n"
-        "  rateLimit { cost remaining resetAt }\n"
-        "  repository(owner: $owner, name: $name) {\n"
-        "    pullRequests(states: OPEN, first: $first, after: $after,"
-        " orderBy: {field: CREATED_AT, direction: ASC}) {\n"
-        "      pageInfo { hasNextPage endCursor }\n"
-        "      nodes { ...PullFields }\n"
-        "    }\n  }\n}\n" + _pull_fragment(with_labels=with_labels)
-    )
-
-
-def pull_query(*, with_labels: bool) -> str:
-    """The query that reads one pull request with its head's rollup."""
-    return (
-        "query OnePull($owner: String!, $name: String!, $number: Int!) {\n"
-        "  rateLimit { cost remaining resetAt }\n"
-        "  repository(owner: $owner, name: $name) {\n"
-        "    pullRequest(number: $number) { ...PullFields }\n  }\n"
-        "}\n" + _pull_fragment(with_labels=with_labels)
-    )
-
-
-def more_contexts_query(count: int) -> str:
-    """The query that reads the next page of contexts for `count` pull requests at once."""
-    params = ", ".join(f"$n{i}: Int!, $c{i}: String" for i in range(count))
-    aliases = "\n".join(
-        f"    p{i}: pullRequest(number: $n{i}) {{ statusCheckRollup {{"
-        f" contexts(first: 100, after: $c{i}) {{ ...Contexts }} }} }}"
-        for i in range(count)
-    )
-    return (
-        f"query MoreContexts($owner: String!, $name: String!, {params}) {{\n"
-        "  rateLimit { cost remaining resetAt }\n"
-        f"  repository(owner: $owner, name: $name) {{\n{aliases}\n  }}\n}}\n" + _CHECK_FIELDS
-    )
-
-
-COMMENTS_QUERY = """
-query Comments($ids: [ID!]!) {
-  rateLimit { cost remaining resetAt }
-  nodes(ids: $ids) {
-    __typename
-    ... on IssueComment { databaseId body author { __typename login } }
-  }
-}
-"""
+Pair = tuple[str, str]  # (base branch, check or status name)
 
 
 class GitHubError(Exception):
@@ -137,16 +91,6 @@ class ForeignLink(GitHubError):
     """GitHub's answer linked to a host other than the configured API; it is not followed."""
 
 
-@dataclass(frozen=True, slots=True)
-class Comment:
-    """An issue comment: the parts the bot needs."""
-
-    id: int
-    author: str | None
-    body: str
-    node_id: str = ""
-
-
 @dataclass
 class Usage:
     """What the bot spent on GitHub: requests by kind, GraphQL points, and what is left."""
@@ -162,124 +106,75 @@ class Usage:
         return sum(self.requests.values())
 
 
-def _parse_time(value: Any) -> datetime | None:
-    if value is None:
-        return None
-    try:
-        return parse_time(value)
-    except (TypeError, ValueError) as exc:
-        raise MalformedAnswer(f"malformed timestamp {value!r}") from exc
+class RequiredCache(Protocol):
+    """Where learned required-ness is kept: (base branch, name) -> required, None = not said."""
+
+    def required_known(
+        self,
+        repo: str,
+        bases: Iterable[str],
+        *,
+        now: datetime,
+        max_age: timedelta | None = ...,
+    ) -> dict[Pair, bool | None]:
+        """Pairs of these base branches learned within `max_age` (default: fresh; None: any)."""
+
+    def remember_required(
+        self, repo: str, learned: Mapping[Pair, bool | None], *, now: datetime
+    ) -> None:
+        """Record what GitHub said (None: asked, GitHub did not say)."""
 
 
-def _get(node: Any, *path: str) -> Any:
-    for key in path:
-        if node is None:
-            return None
-        if not isinstance(node, dict):
-            raise MalformedAnswer(f"expected an object at {'.'.join(path)}")
-        node = node.get(key)
-    return node
+class ReadOnlyRequired:
+    """A RequiredCache that reads another and records nothing (a dry run writes nothing)."""
+
+    def __init__(self, cache: RequiredCache) -> None:
+        """Wrap `cache`."""
+        self._cache = cache
+
+    def required_known(
+        self, repo: str, bases: Iterable[str], *, now: datetime, **limits: timedelta | None
+    ) -> dict[Pair, bool | None]:
+        """What the wrapped cache knows."""
+        return self._cache.required_known(repo, bases, now=now, **limits)
+
+    def remember_required(
+        self, repo: str, learned: Mapping[Pair, bool | None], *, now: datetime
+    ) -> None:
+        """Record nothing."""
 
 
-def _text(node: Any, key: str, *, required: bool = False) -> str | None:
-    value = _get(node, key)
-    if value is None and not required:
-        return None
-    if not isinstance(value, str):
-        raise MalformedAnswer(f"field {key!r} is {value!r}, expected text")
-    return value
+def _never(error: dict[str, Any]) -> bool:
+    return False
 
 
-def _str(node: dict[str, Any], key: str) -> str | None:
-    value = node.get(key)
-    if value is None or isinstance(value, str):
-        return value
-    raise MalformedAnswer(f"field {key!r} is {value!r}, expected text")
+def _is_not_found(error: dict[str, Any]) -> bool:
+    return error.get("type") == "NOT_FOUND"
 
 
-def _required(node: dict[str, Any], key: str) -> str:
-    value = node.get(key)
-    if isinstance(value, str):
-        return value
-    raise MalformedAnswer(f"field {key!r} is {value!r}, expected text")
+def _path(error: dict[str, Any]) -> list[Any]:
+    path = error.get("path")
+    return path if isinstance(path, list) else []
 
 
-def parse_context(node: Any) -> Signal:
-    """Turn one statusCheckRollup context (CheckRun or StatusContext) into a Signal."""
-    if not isinstance(node, dict):
-        raise MalformedAnswer("a rollup context is not an object")
-    kind = node.get("__typename")
-    if kind == "CheckRun":
-        status = _required(node, "status").lower()
-        conclusion = _str(node, "conclusion")
-        database_id = node.get("databaseId")
-        suite = node.get("checkSuite")
-        return Signal(
-            name=_required(node, "name"),
-            kind=Kind.CHECK_RUN,
-            github_state=conclusion.lower() if status == "completed" and conclusion else status,
-            app=_get(suite, "app", "slug"),
-            workflow=_get(suite, "workflowRun", "workflow", "name"),
-            url=_str(node, "detailsUrl"),
-            description=_str(node, "title"),
-            summary=_str(node, "summary"),
-            started_at=_parse_time(node.get("startedAt")),
-            completed_at=_parse_time(node.get("completedAt")),
-            database_id=database_id if isinstance(database_id, int) else None,
-        )
-    if kind == "StatusContext":
-        return Signal(
-            name=_required(node, "context"),
-            kind=Kind.STATUS,
-            github_state=_required(node, "state").lower(),
-            url=_str(node, "targetUrl"),
-            description=_str(node, "description"),
-            created_at=_parse_time(node.get("createdAt")),
-        )
-    raise MalformedAnswer(f"unknown rollup context type {kind!r}")
-
-
-def _contexts(connection: Any) -> tuple[list[Signal], str | None]:
-    """Signals of one contexts page and the cursor of the next page (None when done)."""
-    if connection is None:
-        return [], None
-    nodes = _get(connection, "nodes")
-    if not isinstance(nodes, list):
-        raise MalformedAnswer("statusCheckRollup.contexts.nodes is not a list")
-    signals = [parse_context(n) for n in nodes if n is not None]
-    more = _get(connection, "pageInfo", "hasNextPage")
-    return signals, (_get(connection, "pageInfo", "endCursor") if more else None)
-
-
-@dataclass
-class _Partial:
-    snapshot: PullSnapshot
-    signals: list[Signal]
-    cursor: str | None
-
-
-def parse_pull(repo: str, node: Any, *, now: datetime) -> _Partial:
-    """Turn one PullRequest node into a snapshot (first contexts page) and its next cursor."""
-    if not isinstance(node, dict):
-        raise MalformedAnswer("pull request node is not an object")
-    number = _get(node, "number")
-    head = _text(node, "headRefOid", required=True) or ""
-    if not isinstance(number, int) or len(head) != 40:
-        raise MalformedAnswer(f"pull request node lacks a number or a head sha: {number!r}")
-    labels = _get(node, "labels", "nodes") or []
-    signals, cursor = _contexts(_get(node, "statusCheckRollup", "contexts"))
-    snapshot = PullSnapshot(
-        repo=repo,
-        number=number,
-        title=_text(node, "title") or "",
-        author=_get(node, "author", "login"),
-        draft=bool(_get(node, "isDraft")),
-        head_sha=head,
-        url=_text(node, "url") or "",
-        labels=tuple(str(_get(label, "name")) for label in labels if label),
-        fetched_at=now,
+def _in_pull_page(error: dict[str, Any]) -> bool:
+    """An error inside one pull request of a page: repository.pullRequests.nodes.<i>...."""
+    path = _path(error)
+    return (
+        path[:3] == ["repository", "pullRequests", "nodes"]
+        and len(path) > 3
+        and (isinstance(path[3], int))
     )
-    return _Partial(snapshot, signals, cursor)
+
+
+def _in_alias(error: dict[str, Any]) -> bool:
+    """An error inside one aliased pull request: repository.p<i>...."""
+    path = _path(error)
+    return len(path) > 1 and path[0] == "repository" and str(path[1]).startswith("p")
+
+
+def _message(error: dict[str, Any]) -> str:
+    return str(error.get("message") or error.get("type") or "an error")
 
 
 def _lower_headers(headers: Mapping[str, Any] | None) -> dict[str, str]:
@@ -404,13 +299,17 @@ class GitHubApi:
 
     def graphql(self, query: str, variables: dict[str, Any]) -> dict[str, Any]:
         """Send one GraphQL query (never a mutation) and return its `data`; errors raise."""
-        data, _ = self._graphql(query, variables, missing_ok=False)
+        data, _ = self._graphql(query, variables)
         return data
 
     def _graphql(
-        self, query: str, variables: dict[str, Any], *, missing_ok: bool
-    ) -> tuple[dict[str, Any], set[tuple[Any, ...]]]:
-        """`data` and the paths GitHub answered NOT_FOUND for (allowed when `missing_ok`)."""
+        self,
+        query: str,
+        variables: dict[str, Any],
+        *,
+        tolerate: Callable[[dict[str, Any]], bool] = _never,
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """`data` and the error entries `tolerate` accepts; any other error raises."""
         headers, payload = self._send(
             "POST",
             self._requester.graphql_url,
@@ -419,10 +318,13 @@ class GitHubApi:
         )
         if not isinstance(payload, dict):
             raise MalformedAnswer("GraphQL answer is not an object")
-        errors = payload.get("errors") or []
-        missing = {tuple(e.get("path") or ()) for e in errors if _is_not_found(e)}
-        if errors and not (missing_ok and len(missing) == len(errors)):
-            self._raise_graphql_errors(errors, headers)
+        raw = payload.get("errors") or []
+        if not isinstance(raw, list):
+            raise MalformedAnswer("GraphQL errors is not a list")
+        errors = [e if isinstance(e, dict) else {"message": str(e)} for e in raw]
+        refused = [e for e in errors if not tolerate(e)]
+        if refused:
+            self._raise_graphql_errors(refused, headers)
         data = payload.get("data")
         if not isinstance(data, dict):
             raise MalformedAnswer("GraphQL answer has no data")
@@ -432,7 +334,7 @@ class GitHubApi:
         remaining = _get(data, "rateLimit", "remaining")
         if isinstance(remaining, int):
             self.usage.remaining["graphql"] = remaining
-        return data, missing
+        return data, [e for e in errors if tolerate(e)]
 
     def _raise_graphql_errors(self, errors: Any, headers: Mapping[str, str]) -> None:
         first = errors[0] if isinstance(errors, list) and errors else {}
@@ -447,6 +349,8 @@ class GitHubApi:
 
     # -- reads -----------------------------------------------------------------------------
 
+    # -- reads -----------------------------------------------------------------------------
+
     def viewer_login(self) -> str:
         """The login of the token's user (the bot's own comments carry it)."""
         _, data = self._send("GET", "/user", kind="rest_get")
@@ -455,15 +359,22 @@ class GitHubApi:
             raise MalformedAnswer("GET /user has no login")
         return login
 
-    def open_pulls(self, repo: str, *, now: datetime) -> Iterator[PullSnapshot]:
-        """Every open pull request of `repo` with every context on its head, page by page."""
+    def open_pulls(
+        self, repo: str, *, now: datetime, required: RequiredCache | None = None
+    ) -> Iterator[PullSnapshot | PullFailure]:
+        """Every open pull request of `repo` with every context on its head, page by page.
+
+        A pull request that cannot be read is yielded as a PullFailure; the others are read.
+        With `required`, each signal's `required` comes from that cache, and (base branch,
+        name) pairs it does not know are learned from GitHub first and recorded in it.
+        """
         owner, name = repo.split("/", 1)
         query = pulls_page_query(with_labels=self._with_labels)
         after: str | None = None
         pages = Pages(f"the open pull requests of {repo}", error=PaginationLoop)
         while True:
             variables = {"owner": owner, "name": name, "first": self._page_size, "after": after}
-            data = self.graphql(query, variables)
+            data, errors = self._graphql(query, variables, tolerate=_in_pull_page)
             repository = _get(data, "repository")
             if repository is None:
                 raise NotFound(f"repository {repo} not found or not visible", status=404)
@@ -471,16 +382,23 @@ class GitHubApi:
             nodes = _get(page, "nodes")
             if not isinstance(nodes, list):
                 raise MalformedAnswer("pullRequests.nodes is not a list")
-            partials = [parse_pull(repo, n, now=now) for n in nodes if n is not None]
-            self._complete_contexts(owner, name, partials)
-            yield from (_finish(p) for p in partials)
+            broken = {_path(e)[3]: _message(e) for e in errors}
+            items = [
+                _pull_item(repo, node, broken.get(index), now=now)
+                for index, node in enumerate(nodes)
+            ]
+            partials = [p for p in items if isinstance(p, Partial)]
+            self._complete(owner, name, partials)
+            if required is not None:
+                self._fill_required(repo, partials, required, now=now)
+            yield from (p.finish() if isinstance(p, Partial) else p for p in items)
             if not _get(page, "pageInfo", "hasNextPage"):
                 return
             pages.expect(_get(page, "totalCount"), self._page_size)
             after = pages.follow(_get(page, "pageInfo", "endCursor") or "")
 
     def pull(self, repo: str, number: int, *, now: datetime) -> PullSnapshot:
-        """One pull request with every context on its head."""
+        """One pull request with every context on its head and what is required for it."""
         owner, name = repo.split("/", 1)
         data = self.graphql(
             pull_query(with_labels=self._with_labels),
@@ -492,26 +410,128 @@ class GitHubApi:
         if node is None:
             raise NotFound(f"pull request {repo}#{number} not found", status=404)
         partial = parse_pull(repo, node, now=now)
-        self._complete_contexts(owner, name, [partial])
-        return _finish(partial)
+        if isinstance(partial, PullFailure):
+            raise MalformedAnswer(f"{partial.label}: {partial.reason}")
+        self._complete(owner, name, [partial], required=True)
+        snapshot = partial.finish()
+        if isinstance(snapshot, PullFailure):
+            raise MalformedAnswer(f"{snapshot.label}: {snapshot.reason}")
+        return snapshot
 
-    def _complete_contexts(self, owner: str, name: str, partials: list[_Partial]) -> None:
-        """Follow context pages past the first 100, batching many pull requests per query."""
-        batch_size = 20
+    def _complete(
+        self, owner: str, name: str, partials: list[Partial], *, required: bool = False
+    ) -> None:
+        """Follow context pages past the first 100 (many pull requests per query), then labels.
+
+        A follow-up page that comes back missing marks that snapshot truncated (it is never
+        called complete); labels that cannot all be read make that pull request a failure.
+        """
         pages = {p.snapshot.number: Pages("the contexts", error=PaginationLoop) for p in partials}
-        while pending := [p for p in partials if p.cursor]:
-            for start in range(0, len(pending), batch_size):
-                chunk = pending[start : start + batch_size]
+        while pending := [p for p in partials if p.cursor and p.failure is None]:
+            for start in range(0, len(pending), ALIAS_BATCH):
+                chunk = pending[start : start + ALIAS_BATCH]
                 variables: dict[str, Any] = {"owner": owner, "name": name}
                 for i, p in enumerate(chunk):
                     variables[f"n{i}"] = p.snapshot.number
                     variables[f"c{i}"] = p.cursor
-                data = self.graphql(more_contexts_query(len(chunk)), variables)
+                query = more_contexts_query(len(chunk), required=required)
+                data, errors = self._graphql(query, variables, tolerate=_in_alias)
+                broken = {str(_path(e)[1]) for e in errors}
                 for i, p in enumerate(chunk):
-                    conn = _get(data, "repository", f"p{i}", "statusCheckRollup", "contexts")
-                    signals, p.cursor = _contexts(conn)
+                    _extend(p, _get(data, "repository", f"p{i}", "statusCheckRollup", "contexts"),
+                            missing=f"p{i}" in broken)  # fmt: skip
                     p.cursor = pages[p.snapshot.number].follow(p.cursor)
-                    p.signals.extend(signals)
+        for p in partials:
+            label_pages = Pages("the labels", error=PaginationLoop)
+            while p.labels_cursor and p.failure is None:
+                variables = {
+                    "owner": owner,
+                    "name": name,
+                    "number": p.snapshot.number,
+                    "after": p.labels_cursor,
+                }
+                data = self.graphql(MORE_LABELS_QUERY, variables)
+                try:
+                    connection = _get(data, "repository", "pullRequest", "labels")
+                    if connection is None:
+                        raise Unreadable("a page of its labels came back empty")
+                    labels, cursor = parse_labels(connection)
+                    p.labels_cursor = label_pages.follow(cursor)
+                except Unreadable as exc:
+                    p.failure = f"its labels could not all be read: {exc}"
+                    continue
+                p.extra_labels.extend(labels)
+
+    # -- required-ness: learned per (base branch, name), cached ---------------------------
+
+    def _fill_required(
+        self, repo: str, partials: list[Partial], cache: RequiredCache, *, now: datetime
+    ) -> None:
+        """Set each signal's `required` from the cache, learning unknown pairs first."""
+        bases = {p.base for p in partials if p.base}
+        known = cache.required_known(repo, bases, now=now)
+        chosen: list[tuple[Partial, set[str]]] = []
+        todo: set[Pair] = set()
+        for p in partials:
+            if p.base is None or p.failure is not None:
+                continue
+            names = {s.name for s in p.signals} - {n for b, n in known if b == p.base}
+            names -= {n for b, n in todo if b == p.base}
+            if names:
+                chosen.append((p, names))
+                todo |= {(p.base, n) for n in names}
+        if chosen:
+            owner, name = repo.split("/", 1)
+            try:
+                learned = self._learn_required(owner, name, chosen)
+            except RateLimited:
+                raise
+            except GitHubError as exc:  # the last answers stand; else unknown, never made up
+                log.warning("could not learn which checks are required in %s: %s", repo, exc)
+                learned = {}
+                known = {**cache.required_known(repo, bases, now=now, max_age=None), **known}
+            if learned:
+                cache.remember_required(repo, learned, now=now)
+            known = {**known, **learned}
+        for p in partials:
+            p.signals = [s._replace(required=known.get((p.base or "", s.name))) for s in p.signals]
+
+    def _learn_required(
+        self, owner: str, name: str, chosen: list[tuple[Partial, set[str]]]
+    ) -> dict[Pair, bool | None]:
+        """Ask isRequired through per-PR aliases, for the pull requests covering unknown pairs."""
+        learned: dict[Pair, bool | None] = {}
+        failed: set[int] = set()
+        asking: list[tuple[Partial, str | None]] = [(p, None) for p, _ in chosen]
+        pages = {p.snapshot.number: Pages("the required contexts", error=PaginationLoop)
+                 for p, _ in chosen}  # fmt: skip
+        while asking:
+            following: list[tuple[Partial, str | None]] = []
+            for start in range(0, len(asking), ALIAS_BATCH):
+                chunk = asking[start : start + ALIAS_BATCH]
+                variables: dict[str, Any] = {"owner": owner, "name": name}
+                for i, (p, cursor) in enumerate(chunk):
+                    variables[f"n{i}"] = p.snapshot.number
+                    variables[f"c{i}"] = cursor
+                query = more_contexts_query(len(chunk), required=True)
+                data, errors = self._graphql(query, variables, tolerate=_in_alias)
+                broken = {str(_path(e)[1]) for e in errors}
+                for i, (p, _) in enumerate(chunk):
+                    conn = _get(data, "repository", f"p{i}", "statusCheckRollup", "contexts")
+                    if f"p{i}" in broken or not isinstance(conn, dict):
+                        failed.add(p.snapshot.number)
+                        continue
+                    base = p.base or ""
+                    learned.update({(base, n): flag for n, flag in required_of(conn).items()})
+                    if _get(conn, "pageInfo", "hasNextPage"):
+                        cursor = _get(conn, "pageInfo", "endCursor")
+                        following.append((p, pages[p.snapshot.number].follow(cursor)))
+            asking = following
+        for p, names in chosen:  # asked and answered, but GitHub did not say: not asked again
+            if p.snapshot.number not in failed:
+                for n in names:
+                    learned.setdefault((p.base or "", n), None)
+        return learned
 
     # -- the comment -----------------------------------------------------------------------
 
@@ -539,7 +559,10 @@ class GitHubApi:
         """Re-read many comments in one GraphQL query; None for one that no longer exists."""
         if not node_ids:
             return {}
-        data, missing = self._graphql(COMMENTS_QUERY, {"ids": list(node_ids)}, missing_ok=True)
+        data, errors = self._graphql(
+            COMMENTS_QUERY, {"ids": list(node_ids)}, tolerate=_is_not_found
+        )
+        missing = {tuple(_path(e)) for e in errors}
         nodes = _get(data, "nodes")
         if not isinstance(nodes, list) or len(nodes) != len(node_ids):
             raise MalformedAnswer("nodes(ids:) did not answer one entry per id")
@@ -582,37 +605,49 @@ class GitHubApi:
         return _comment(data)
 
 
-def _finish(partial: _Partial) -> PullSnapshot:
-    return replace(partial.snapshot, signals=tuple(partial.signals))
+def _get(node: Any, *path: str) -> Any:
+    try:
+        return get(node, *path)
+    except Unreadable as exc:
+        raise MalformedAnswer(str(exc)) from exc
+
+
+def _pull_item(repo: str, node: Any, error: str | None, *, now: datetime) -> Partial | PullFailure:
+    """One node of a pull-request page: a partial read, or that pull request's failure."""
+    number = node.get("number") if isinstance(node, dict) else None
+    number = number if isinstance(number, int) else None
+    if error is not None:
+        return PullFailure(repo, number, f"GitHub GraphQL error on this pull request: {error}")
+    if node is None:
+        return PullFailure(repo, None, "GitHub answered null for a pull request")
+    return parse_pull(repo, node, now=now)
+
+
+def _extend(partial: Partial, connection: Any, *, missing: bool) -> None:
+    """Add a follow-up contexts page; a missing or unreadable page truncates the snapshot."""
+    try:
+        if missing or connection is None:
+            raise Unreadable("a follow-up contexts page came back missing")
+        signals, partial.cursor = parse_contexts(connection)
+    except Unreadable as exc:
+        log.warning("%s#%s: %s", partial.snapshot.repo, partial.snapshot.number, exc)
+        partial.truncated, partial.cursor = True, None
+        return
+    partial.signals.extend(signals)
 
 
 def _comment(data: Any) -> Comment:
-    comment_id = _get(data, "id")
-    body = _get(data, "body")
-    if not isinstance(comment_id, int):
-        raise MalformedAnswer("a comment has no id")
-    node_id = _get(data, "node_id")
-    return Comment(
-        id=comment_id,
-        author=_get(data, "user", "login"),
-        body=body or "",
-        node_id=node_id if isinstance(node_id, str) else "",
-    )
-
-
-def _is_not_found(error: Any) -> bool:
-    return isinstance(error, dict) and error.get("type") == "NOT_FOUND"
+    try:
+        return parse_rest_comment(data)
+    except Unreadable as exc:
+        raise MalformedAnswer(str(exc)) from exc
 
 
 def _graphql_comment(node: Any, node_id: str) -> Comment:
-    """An IssueComment node; a Bot's GraphQL login lacks the `[bot]` its REST login has."""
-    comment_id = _get(node, "databaseId")
-    if not isinstance(comment_id, int):
-        raise MalformedAnswer("an IssueComment has no databaseId")
-    login = _get(node, "author", "login")
-    if isinstance(login, str) and _get(node, "author", "__typename") == "Bot":
-        login += "[bot]"
-    return Comment(id=comment_id, author=login, body=_get(node, "body") or "", node_id=node_id)
+    try:
+        return parse_graphql_comment(node, node_id)
+    except Unreadable as exc:
+        raise MalformedAnswer(str(exc)) from exc
 
 
 def _next_link(link: str) -> str | None:

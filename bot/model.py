@@ -94,13 +94,15 @@ class Signal(NamedTuple):
     started_at: datetime | None = None
     completed_at: datetime | None = None
     created_at: datetime | None = None  # statuses: when this state was posted
-    required: bool | None = None
+    required: bool | None = None  # as GitHub said for this pull request; None where it did not
     database_id: int | None = None
+    event: str | None = None  # what triggered the check run's workflow run (push, pull_request)
 
     @property
     def key(self) -> str:
         """Identity of the signal across cycles (first-seen bookkeeping)."""
-        return f"{self.kind}:{self.app or ''}:{self.workflow or ''}:{self.name}"
+        key = f"{self.kind}:{self.app or ''}:{self.workflow or ''}:{self.name}"
+        return f"{key}:{self.event}" if self.event else key
 
 
 @dataclass(frozen=True, slots=True)

@@ -149,14 +149,18 @@ def reconcile(
 
 
 def dedupe(signals: Iterable[Signal]) -> tuple[Signal, ...]:
-    """Keep the newest check run per (name, app, workflow); statuses pass through unchanged."""
-    newest: dict[tuple[str, str | None, str | None], Signal] = {}
+    """Keep the newest check run per (name, app, workflow, event); statuses pass through.
+
+    Runs of one workflow triggered by different events (push, pull_request) are different
+    signals: merging them can hide a failure.
+    """
+    newest: dict[tuple[str, str | None, str | None, str | None], Signal] = {}
     statuses: list[Signal] = []
     for signal in signals:
         if signal.kind is not Kind.CHECK_RUN:
             statuses.append(signal)
             continue
-        key = (signal.name, signal.app, signal.workflow)
+        key = (signal.name, signal.app, signal.workflow, signal.event)
         kept = newest.get(key)
         if kept is None or _run_age(signal) > _run_age(kept):
             newest[key] = signal

@@ -7,10 +7,10 @@ import os
 import socket
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Literal, Self
@@ -19,6 +19,8 @@ Action = Literal["created", "edited", "adopted"]
 
 _WRITE_ACTIONS = ("created", "edited")
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+# Required-ness (branch protection, rulesets) changes rarely: it is learned again after this.
+REQUIRED_TTL = timedelta(hours=24)
 
 _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
@@ -97,6 +99,17 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
             failing_since TEXT,
             failure TEXT,
             PRIMARY KEY (host, project, commit_sha)
+        )""",
+    ),
+    # 5: whether a check name is required on a base branch, as GitHub said (cached, expiring)
+    (
+        """CREATE TABLE required_checks (
+            repo TEXT NOT NULL,
+            base TEXT NOT NULL,
+            name TEXT NOT NULL,
+            required INTEGER CHECK (required IN (0, 1)),  -- NULL: GitHub did not say
+            learned_at TEXT NOT NULL,
+            PRIMARY KEY (repo, base, name)
         )""",
     ),
 )
@@ -624,3 +637,43 @@ class Store:
             )
             for r in rows
         ]
+
+    # -- required checks (learned from GitHub's isRequired, per base branch and name) --------
+
+    def required_known(
+        self,
+        repo: str,
+        bases: Iterable[str],
+        *,
+        now: datetime,
+        max_age: timedelta | None = REQUIRED_TTL,
+    ) -> dict[tuple[str, str], bool | None]:
+        """(base, name) -> required (None: not said), learned within `max_age` (None: any age)."""
+        wanted = sorted(set(bases))
+        if not wanted:
+            return {}
+        marks = ", ".join("?" for _ in wanted)
+        since = "" if max_age is None else _to_text(now - max_age)
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT base, name, required FROM required_checks "
+                f"WHERE repo = ? AND base IN ({marks}) AND learned_at > ?",
+                (repo, *wanted, since),
+            ).fetchall()
+        return {(base, name): None if flag is None else bool(flag) for base, name, flag in rows}
+
+    def remember_required(
+        self, repo: str, learned: Mapping[tuple[str, str], bool | None], *, now: datetime
+    ) -> None:
+        """Record what GitHub said is required, per (base, name), at `now` (None: not said)."""
+        at = _to_text(now)
+        with self._transaction() as db:
+            db.executemany(
+                "INSERT INTO required_checks (repo, base, name, required, learned_at) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (repo, base, name) DO UPDATE SET "
+                "required = excluded.required, learned_at = excluded.learned_at",
+                [
+                    (repo, b, n, None if flag is None else int(flag), at)
+                    for (b, n), flag in learned.items()
+                ],
+            )

@@ -248,12 +248,17 @@ def stored_entries(store: Store) -> list[TriageEntry]:
 def live_entries(cycle: Cycle, repos: Sequence[RepoSettings]) -> list[TriageEntry]:
     """Read and reconcile every selected open pull request now (the cycle must be a dry run)."""
     from bot.cycle import selected
+    from bot.github_io import ReadOnlyRequired
+    from bot.github_parse import PullFailure
 
     if not cycle.dry_run:
         raise ValueError("live_entries reads only: pass a dry-run cycle")
     entries: list[TriageEntry] = []
+    required = ReadOnlyRequired(cycle.store)
     for repo in repos:
-        for snapshot in cycle.github.open_pulls(repo.name, now=cycle.clock()):
+        for snapshot in cycle.github.open_pulls(repo.name, now=cycle.clock(), required=required):
+            if isinstance(snapshot, PullFailure):  # not shown: `once` names it
+                continue
             if selected(snapshot, cycle.policy):
                 report, _ = cycle.report_for(snapshot, repo)
                 stored = cycle.store.get_comment(repo.name, snapshot.number)

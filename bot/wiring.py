@@ -15,7 +15,8 @@ from github import Auth, Github, GithubIntegration
 from github.GithubException import GithubException
 
 from bot.cycle import Cycle
-from bot.github_io import Comment, GitHubApi, GitHubError, NotFound
+from bot.github_io import Comment, GitHubApi, GitHubError, NotFound, RequiredCache
+from bot.github_parse import PullFailure
 from bot.guard import Guard, install_github_guard
 from bot.logs import register_secrets
 from bot.model import PullSnapshot
@@ -94,10 +95,14 @@ class BotGitHub(GitHubApi):
             with self._lock:
                 self._writes -= 1
 
-    def open_pulls(self, repo: str, *, now: datetime) -> Iterator[PullSnapshot]:
+    def open_pulls(
+        self, repo: str, *, now: datetime, required: RequiredCache | None = None
+    ) -> Iterator[PullSnapshot | PullFailure]:
         """The open pull requests of `repo`, through its installation."""
         api = self._for(repo)
-        return super().open_pulls(repo, now=now) if api is self else api.open_pulls(repo, now=now)
+        if api is self:
+            return super().open_pulls(repo, now=now, required=required)
+        return api.open_pulls(repo, now=now, required=required)
 
     def pull(self, repo: str, number: int, *, now: datetime) -> PullSnapshot:
         """One pull request, through its repository's installation."""

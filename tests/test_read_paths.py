@@ -15,7 +15,13 @@ from github.Requester import Requester
 from support import CONTEXT, LOGIN, REPO, RTD, TOKEN, outside_allowlist, write_config, writes
 
 from bot.cli import main
-from bot.github_io import more_contexts_query, pull_query, pulls_page_query
+from bot.github_query import (
+    COMMENTS_QUERY,
+    MORE_LABELS_QUERY,
+    more_contexts_query,
+    pull_query,
+    pulls_page_query,
+)
 from bot.sandbox import Sandbox, World
 
 SHA = "c0ffee0" + "1" * 33
@@ -232,6 +238,10 @@ def schema() -> graphql.GraphQLSchema:
         pull_query(with_labels=True),
         more_contexts_query(1),
         more_contexts_query(20),
+        more_contexts_query(1, required=True),
+        more_contexts_query(20, required=True),
+        MORE_LABELS_QUERY,
+        COMMENTS_QUERY,
     ],
 )
 def test_every_query_validates_against_the_real_schema(

@@ -40,11 +40,11 @@ query($owner: String!, $name: String!, $after: String) {
               __typename
               ... on CheckRun {
                 name status conclusion startedAt completedAt detailsUrl databaseId title summary
-                isRequired(pullRequestNumber: 1)
+                isRequired(pullRequestNumber: 7430)
                 checkSuite { app { slug name } workflowRun { workflow { name } } }
               }
               ... on StatusContext {
-                context state description targetUrl createdAt isRequired(pullRequestNumber: 1)
+                context state description targetUrl createdAt isRequired(pullRequestNumber: 7430)
               }
             }
           }

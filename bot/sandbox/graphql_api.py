@@ -291,10 +291,6 @@ def connection(
     return data
 
 
-def _false(info: Any, **kwargs: Any) -> bool:
-    return False
-
-
 _APPS: dict[str, JSON] = {}
 
 
@@ -385,16 +381,22 @@ class Objects:
         rec = self.world.comment_recs.get(int(decoded[len(prefix) :]))
         return None if rec is None or rec.deleted else rec
 
+    def actor(self, login: str) -> JSON:
+        """An Actor: a GitHub App's account is a Bot whose GraphQL login has no `[bot]`."""
+        user = self.world.user(login)
+        if user.is_bot:
+            slug = user.login[:-5]
+            return {"__typename": "Bot", "login": slug, "url": f"{WEB}/apps/{slug}"}
+        return {"__typename": "User", "login": user.login, "url": f"{WEB}/{user.login}"}
+
     def comment(self, rec: CommentRec) -> JSON:
         """An IssueComment; a GitHub App author is a Bot whose GraphQL login has no [bot]."""
-        author = self.world.user(rec.author)
-        login = author.login[:-5] if author.is_bot else author.login
         return {
             "__typename": "IssueComment",
             "id": node_id("IssueComment", rec.id),
             "databaseId": rec.id,
             "body": rec.body,
-            "author": {"__typename": "Bot" if author.is_bot else "User", "login": login},
+            "author": self.actor(rec.author),
         }
 
     def repository(self, info: Any, owner: str, name: str, **kw: Any) -> JSON | None:
@@ -490,11 +492,7 @@ class Objects:
             "createdAt": iso(pull.created_at),
             "updatedAt": iso(pull.updated_at),
             "closedAt": iso(pull.closed_at),
-            "author": {
-                "__typename": "Bot" if author.is_bot else "User",
-                "login": author.login,
-                "url": f"{WEB}/{author.login}",
-            },
+            "author": self.actor(author.login),
             "labels": labels,
             "commits": commits,
             "statusCheckRollup": lambda info: self.rollup(rec, pull.head_sha),
@@ -531,7 +529,7 @@ class Objects:
             if isinstance(item, CheckRunRec):
                 return self.check_run(rec, item)
             if isinstance(item, StatusRec):
-                return self.status_context(item)
+                return self.status_context(rec, item)
             return {
                 "__typename": "StatusContext",
                 "id": node_id("StatusContext", hash(item) & 0xFFFFFFF),
@@ -572,7 +570,7 @@ class Objects:
                 "id": node_id("WorkflowRun", suite.run_id),
                 "databaseId": suite.run_id,
                 "runNumber": suite.run_id % 10000,
-                "event": "pull_request",
+                "event": suite.event,
                 "url": f"{WEB}/{rec.full_name}/actions/runs/{suite.run_id}",
                 "workflow": {
                     "__typename": "Workflow",
@@ -597,7 +595,7 @@ class Objects:
             "url": url,
             "permalink": url,
             "resourcePath": f"/{rec.full_name}/runs/{run.id}",
-            "isRequired": _false,
+            "isRequired": self.is_required(rec, run.name),
             "checkSuite": {
                 "__typename": "CheckSuite",
                 "id": node_id("CheckSuite", suite.id),
@@ -608,7 +606,41 @@ class Objects:
             },
         }
 
-    def status_context(self, status: StatusRec) -> JSON:
+    def is_required(self, rec: RepoRec, name: str) -> Callable[..., bool | None]:
+        """CheckRun/StatusContext.isRequired: from the pull request's base branch protection.
+
+        Like GitHub, it needs `pullRequestNumber` or `pullRequestId`: without either it passes
+        validation but fails at run time (an error entry on its path, the field null).
+        """
+
+        def resolve(
+            info: Any, pullRequestNumber: int | None = None, pullRequestId: str | None = None
+        ) -> bool | None:
+            number = pullRequestNumber
+            if number is None and pullRequestId is not None:
+                number = next(
+                    (p.number for p in rec.pulls.values()
+                     if node_id("PullRequest", p.id) == pullRequestId),
+                    None,
+                )  # fmt: skip
+            if number is None or number not in rec.pulls:
+                path = list(info.path) if isinstance(info, Info) else info.path.as_list()
+                given = pullRequestNumber is not None or pullRequestId is not None
+                self.ctx.errors.append(
+                    {
+                        "type": "NOT_FOUND" if given else "ARGUMENT_ERROR",
+                        "path": path,
+                        "message": "Could not resolve to a PullRequest."
+                        if given
+                        else "isRequired needs a pullRequestId or a pullRequestNumber",
+                    }
+                )
+                return None
+            return self.world.is_required(rec.full_name, number, name)
+
+        return resolve
+
+    def status_context(self, rec: RepoRec, status: StatusRec) -> JSON:
         """A StatusContext."""
         creator = self.world.user(status.creator)
         return {
@@ -619,7 +651,7 @@ class Objects:
             "description": status.description,
             "targetUrl": status.target_url,
             "createdAt": iso(status.created_at),
-            "isRequired": _false,
+            "isRequired": self.is_required(rec, status.context),
             "avatarUrl": f"https://avatars.githubusercontent.com/u/{creator.id}?v=4",
             "creator": {"__typename": "User", "login": creator.login},
         }

@@ -414,6 +414,37 @@ def get_check_suite(call: Call, params: dict[str, str]) -> Answer:
     return Answer(200, _suite_json(call, rec, int(params["id"])))
 
 
+@route("GET", _REPO + r"/actions/runs/(?P<id>\d+)", "actions.runs.get")
+def get_workflow_run(call: Call, params: dict[str, str]) -> Answer:
+    """GET /repos/{o}/{r}/actions/runs/{id}: a workflow run with its triggering `event`."""
+    rec = _repo(call, params)
+    run_id = int(params["id"])
+    suite = next((s for s in rec.suites.values() if s.run_id == run_id), None) if rec else None
+    if rec is None or suite is None:
+        return not_found()
+    base = f"{API}/repos/{rec.full_name}"
+    pulls = [p for p in rec.pulls.values() if p.head_sha == suite.head_sha]
+    return Answer(
+        200,
+        {
+            "id": run_id,
+            "name": suite.workflow,
+            "node_id": node_id("WorkflowRun", run_id),
+            "head_branch": pulls[0].head_ref if pulls else None,
+            "head_sha": suite.head_sha,
+            "run_number": run_id % 10000,
+            "event": suite.event,
+            "status": _suite_json(call, rec, suite.id)["status"],
+            "conclusion": _suite_json(call, rec, suite.id)["conclusion"],
+            "check_suite_id": suite.id,
+            "url": f"{base}/actions/runs/{run_id}",
+            "html_url": f"https://github.com/{rec.full_name}/actions/runs/{run_id}",
+            "created_at": iso(suite.created_at),
+            "pull_requests": [],
+        },
+    )
+
+
 @route("GET", _REPO + r"/commits/(?P<ref>[^/]+)/check-suites", "check-suites.list")
 def list_check_suites(call: Call, params: dict[str, str]) -> Answer:
     """GET .../commits/{ref}/check-suites."""

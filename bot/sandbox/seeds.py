@@ -320,6 +320,7 @@ def seed_scale(
     rng = random.Random(rng_seed)
     _ensure_account(world)
     world.add_repo(SCALE_REPO)
+    world.set_required_checks(SCALE_REPO, ["DCO", "job-001", "ci/external-00"])  # protection
     world.add_rtd_project(SCALE_RTD)
     big = set(range(0, prs, max(1, prs // max(2, prs // 200)))) if prs else set()
     rtd_cases = {"running": 0, "cancelled": 0, "finished": 0}

@@ -129,6 +129,7 @@ class SuiteRec:
     workflow: str | None
     created_at: datetime
     run_id: int | None
+    event: str | None = None  # the workflow run's triggering event (push, pull_request...)
 
 
 @dataclass
@@ -150,6 +151,7 @@ class CheckRunRec:
     title: str | None
     summary: str | None
     text: str | None
+    event: str | None = None  # the workflow run's triggering event; None outside Actions
 
 
 @dataclass
@@ -213,10 +215,14 @@ class RepoRec:
     commits: dict[str, CommitRec] = field(default_factory=dict)
     checks: dict[str, list[CheckRunRec]] = field(default_factory=dict)
     suites: dict[int, SuiteRec] = field(default_factory=dict)
-    current_suite: dict[tuple[str, str | None, str | None], int] = field(default_factory=dict)
+    current_suite: dict[tuple[str, str | None, str | None, str | None], int] = field(
+        default_factory=dict
+    )
     statuses: dict[str, list[StatusRec]] = field(default_factory=dict)
     expected: tuple[str, ...] = ()
     heads: dict[str, set[int]] = field(default_factory=dict)
+    # branch protection: base branch -> names of required checks and statuses
+    required_checks: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def open_pulls_at(self, sha: str) -> list[PullRec]:
         """Open pull requests whose head is `sha`."""
@@ -449,8 +455,9 @@ class World:
         created_at: datetime | None = None,
         body: str | None = None,
         head_ref: str | None = None,
+        base_ref: str | None = None,
     ) -> JSON:
-        """Add an open pull request."""
+        """Add an open pull request (into `base_ref`, default the repository's default branch)."""
         with self.lock:
             _require_aware(created_at, "created_at")
             rec = self.repo(repo)
@@ -471,6 +478,7 @@ class World:
                 updated_at=max(created, self.now()),
                 body=body,
                 head_ref=head_ref or f"{author}/change-{number}",
+                base_ref=base_ref or rec.default_branch,
             )
             rec.pulls[number] = pull
             rec.heads.setdefault(head_sha, set()).add(number)
@@ -513,12 +521,35 @@ class World:
         with self.lock:
             self.repo(repo).expected = tuple(contexts)
 
+    def set_required_checks(
+        self, repo: str, names: Iterable[str], *, branch: str | None = None
+    ) -> None:
+        """Branch protection: the check and status names required on `branch` (default branch)."""
+        with self.lock:
+            rec = self.repo(repo)
+            rec.required_checks[branch or rec.default_branch] = tuple(names)
+
+    def is_required(self, repo: str, number: int, name: str) -> bool:
+        """Whether `name` must pass before pull request `number` merges (its base's protection)."""
+        with self.lock:
+            rec = self.repo(repo)
+            pull = rec.pulls.get(number)
+            if pull is None:
+                return False
+            return name in rec.required_checks.get(pull.base_ref, ()) or name in rec.expected
+
     # -- checks and statuses ---------------------------------------------------------------
 
     def _suite(
-        self, rec: RepoRec, sha: str, app_slug: str | None, workflow: str | None, new: bool
+        self,
+        rec: RepoRec,
+        sha: str,
+        app_slug: str | None,
+        workflow: str | None,
+        new: bool,
+        event: str | None = None,
     ) -> SuiteRec:
-        key = (sha, app_slug, workflow)
+        key = (sha, app_slug, workflow, event)
         suite_id = rec.current_suite.get(key)
         if suite_id is None or new:
             suite = SuiteRec(
@@ -528,6 +559,7 @@ class World:
                 workflow=workflow,
                 created_at=self.now(),
                 run_id=self.next_id("run") if workflow else None,
+                event=event if workflow else None,
             )
             rec.suites[suite.id] = suite
             rec.current_suite[key] = suite.id
@@ -556,14 +588,21 @@ class World:
         summary: str | None = None,
         text: str | None = None,
         new_suite: bool = False,
+        event: str | None = None,
     ) -> CheckRunRec:
-        """Add a check run; it joins the commit's suite of that app/workflow unless new_suite."""
+        """Add a check run; it joins the commit's suite of that app/workflow/event unless new_suite.
+
+        `event` is what triggered the workflow run (default "pull_request" for a workflow's
+        run); runs of one workflow for `push` and `pull_request` sit in separate suites.
+        """
         with self.lock:
             _require_aware(started_at, "started_at")
             _require_aware(completed_at, "completed_at")
             rec = self.repo(repo)
             self.add_commit(repo, sha)
-            suite = self._suite(rec, sha, app_slug, workflow, new_suite)
+            if workflow is not None and event is None:
+                event = "pull_request"
+            suite = self._suite(rec, sha, app_slug, workflow, new_suite, event)
             # A queued run has not started: GitHub gives it no startedAt.
             waiting = status in {"queued", "waiting", "pending", "requested"}
             started = started_at or (None if waiting else self.now())
@@ -587,6 +626,7 @@ class World:
                 title=title,
                 summary=summary,
                 text=text,
+                event=suite.event,
             )
             if details_url is None and workflow is not None and suite.run_id is not None:
                 run.details_url = f"{WEB}/{repo}/actions/runs/{suite.run_id}/job/{run.id}"

@@ -1,0 +1,269 @@
+"""GitHub's GraphQL and REST answers turned into model types (pure; no I/O).
+
+One odd value never fails more than it must: an unknown context type becomes a signal in
+state unknown, an unparseable time becomes no time, and a pull request that cannot be read
+becomes a `PullFailure` naming it, while the others are read.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from bot.model import Kind, PullSnapshot, Signal, parse_time
+
+log = logging.getLogger(__name__)
+
+BOT_SUFFIX = "[bot]"
+
+
+class Unreadable(ValueError):
+    """A value of GitHub's answer has a shape the bot cannot read."""
+
+
+@dataclass(frozen=True, slots=True)
+class PullFailure:
+    """A pull request that could not be read; the others of its repository still are."""
+
+    repo: str
+    number: int | None  # None when GitHub's answer did not even give the number
+    reason: str
+
+    @property
+    def label(self) -> str:
+        """owner/name#N (or the repository and where the pull request sat in the answer)."""
+        return f"{self.repo}#{self.number}" if self.number is not None else self.repo
+
+
+@dataclass
+class Partial:
+    """A pull request being read: its snapshot so far, its contexts, what is left to read."""
+
+    snapshot: PullSnapshot
+    base: str | None
+    signals: list[Signal]
+    cursor: str | None
+    labels_cursor: str | None = None
+    truncated: bool = False
+    failure: str | None = None
+    extra_labels: list[str] = field(default_factory=list)
+
+    def finish(self) -> PullSnapshot | PullFailure:
+        """The snapshot with every signal read, or the failure that stopped it."""
+        snap = self.snapshot
+        if self.failure is not None:
+            return PullFailure(snap.repo, snap.number, self.failure)
+        labels = (*snap.labels, *self.extra_labels)
+        return replace(
+            snap,
+            signals=tuple(self.signals),
+            labels=labels,
+            truncated=snap.truncated or self.truncated,
+        )
+
+
+def normal_login(login: Any, typename: Any = None) -> str | None:
+    """A login in REST's form: a Bot's GraphQL login (`dependabot`) gets `[bot]` appended."""
+    if not isinstance(login, str):
+        return None
+    if typename == "Bot" and not login.endswith(BOT_SUFFIX):
+        return login + BOT_SUFFIX
+    return login
+
+
+def get(node: Any, *path: str) -> Any:
+    """The value at `path` inside nested objects (None where a step is missing or null)."""
+    for key in path:
+        if node is None:
+            return None
+        if not isinstance(node, dict):
+            raise Unreadable(f"expected an object at {'.'.join(path)}")
+        node = node.get(key)
+    return node
+
+
+def _time(value: Any, what: str) -> datetime | None:
+    """A timestamp, or None when absent or unparseable (that one field, never the read)."""
+    if value is None:
+        return None
+    try:
+        return parse_time(value)
+    except (TypeError, ValueError):
+        log.warning("GitHub gave an unparseable %s %r: read as no time", what, value)
+        return None
+
+
+def _text(node: Mapping[str, Any], key: str) -> str | None:
+    value = node.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    raise Unreadable(f"field {key!r} is {value!r}, expected text")
+
+
+def _required_text(node: Mapping[str, Any], key: str) -> str:
+    value = node.get(key)
+    if isinstance(value, str):
+        return value
+    raise Unreadable(f"field {key!r} is {value!r}, expected text")
+
+
+def _flag(node: Mapping[str, Any]) -> bool | None:
+    value = node.get("isRequired")
+    return value if isinstance(value, bool) else None
+
+
+def parse_context(node: Any) -> Signal:
+    """One statusCheckRollup context (CheckRun, StatusContext, or a type unknown here)."""
+    if not isinstance(node, dict):
+        raise Unreadable("a rollup context is not an object")
+    kind = node.get("__typename")
+    if kind == "CheckRun":
+        status = _required_text(node, "status").lower()
+        conclusion = _text(node, "conclusion")
+        database_id = node.get("databaseId")
+        suite = node.get("checkSuite")
+        return Signal(
+            name=_required_text(node, "name"),
+            kind=Kind.CHECK_RUN,
+            github_state=conclusion.lower() if status == "completed" and conclusion else status,
+            app=get(suite, "app", "slug"),
+            workflow=get(suite, "workflowRun", "workflow", "name"),
+            url=_text(node, "detailsUrl"),
+            description=_text(node, "title"),
+            summary=_text(node, "summary"),
+            started_at=_time(node.get("startedAt"), "startedAt"),
+            completed_at=_time(node.get("completedAt"), "completedAt"),
+            required=_flag(node),
+            database_id=database_id if isinstance(database_id, int) else None,
+            event=get(suite, "workflowRun", "event"),
+        )
+    if kind == "StatusContext":
+        return Signal(
+            name=_required_text(node, "context"),
+            kind=Kind.STATUS,
+            github_state=_required_text(node, "state").lower(),
+            url=_text(node, "targetUrl"),
+            description=_text(node, "description"),
+            created_at=_time(node.get("createdAt"), "createdAt"),
+            required=_flag(node),
+        )
+    type_name = kind if isinstance(kind, str) and kind else "an unnamed type"
+    return Signal(
+        name=f"({type_name})",
+        kind=Kind.STATUS,
+        github_state="unknown",
+        description=f"GitHub reported a context of type {type_name}, which this bot cannot read.",
+    )
+
+
+def parse_contexts(connection: Any) -> tuple[list[Signal], str | None]:
+    """Signals of one contexts page and the cursor of the next page (None when done)."""
+    if connection is None:
+        return [], None
+    nodes = get(connection, "nodes")
+    if not isinstance(nodes, list):
+        raise Unreadable("statusCheckRollup.contexts.nodes is not a list")
+    signals = [parse_context(n) for n in nodes if n is not None]
+    more = get(connection, "pageInfo", "hasNextPage")
+    cursor = get(connection, "pageInfo", "endCursor") if more else None
+    if more and not isinstance(cursor, str):
+        raise Unreadable("a contexts page has a next page but no cursor")
+    return signals, cursor
+
+
+def parse_labels(connection: Any) -> tuple[list[str], str | None]:
+    """Label names of one labels page and the cursor of the next page (None when done)."""
+    if connection is None:
+        return [], None
+    nodes = get(connection, "nodes")
+    if not isinstance(nodes, list):
+        raise Unreadable("labels.nodes is not a list")
+    names = [name for n in nodes if isinstance(name := get(n, "name"), str)]
+    more = get(connection, "pageInfo", "hasNextPage")
+    cursor = get(connection, "pageInfo", "endCursor") if more else None
+    if more and not isinstance(cursor, str):
+        raise Unreadable("a labels page has a next page but no cursor")
+    return names, cursor
+
+
+def parse_pull(repo: str, node: Any, *, now: datetime) -> Partial | PullFailure:
+    """One PullRequest node: its snapshot with the first contexts page, or why it cannot be."""
+    number = node.get("number") if isinstance(node, dict) else None
+    if not isinstance(number, int):
+        return PullFailure(repo, None, "a pull request came back without its number")
+    try:
+        head = node.get("headRefOid")
+        if not isinstance(head, str) or len(head) != 40:
+            raise Unreadable(f"GitHub gave no head commit (headRefOid {head!r})")
+        labels, labels_cursor = parse_labels(node.get("labels"))
+        signals, cursor = parse_contexts(get(node, "statusCheckRollup", "contexts"))
+        base = node.get("baseRefName")
+        snapshot = PullSnapshot(
+            repo=repo,
+            number=number,
+            title=_text(node, "title") or "",
+            author=normal_login(get(node, "author", "login"), get(node, "author", "__typename")),
+            draft=bool(node.get("isDraft")),
+            head_sha=head,
+            url=_text(node, "url") or "",
+            labels=tuple(labels),
+            fetched_at=now,
+        )
+    except Unreadable as exc:
+        return PullFailure(repo, number, str(exc))
+    return Partial(
+        snapshot,
+        base if isinstance(base, str) else None,
+        signals,
+        cursor,
+        labels_cursor=labels_cursor,
+    )
+
+
+def required_of(connection: Any) -> dict[str, bool]:
+    """Name -> isRequired of the contexts of one page (the contexts GitHub said it for)."""
+    found: dict[str, bool] = {}
+    for node in get(connection, "nodes") or []:
+        if not isinstance(node, dict):
+            continue
+        name = node.get("name") if node.get("__typename") == "CheckRun" else node.get("context")
+        flag = node.get("isRequired")
+        if isinstance(name, str) and isinstance(flag, bool):
+            found[name] = found.get(name, False) or flag
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class Comment:
+    """An issue comment: the parts the bot needs (the author in REST's login form)."""
+
+    id: int
+    author: str | None
+    body: str
+    node_id: str = ""
+
+
+def parse_rest_comment(data: Any) -> Comment:
+    """A REST issue comment."""
+    comment_id = get(data, "id")
+    if not isinstance(comment_id, int):
+        raise Unreadable("a comment has no id")
+    node_id = get(data, "node_id")
+    return Comment(
+        id=comment_id,
+        author=normal_login(get(data, "user", "login"), get(data, "user", "type")),
+        body=get(data, "body") or "",
+        node_id=node_id if isinstance(node_id, str) else "",
+    )
+
+
+def parse_graphql_comment(node: Any, node_id: str) -> Comment:
+    """A GraphQL IssueComment node."""
+    comment_id = get(node, "databaseId")
+    if not isinstance(comment_id, int):
+        raise Unreadable("an IssueComment has no databaseId")
+    author = normal_login(get(node, "author", "login"), get(node, "author", "__typename"))
+    return Comment(id=comment_id, author=author, body=get(node, "body") or "", node_id=node_id)

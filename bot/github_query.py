@@ -1,0 +1,114 @@
+"""The text of every GraphQL query the bot sends (queries only, never a mutation)."""
+
+from __future__ import annotations
+
+PAGE = 100  # GitHub's largest page of any connection
+RATE = "rateLimit { cost remaining resetAt }"
+
+
+def context_nodes(*, required_for: str | None = None) -> str:
+    """The selection of one rollup context; `required_for` a variable naming the pull request.
+
+    `isRequired` is asked only with a pull request number: without one it passes validation
+    but GitHub rejects it at run time.
+    """
+    required = f" isRequired(pullRequestNumber: {required_for})" if required_for else ""
+    return (
+        "nodes { __typename\n"
+        "  ... on CheckRun { name status conclusion startedAt completedAt detailsUrl databaseId"
+        f" title summary{required}\n"
+        "    checkSuite { app { slug } workflowRun { event workflow { name } } } }\n"
+        f"  ... on StatusContext {{ context state description targetUrl createdAt{required} }}\n"
+        "}"
+    )
+
+
+def _contexts(*, after: str | None = None, required_for: str | None = None) -> str:
+    cursor = f", after: {after}" if after else ""
+    return (
+        f"contexts(first: {PAGE}{cursor}) {{ pageInfo {{ hasNextPage endCursor }}\n"
+        f"  {context_nodes(required_for=required_for)} }}"
+    )
+
+
+def _pull_fields(*, with_labels: bool, required_for: str | None = None) -> str:
+    labels = (
+        f"labels(first: {PAGE}) {{ pageInfo {{ hasNextPage endCursor }} nodes {{ name }} }}"
+        if with_labels
+        else ""
+    )
+    return (
+        "number title url isDraft headRefOid baseRefName author { __typename login }\n"
+        f"{labels}\n"
+        f"statusCheckRollup {{ {_contexts(required_for=required_for)} }}"
+    )
+
+
+def pulls_page_query(*, with_labels: bool) -> str:
+    """The query that reads one page of open pull requests with their head's rollup."""
+    return (
+        "query PullPage($owner: String!, $name: String!, $first: Int!, $after: String) {\n"
+        f"  {RATE}\n"
+        "  repository(owner: $owner, name: $name) {\n"
+        "    pullRequests(states: OPEN, first: $first, after: $after,"
+        " orderBy: {field: CREATED_AT, direction: ASC}) {\n"
+        "      pageInfo { hasNextPage endCursor }\n"
+        f"      nodes {{ {_pull_fields(with_labels=with_labels)} }}\n"
+        "    }\n  }\n}\n"
+    )
+
+
+def pull_query(*, with_labels: bool) -> str:
+    """The query that reads one pull request with its head's rollup and what is required."""
+    return (
+        "query OnePull($owner: String!, $name: String!, $number: Int!) {\n"
+        f"  {RATE}\n"
+        "  repository(owner: $owner, name: $name) {\n"
+        f"    pullRequest(number: $number) {{\n"
+        f"      {_pull_fields(with_labels=with_labels, required_for='$number')} }}\n"
+        "  }\n}\n"
+    )
+
+
+def more_contexts_query(count: int, *, required: bool = False) -> str:
+    """The next page of contexts of `count` pull requests (`$n<i>`, `$c<i>`) at once.
+
+    With `required`, each context says whether it is required for its pull request: this is
+    also how required-ness is learned (per-PR aliases carry the pull request's number).
+    """
+    params = ", ".join(f"$n{i}: Int!, $c{i}: String" for i in range(count))
+    aliases = "\n".join(
+        f"    p{i}: pullRequest(number: $n{i}) {{ statusCheckRollup {{"
+        f" {_contexts(after=f'$c{i}', required_for=f'$n{i}' if required else None)} }} }}"
+        for i in range(count)
+    )
+    name = "LearnRequired" if required else "MoreContexts"
+    return (
+        f"query {name}($owner: String!, $name: String!, {params}) {{\n"
+        f"  {RATE}\n"
+        f"  repository(owner: $owner, name: $name) {{\n{aliases}\n  }}\n}}\n"
+    )
+
+
+MORE_LABELS_QUERY = f"""
+query MoreLabels($owner: String!, $name: String!, $number: Int!, $after: String) {{
+  {RATE}
+  repository(owner: $owner, name: $name) {{
+    pullRequest(number: $number) {{
+      labels(first: {PAGE}, after: $after) {{
+        pageInfo {{ hasNextPage endCursor }} nodes {{ name }}
+      }}
+    }}
+  }}
+}}
+"""
+
+COMMENTS_QUERY = f"""
+query Comments($ids: [ID!]!) {{
+  {RATE}
+  nodes(ids: $ids) {{
+    __typename
+    ... on IssueComment {{ databaseId body author {{ __typename login }} }}
+  }}
+}}
+"""
