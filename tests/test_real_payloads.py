@@ -878,3 +878,71 @@ def test_rtd_malformed_build_is_an_rtd_error() -> None:
     data = {**load("rtd", "projects-builds-detail.json"), "state": None}
     with pytest.raises(RtdError):
         parse_build(data)
+
+
+# --- github3.py betamax recording: a queued check run HAS a start time ----------------------
+
+
+def _github3py_queued_run() -> dict[str, Any]:
+    recording = load("github3py", "CheckRun_check_run_by_id.decoded.json")
+    run: dict[str, Any] = next(
+        i["body"]
+        for i in recording["interactions"]
+        if isinstance(i["body"], dict) and i["body"].get("status") == "queued"
+    )
+    return run
+
+
+def test_github3py_recorded_queued_run_has_a_start_time() -> None:
+    # CheckRun_check_run_by_id (real, 2019-01): GitHub answered a queued run with
+    # started_at set (its creation time) and completed_at null.
+    run = _github3py_queued_run()
+    assert run["status"] == "queued" and run["conclusion"] is None
+    assert run["started_at"] is not None and run["completed_at"] is None
+
+
+def test_queued_rerun_supersedes_an_older_success(seeded: Seeded) -> None:
+    # The recorded queued run (started_at as GitHub gave it) re-runs a check that had passed
+    # an hour earlier: the newest run is queued -> the verdict is not passing.
+    queued = _github3py_queued_run()
+    started = at(queued["started_at"])
+    older = {
+        **queued, "status": "completed", "conclusion": "success",
+        "started_at": (started - timedelta(hours=1)).isoformat(),
+        "completed_at": (started - timedelta(minutes=50)).isoformat(),
+    }  # fmt: skip
+    for run in (older, queued):
+        fields = rest_check_run_signal(run)
+        seeded.world.add_check_run(REPO, SHA, new_suite=False, **fields)
+    report = seeded.show()
+    assert [s["github_state"] for s in report["signals"]] == ["queued"]
+    assert report["verdict"] != "passing"
+
+
+# --- Read the Docs' own default context name (self-hosted instances) -------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="NEW defect (not in issue 7's list): docs/readthedocs:<slug> is never looked up",
+)
+def test_self_hosted_rtd_context_is_reconciled(seeded: Seeded) -> None:
+    # RTD's default status name is `docs/readthedocs:<slug>` (domain facts; RTD's
+    # RTD_BUILD_STATUS_API_NAME); the contract reads it from `readthedocs.api_url`. A pending
+    # status whose build was cancelled (the README's cancelled-while-queued shape) is cancelled.
+    context = "docs/readthedocs:omni-docs"
+    seeded.world.add_status(
+        REPO, SHA, context=context, state="pending",
+        description="Read the Docs build is in progress!",
+        target_url="https://docs.example.org/projects/omni-docs/builds/34894885/",
+        created_at=datetime.now(UTC) - timedelta(minutes=10),
+    )  # fmt: skip
+    seeded.world.add_rtd_build(
+        "omni-docs", id=34894885, commit=SHA, version=str(NUMBER), state="cancelled",
+        success=False, created=datetime.now(UTC) - timedelta(minutes=10), finished=None,
+        duration=0,
+    )  # fmt: skip
+    seeded.world.add_rtd_notification("omni-docs", 34894885, "build:user:cancelled")
+    signal = by_name(seeded.show())[context]
+    assert signal["reconciliation"] is not None
+    assert signal["state"] == "cancelled"
