@@ -572,6 +572,22 @@ def test_dco_fixture_missing_sign_off_fails(seeded: Seeded) -> None:
     assert report["verdict"] == "failing"
 
 
+def test_dco_manual_override_is_a_newer_success_run(seeded: Seeded) -> None:
+    # dcoapp/app: a manual override is a NEW run named DCO from app dco, conclusion success,
+    # summary "Commit sign-off was manually approved." (domain facts); the newest DCO run is
+    # taken -> the fixture's failure is superseded -> one DCO signal, success, passing.
+    failed = load("dco", "check_run.rerequested.json")["check_run"]
+    override = {
+        **failed, "conclusion": "success",
+        "started_at": "2017-09-23T08:00:00Z", "completed_at": "2017-09-23T08:00:00Z",
+        "output": {**failed["output"], "summary": "Commit sign-off was manually approved."},
+    }  # fmt: skip
+    seeded.add_runs([failed, override])
+    report = seeded.show()
+    assert [(s["name"], s["state"]) for s in report["signals"]] == [("DCO", "success")]
+    assert report["verdict"] == "passing"
+
+
 @pytest.mark.xfail(strict=True, reason="issue 7 defect 1: the sandbox and bot drop the event")
 def test_sandbox_push_and_pull_request_runs_of_one_workflow_stay_apart(seeded: Seeded) -> None:
     # cli withEvents.json's situation through the sandbox: the push run failed, the newer
