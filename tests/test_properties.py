@@ -35,7 +35,9 @@ NOW = datetime(2026, 10, 5, 14, 3, tzinfo=UTC)
 NUMBER = 7430
 SHA = "eb46d06c1f3a9b25e8d7c4f0a6b3e9d2c5f8a1b4"
 COMMENT_LIMIT = 65_536
-RUNS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+RUNS = settings(
+    max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 # The contract's groups (interface.md), stated here rather than imported from the bot.
 PASSING_STATES = {State.SUCCESS, State.NEUTRAL, State.SKIPPED}
@@ -435,7 +437,9 @@ def test_rtd_own_cancelled_build_is_cancelled_never_green_nor_stale(
 RENDERER = Renderer()
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=20, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(pulls(max_signals=6), st.integers(0, 800))
 def test_comment_fits_githubs_limit_and_starts_with_the_marker(
     case: tuple[PullSnapshot, dict[str, RtdLookup]], copies: int
@@ -455,7 +459,7 @@ def test_comment_fits_githubs_limit_and_starts_with_the_marker(
     assert body.split("\n", 1)[0] == MARKER
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=10, deadline=None, database=None)
 @given(HOSTILE, st.sampled_from(["failure", "cancelled", "in_progress"]), st.integers(1, 5000))
 def test_comment_with_huge_hostile_urls_and_texts_fits(name: str, state: str, n: int) -> None:
     # Signals whose URL, description and summary are each far longer than a comment.
