@@ -979,3 +979,28 @@ def test_self_hosted_rtd_context_is_reconciled(seeded: Seeded) -> None:
     signal = by_name(seeded.show())[context]
     assert signal["reconciliation"] is not None
     assert signal["state"] == "cancelled"
+
+
+# --- a recorded comment list, replayed where the bot lists a pull request's comments ----------
+
+
+def test_recorded_comment_list_with_someone_elses_marker_is_never_adopted(seeded: Seeded) -> None:
+    # PaginatedList.testCustomPerPageReversedIterationSinglePage.txt: 4 real comments (2025
+    # shape). The newest is given the bot's marker as its first line; its author is not the
+    # bot, so the contract says it is never edited: `once` creates the bot's own comment.
+    from bot.model import MARKER
+
+    comments = replay("PaginatedList.testCustomPerPageReversedIterationSinglePage.txt")[2].json()
+    assert len(comments) == 4 and all(c["user"]["login"] != LOGIN for c in comments)
+    comments[-1]["body"] = f"{MARKER}\n{comments[-1]['body']}"
+    path = f"/repos/{REPO}/issues/{NUMBER}/comments"
+    seeded.sandbox.fail("GET", path, 200, body=json.dumps(comments), times=-1)
+    seeded.world.add_check_run(REPO, SHA, name="build", started_at=datetime.now(UTC))
+    result = cli("once", "--config", str(seeded.config))
+    assert result.returncode == 0, result.stderr
+    writes = [
+        (r.method, r.path)
+        for r in seeded.sandbox.requests
+        if r.service == "github" and r.method in ("POST", "PATCH") and r.graphql_operation is None
+    ]
+    assert writes == [("POST", path)]
