@@ -474,3 +474,67 @@ def test_comment_with_huge_hostile_urls_and_texts_fits(name: str, state: str, n:
     body = RENDERER.markdown(reconciled(snapshot(signals)))
     assert len(body) <= COMMENT_LIMIT
     assert body.split("\n", 1)[0] == MARKER
+
+
+# --- the comment is edited only when the facts change ------------------------------------------
+
+
+@RUNS
+@given(pulls(), st.integers(1, 30))
+def test_facts_do_not_change_with_the_clock_alone(
+    case: tuple[PullSnapshot, dict[str, RtdLookup]], minutes: int
+) -> None:
+    # The same answers from GitHub and RTD read a few minutes apart: where no state changed
+    # (nothing crossed the stale limit), the facts the comment states are the same, so the
+    # comment is not edited ("no counters ... nothing that changes from one cycle to the next").
+    from bot.render import facts_key
+
+    snap, lookups = case
+    before = reconciled(snap, lookups)
+    after = reconcile(snap, lookups, Policy(), now=NOW + timedelta(minutes=minutes))
+    if [r.state for r in before.rows] == [r.state for r in after.rows]:
+        assert facts_key(before) == facts_key(after)
+
+
+# --- the JSON report (interface.md "The JSON report") ------------------------------------------
+
+REPORT_KEYS = {"schema", "repo", "number", "head_sha", "draft", "observed_at", "verdict", "signals"}
+SIGNAL_KEYS = {"name", "kind", "app", "github_state", "state", "required", "url", "since"}
+EVIDENCE_KEYS = {
+    "provider", "project", "build_id", "build_state", "success", "builds_for_commit",
+    "divergent", "finding",
+}  # fmt: skip
+
+
+@RUNS
+@given(pulls())
+def test_json_report_keeps_the_contracts_keys_and_null_rules(
+    case: tuple[PullSnapshot, dict[str, RtdLookup]],
+) -> None:
+    from bot.render import report_dict
+
+    snap, lookups = case
+    data = report_dict(reconciled(snap, lookups))
+    assert data.keys() >= REPORT_KEYS
+    assert data["schema"] == "ci-status-bot.report/v1"
+    assert data["verdict"] in {"passing", "failing", "pending", "incomplete"}
+    for signal in data["signals"]:
+        assert SIGNAL_KEYS | {"reconciliation"} <= signal.keys()
+        assert signal["state"] in {str(s) for s in State}
+        if signal["kind"] == "status":
+            assert signal["app"] is None
+        lookup = lookups.get(signal["name"]) if signal["kind"] == "status" else None
+        rec = signal["reconciliation"]
+        if lookup is None:
+            assert rec is None  # no second source consulted
+            continue
+        assert rec is not None and rec.keys() >= EVIDENCE_KEYS
+        if lookup.error is not None:  # consulted but not read: build_id null, finding says why
+            assert rec["build_id"] is None and rec["finding"]
+        elif not lookup.builds:  # read, no build for the exact commit
+            assert (rec["builds_for_commit"], rec["build_id"], rec["build_state"]) == (
+                0,
+                None,
+                None,
+            )
+            assert rec["success"] is None and rec["divergent"] is False
