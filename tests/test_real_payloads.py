@@ -1025,3 +1025,53 @@ def test_recorded_comment_list_with_someone_elses_marker_is_never_adopted(seeded
         if r.service == "github" and r.method in ("POST", "PATCH") and r.graphql_operation is None
     ]
     assert writes == [("POST", path)]
+
+
+# --- Read the Docs' own responses, replayed where the bot reads RTD ---------------------------
+
+
+BUILD_PAGE = "https://readthedocs.org/projects/omni-docs/builds/34894885/"
+
+
+def _rtd_seed(seeded: Seeded, target_url: str | None = BUILD_PAGE) -> str:
+    """RTD's pending status for omni-docs on the head (naming build 34894885); its context."""
+    context = "docs/readthedocs.org:omni-docs"
+    seeded.world.add_status(
+        REPO, SHA, context=context, state="pending",
+        description="Read the Docs build is in progress!", target_url=target_url,
+        created_at=datetime.now(UTC) - timedelta(minutes=10),
+    )  # fmt: skip
+    return context
+
+
+def test_rtd_recorded_notification_list_is_read_for_a_cancelled_build(seeded: Seeded) -> None:
+    # projects-builds-notifications-list.json (RTD's own expected response) served where the
+    # bot asks why build 34894885 ended: message id "build:user:cancelled" -> the cancelled
+    # build's row names it, state cancelled, verdict incomplete.
+    context = _rtd_seed(seeded)
+    seeded.world.add_rtd_build(
+        "omni-docs", id=34894885, commit=SHA, version=str(NUMBER), state="cancelled",
+        success=False, created=datetime.now(UTC) - timedelta(minutes=10), finished=None,
+        duration=0,
+    )  # fmt: skip
+    body = (DATA / "rtd" / "projects-builds-notifications-list.json").read_text(encoding="utf-8")
+    path = "/projects/omni-docs/builds/34894885/notifications/"
+    seeded.sandbox.fail("GET", path, 200, body=body, times=-1)
+    report = seeded.show()
+    signal = by_name(report)[context]
+    assert signal["state"] == "cancelled"
+    assert signal["reconciliation"]["notification"] == "build:user:cancelled"
+    assert report["verdict"] == "incomplete"
+
+
+def test_rtd_recorded_empty_listing_keeps_githubs_pending(seeded: Seeded) -> None:
+    # projects-list-empty.json served as the commit's build list: RTD read, no build for the
+    # exact commit -> builds_for_commit 0, build_id null, divergent false, GitHub's pending.
+    # (The status names no build, so the commit's build list is where the bot must look.)
+    context = _rtd_seed(seeded, target_url=None)
+    body = (DATA / "rtd" / "projects-list-empty.json").read_text(encoding="utf-8")
+    seeded.sandbox.fail("GET", "/projects/omni-docs/builds/", 200, body=body, times=-1)
+    signal = by_name(seeded.show())[context]
+    rec = signal["reconciliation"]
+    assert (rec["builds_for_commit"], rec["build_id"], rec["divergent"]) == (0, None, False)
+    assert signal["state"] == "pending"
