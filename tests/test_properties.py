@@ -537,6 +537,15 @@ def test_json_report_keeps_the_contracts_keys_and_null_rules(
     assert data.keys() >= REPORT_KEYS
     assert data["schema"] == "ci-status-bot.report/v1"
     assert data["verdict"] in {"passing", "failing", "pending", "incomplete"}
+    # names, descriptions, URLs and required-ness are the sources' raw values
+    raw = sorted(
+        (s.name, s.description or "", s.url or "", repr(s.required)) for s in dedupe(snap.signals)
+    )
+    shown = sorted(
+        (s["name"], s.get("description") or "", s["url"] or "", repr(s["required"]))
+        for s in data["signals"]
+    )
+    assert shown == raw
     for signal in data["signals"]:
         assert SIGNAL_KEYS | {"reconciliation"} <= signal.keys()
         assert signal["state"] in {str(s) for s in State}
