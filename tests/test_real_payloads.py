@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -459,6 +460,17 @@ def test_pygithub_recorded_check_runs_parse_and_one_failure_fails(seeded: Seeded
     assert signals["test (Python 3.6)"]["state"] == "failure"
     assert all(s["app"] == "github-actions" for s in signals.values())
     assert report["verdict"] == "failing"
+
+
+def test_pygithub_recorded_check_runs_render_as_the_comment(seeded: Seeded) -> None:
+    # The same recording rendered by `show` (markdown): the marker first, the failed job named.
+    seeded.add_runs(replay("CheckRun.testGetCheckRunsForRef.txt")[1].json()["check_runs"])
+    result = cli("show", f"{REPO}#{NUMBER}", "--config", str(seeded.config))
+    assert result.returncode == 0, result.stderr
+    from bot.model import MARKER
+
+    assert result.stdout.split("\n", 1)[0] == MARKER
+    assert re.search(r"Python 3\\?\.6", result.stdout)  # escaping is the renderer's choice
 
 
 def test_pygithub_recorded_in_progress_check_run_is_pending(seeded: Seeded) -> None:
