@@ -756,6 +756,23 @@ def test_recorded_link_headers_are_followed_as_given() -> None:
     assert nexts[-1] is None
 
 
+def test_recorded_comment_page_links_pass_the_allowlist() -> None:
+    # PaginatedList.testCustomPerPageIteration.txt: GitHub's next-page links for a PR's
+    # comments point at /repositories/<id>/issues/<n>/comments; the bot follows them as given,
+    # so its own allowlist must let them through (and still refuse what is not a comment read).
+    from bot.guard import Guard, RefusedRequest
+
+    guard = Guard.for_urls("https://api.github.com", ("https://app.readthedocs.org/api/v3",))
+    next_link = _parser("_next_link")
+    links = [x.headers["link"] for x in replay("PaginatedList.testCustomPerPageIteration.txt")[2:]]
+    urls = [u for u in map(next_link, links) if u]
+    assert urls
+    for url in urls:
+        guard.check_github("GET", url)
+    with pytest.raises(RefusedRequest):
+        guard.check_github("POST", urls[0].replace("/comments", "/labels"))
+
+
 def _raw_header(raw: list[str], name: str) -> str:
     """One header of a nock recording's flat [name, value, name, value, ...] list."""
     pairs = dict(zip(raw[::2], raw[1::2], strict=True))
