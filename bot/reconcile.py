@@ -162,7 +162,7 @@ def dedupe(signals: Iterable[Signal]) -> tuple[Signal, ...]:
             continue
         key = (signal.name, signal.app, signal.workflow, signal.event)
         kept = newest.get(key)
-        if kept is None or _run_age(signal) > _run_age(kept):
+        if kept is None or _newer(signal, kept):
             newest[key] = signal
     return (*newest.values(), *statuses)
 
@@ -208,9 +208,15 @@ def _group_rank(state: State) -> int:
     return 3
 
 
-def _run_age(signal: Signal) -> tuple[bool, float, int]:
-    started = signal.started_at
-    return (started is not None, started.timestamp() if started else 0.0, signal.database_id or -1)
+def _newer(run: Signal, than: Signal) -> bool:
+    """Whether `run` is the newer of two runs: the later start (domain facts); a run that has
+    not started yet (queued: a re-run) is newer than any that has; ties by GitHub's id."""
+    if (run.started_at is None) != (than.started_at is None):
+        return run.started_at is None
+    if run.started_at is not None and than.started_at is not None:
+        if run.started_at != than.started_at:
+            return run.started_at > than.started_at
+    return (run.database_id or -1) > (than.database_id or -1)
 
 
 def _notes(rows: tuple[Row, ...], *, truncated: bool) -> tuple[str, ...]:
