@@ -213,9 +213,12 @@ def _newer(run: Signal, than: Signal) -> bool:
     not started yet (queued: a re-run) is newer than any that has; ties by GitHub's id."""
     if (run.started_at is None) != (than.started_at is None):
         return run.started_at is None
-    if run.started_at is not None and than.started_at is not None:
-        if run.started_at != than.started_at:
-            return run.started_at > than.started_at
+    if (
+        run.started_at is not None
+        and than.started_at is not None
+        and (run.started_at != than.started_at)
+    ):
+        return run.started_at > than.started_at
     return (run.database_id or -1) > (than.database_id or -1)
 
 
