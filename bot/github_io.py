@@ -536,6 +536,48 @@ class GitHubApi:
         )
         return _comment(data)
 
+    # -- a batched read of named pull requests (webhook refresh) ---------------------------
+
+    def pulls_by_number(
+        self, repo: str, numbers: Sequence[int], *, now: datetime
+    ) -> dict[int, PullSnapshot]:
+        """The open pull requests among `numbers`, by number; <= 50 per GraphQL query."""
+        owner, name = repo.split("/", 1)
+        found: dict[int, PullSnapshot] = {}
+        wanted = sorted(set(numbers))
+        for start in range(0, len(wanted), PULLS_PER_QUERY):
+            chunk = wanted[start : start + PULLS_PER_QUERY]
+            query = pulls_by_number_query(chunk, with_labels=self._with_labels)
+            data, _ = self._graphql(query, {"owner": owner, "name": name}, missing_ok=True)
+            repository = _get(data, "repository")
+            if repository is None:
+                raise NotFound(f"repository {repo} not found or not visible", status=404)
+            nodes = [_get(repository, f"p{n}") for n in chunk]
+            partials = [
+                parse_pull(repo, node, now=now)
+                for node in nodes
+                if isinstance(node, dict) and node.get("state") == "OPEN"
+            ]
+            self._complete_contexts(owner, name, partials)
+            found.update((p.snapshot.number, _finish(p)) for p in partials)
+        return found
+
+
+PULLS_PER_QUERY = 50
+
+
+def pulls_by_number_query(numbers: Sequence[int], *, with_labels: bool) -> str:
+    """One query reading several pull requests by number (aliases pN), each with its rollup."""
+    aliases = "\n".join(
+        f"    p{int(n)}: pullRequest(number: {int(n)}) {{ state ...PullFields }}" for n in numbers
+    )
+    return (
+        "query PullsByNumber($owner: String!, $name: String!) {\n"
+        "  rateLimit { cost remaining resetAt }\n"
+        f"  repository(owner: $owner, name: $name) {{\n{aliases}\n  }}\n}}\n"
+        + _pull_fragment(with_labels=with_labels)
+    )
+
 
 def _finish(partial: _Partial) -> PullSnapshot:
     return replace(partial.snapshot, signals=tuple(partial.signals))

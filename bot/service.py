@@ -79,6 +79,9 @@ def run_service(
         executors={"default": ThreadPoolExecutor(1)},
         job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
     )
+    webhooks = attach_webhooks(
+        settings, repos, scheduler=scheduler, clients=clients, make_cycle=make_cycle, stop=stop
+    )
 
     def one_cycle() -> None:
         if stop.is_set():
@@ -94,6 +97,8 @@ def run_service(
         finally:
             store.close()
         log.info(summary.line(), extra={"event": "cycle"})
+        if webhooks is not None:
+            webhooks.after_cycle(summary, repos)
         tracker.update(summary.failed)
         _hold_if_over_budget(scheduler, summary, clients.github.usage)
 
@@ -109,7 +114,11 @@ def run_service(
     )
     stop.wait()
     log.info("stopping: finishing the write in progress")
+    if webhooks is not None:
+        webhooks.stop_receiving()
     scheduler.shutdown(wait=True)
+    if webhooks is not None:
+        webhooks.close()
     clients.close()
     log.info("stopped")
     return 0
@@ -137,3 +146,138 @@ def _install_signal_handlers(stop: threading.Event) -> None:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, handler)
         signal.signal(signal.SIGINT, handler)
+
+
+# -- webhooks: the fast path (issue 11); polling above stays the backstop ---------------------
+
+
+class Webhooks:
+    """The webhook receiver and its debounced refresh job, on the cycles' single worker."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        repos: Sequence[RepoSettings],
+        *,
+        scheduler: BackgroundScheduler,
+        clients: Any,
+        make_cycle: Callable[..., Any],
+        stop: threading.Event,
+    ) -> None:
+        """Open the deliveries state and build the receiver (not yet serving)."""
+        from bot.webhooks import Inbox, Receiver
+
+        self.settings, self.repos, self.scheduler = settings, list(repos), scheduler
+        self.clients, self.make_cycle, self.stop = clients, make_cycle, stop
+        self.debounce_s = settings.webhooks.debounce_seconds
+        self.inbox = Inbox()
+        self.store = Store.open(settings.state.path)
+        self.receiver = Receiver(
+            secrets=[s.get_secret_value() for s in settings.webhooks.secrets],
+            repos=[r.name for r in repos],
+            inbox=self.inbox,
+            note_delivery=lambda delivery, event, now: self.store.note_delivery(
+                delivery, event, now=now
+            ),
+            on_first_mark=lambda: self.schedule(self.debounce_s),
+            clock=lambda: datetime.now(UTC),
+        )
+        self.server: Any = None
+
+    def start(self) -> Webhooks:
+        """Serve POST /webhook and keep a day of delivery ids."""
+        from bot.server import BackgroundServer, build_app
+        from bot.webhooks import webhook_route
+
+        app = build_app([webhook_route(self.receiver)])
+        cfg = self.settings.server
+        self.server = BackgroundServer(app, host=cfg.host, port=cfg.port).start()
+        self.scheduler.add_job(
+            self._forget_old_deliveries, IntervalTrigger(hours=1), id="forget-deliveries"
+        )
+        log.info(
+            "webhooks: POST /webhook on %s:%d, refresh %.0f s after the first mark",
+            cfg.host,
+            self.server.port,
+            self.debounce_s,
+        )
+        return self
+
+    def schedule(self, delay_s: float) -> None:
+        """Run one refresh on the cycles' worker `delay_s` from now."""
+        if not self.stop.is_set():
+            when = datetime.now(UTC) + timedelta(seconds=delay_s)
+            self.scheduler.add_job(self._refresh, "date", run_date=when)
+
+    def after_cycle(self, summary: Summary, repos: Sequence[RepoSettings]) -> None:
+        """A full cycle read every open pull request: its heads resolve status events."""
+        complete = [r.name for r in repos if r.name not in summary.failed]
+        self.inbox.learn_heads(summary.heads, complete=complete)
+
+    def _refresh(self) -> None:
+        from bot.github_io import RateLimited
+        from bot.webhooks import Mark, refresh
+
+        if self.stop.is_set():
+            return
+        batch = self.inbox.take()
+        if not batch:
+            return
+        by_name = {r.name: r for r in self.repos}
+        cycle = self.make_cycle(self.settings, self.clients, self.store, dry_run=False)
+        cycle.should_stop = self.stop.is_set
+        remark = [Mark(repo, n) for repo, numbers in batch.items() for n in numbers]
+        try:
+            summary = refresh(cycle, batch, by_name, inbox=self.inbox)
+        except RateLimited as exc:
+            self._hold(remark, exc.wait_s, f"GitHub answered with a rate limit: {exc}")
+            return
+        except Exception:
+            log.exception("the webhook refresh failed; the next cycle covers it")
+            return
+        log.info(
+            "webhook refresh: %s",
+            summary.line().removeprefix("cycle: "),
+            extra={"event": "refresh"},
+        )
+        if summary.rate_limited_s or summary.deferred:
+            wait = summary.rate_limited_s or 60.0
+            self._hold(remark, wait, "writes deferred (rate limit or write budget)")
+
+    def _hold(self, marks: Sequence[Any], wait_s: float, why: str) -> None:
+        """Put the marks back and refresh them once GitHub's limit allows."""
+        self.inbox.add(marks, now=datetime.now(UTC))
+        log.warning("webhook refresh held %.0f s: %s", wait_s, why)
+        self.schedule(wait_s)
+
+    def _forget_old_deliveries(self) -> None:
+        self.store.forget_deliveries(datetime.now(UTC) - timedelta(days=1))
+
+    def stop_receiving(self) -> None:
+        """Stop the HTTP server (pending marks are left to the next start's first cycle)."""
+        if self.server is not None:
+            self.server.stop()
+        pending = self.inbox.pending()
+        if pending:
+            log.info("stopping with %d webhook marks pending; the next cycle covers them", pending)
+
+    def close(self) -> None:
+        """Close the deliveries state."""
+        self.store.close()
+
+
+def attach_webhooks(
+    settings: Settings,
+    repos: Sequence[RepoSettings],
+    *,
+    scheduler: BackgroundScheduler,
+    clients: Any,
+    make_cycle: Callable[..., Any],
+    stop: threading.Event,
+) -> Webhooks | None:
+    """Start the webhook fast path when secrets are configured and the server is on."""
+    if not settings.webhooks.enabled or settings.server.port == 0:
+        return None
+    return Webhooks(
+        settings, repos, scheduler=scheduler, clients=clients, make_cycle=make_cycle, stop=stop
+    ).start()

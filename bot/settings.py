@@ -121,6 +121,25 @@ class PolicySettings(_Section):
         return Policy(stale_after=timedelta(minutes=self.stale_after_minutes))
 
 
+class ServerSettings(_Section):
+    """[server]: where `run` serves its HTTP endpoints (loopback by default; port 0 = off)."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+
+
+class WebhooksSettings(_Section):
+    """[webhooks]: GitHub webhook secrets (several allow rotation; none = off) and debounce."""
+
+    secrets: list[SecretStr] = Field(default_factory=list)
+    debounce_seconds: float = Field(default=10.0, ge=0, le=600)
+
+    @property
+    def enabled(self) -> bool:
+        """Whether any non-empty secret is configured."""
+        return any(s.get_secret_value() for s in self.secrets)
+
+
 class StateSettings(_Section):
     """[state]: where the SQLite state lives."""
 
@@ -186,6 +205,8 @@ class Settings(BaseSettings):
     schedule: ScheduleSettings = Field(default_factory=ScheduleSettings)
     policy: PolicySettings = Field(default_factory=PolicySettings)
     state: StateSettings = Field(default_factory=StateSettings)
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    webhooks: WebhooksSettings = Field(default_factory=WebhooksSettings)
     render: RenderSettings = Field(default_factory=RenderSettings)
     log: LogSettings = Field(default_factory=LogSettings)
     repos: list[RepoSettings] = Field(default_factory=list)

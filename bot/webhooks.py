@@ -1,0 +1,365 @@
+"""GitHub webhooks: verify a delivery, turn its event into marked pull requests, refresh them.
+
+The pure part (signature check, event -> marks) takes data and returns data; `Inbox` holds
+the marks until the debounced refresh takes them; `webhook_route` is the thin HTTP edge
+(`POST /webhook`); `refresh` re-reads the marked pull requests in one batched query and hands
+them to the same Cycle code a polling cycle uses (plan, pacing, budget, publish).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from bot.cycle import Cycle, Summary
+from bot.model import PullSnapshot
+from bot.settings import RepoSettings
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB
+EVENTS = frozenset({"pull_request", "check_run", "check_suite", "status"})
+PULL_ACTIONS = frozenset(
+    {
+        "opened",
+        "reopened",
+        "synchronize",
+        "ready_for_review",
+        "converted_to_draft",
+        "labeled",
+        "unlabeled",
+        "closed",
+    }
+)
+_SHA_LENGTH = 40
+
+
+# -- pure: signature and events ------------------------------------------------------------
+
+
+def signature(body: bytes, secret: str) -> str:
+    """The `X-Hub-Signature-256` value GitHub sends for `body` under `secret`."""
+    digest = hmac.new(secret.encode("utf-8"), body, hashlib.sha256).hexdigest()
+    return f"sha256={digest}"
+
+
+def verify_signature(body: bytes, header: str | None, secrets: Sequence[str]) -> bool:
+    """Whether `header` is the HMAC-SHA256 of `body` under one of `secrets` (constant time)."""
+    if not header or not header.startswith("sha256="):
+        return False
+    given = header.encode("ascii", "replace")
+    matched = False
+    for secret in secrets:
+        if secret:  # every secret is compared, so timing does not tell which one matched
+            matched |= hmac.compare_digest(given, signature(body, secret).encode("ascii"))
+    return matched
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """A pull request to refresh: by number, or by head sha (a status names only the sha)."""
+
+    repo: str
+    number: int | None = None
+    sha: str | None = None
+    closed: bool = False
+    head_known: bool = False  # a pull_request event: `sha` is the pull request's head now
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """What one delivery means: an outcome word and the marks it makes."""
+
+    outcome: str
+    marks: tuple[Mark, ...] = ()
+
+
+def read_event(event: str, payload: Any, *, repos: Mapping[str, str]) -> Reading:
+    """Turn one event payload into marks; `repos` maps lower-case names to configured ones."""
+    if event not in EVENTS:
+        return Reading("ignored-event")
+    if not isinstance(payload, dict):
+        return Reading("malformed")
+    full_name = _get(payload, "repository", "full_name")
+    if not isinstance(full_name, str):
+        return Reading("malformed")
+    repo = repos.get(full_name.lower())
+    if repo is None:
+        return Reading("unconfigured-repository")
+    if event == "pull_request":
+        return _pull_request(repo, payload)
+    if event in ("check_run", "check_suite"):
+        return _check(repo, payload.get(event))
+    sha = payload.get("sha")
+    if not _is_sha(sha):
+        return Reading("malformed")
+    return Reading("marked", (Mark(repo, sha=sha),))
+
+
+def _pull_request(repo: str, payload: dict[str, Any]) -> Reading:
+    action = payload.get("action")
+    if action not in PULL_ACTIONS:
+        return Reading("ignored-action")
+    number = payload.get("number", _get(payload, "pull_request", "number"))
+    sha = _get(payload, "pull_request", "head", "sha")
+    if not isinstance(number, int) or isinstance(number, bool):
+        return Reading("malformed")
+    mark = Mark(
+        repo,
+        number,
+        sha if _is_sha(sha) else None,
+        closed=action == "closed" or _get(payload, "pull_request", "state") == "closed",
+        head_known=_is_sha(sha),
+    )
+    return Reading("marked", (mark,))
+
+
+def _check(repo: str, check: Any) -> Reading:
+    """A check_run or check_suite: its pull requests, or its head sha (forks list none)."""
+    if not isinstance(check, dict):
+        return Reading("malformed")
+    sha = check.get("head_sha")
+    pulls = check.get("pull_requests") or _get(check, "check_suite", "pull_requests") or []
+    numbers = sorted(
+        {
+            p["number"]
+            for p in pulls
+            if isinstance(p, dict) and isinstance(p.get("number"), int) and _same_repo(p, repo)
+        }
+    )
+    if numbers:
+        return Reading("marked", tuple(Mark(repo, n) for n in numbers))
+    if not _is_sha(sha):
+        return Reading("malformed")
+    return Reading("marked", (Mark(repo, sha=sha),))
+
+
+def _same_repo(pull: dict[str, Any], repo: str) -> bool:
+    """A listed pull request belongs to `repo` (its base) unless its URL says otherwise."""
+    url = _get(pull, "base", "repo", "url") or pull.get("url")
+    return not isinstance(url, str) or f"/repos/{repo.lower()}" in url.lower()
+
+
+def _is_sha(value: Any) -> bool:
+    return isinstance(value, str) and len(value) == _SHA_LENGTH
+
+
+def _get(node: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(node, dict):
+            return None
+        node = node.get(key)
+    return node
+
+
+# -- the inbox of marks ----------------------------------------------------------------------
+
+
+class Inbox:
+    """Marked pull requests waiting for the debounced refresh, and the open heads known."""
+
+    def __init__(self) -> None:
+        """Start empty."""
+        self._lock = threading.Lock()
+        self._numbers: dict[tuple[str, int], datetime] = {}
+        self._shas: dict[tuple[str, str], datetime] = {}
+        self._heads: dict[str, dict[int, str]] = {}
+
+    def add(self, marks: Iterable[Mark], *, now: datetime) -> bool:
+        """Add marks; True when the inbox was empty before (a refresh is to be scheduled)."""
+        with self._lock:
+            was_empty = not self._numbers and not self._shas
+            for mark in marks:
+                heads = self._heads.setdefault(mark.repo, {})
+                if mark.number is not None and mark.closed:
+                    heads.pop(mark.number, None)  # a closed PR's comment is left as it is
+                    self._numbers.pop((mark.repo, mark.number), None)
+                    continue
+                if mark.number is not None:
+                    if mark.head_known and mark.sha is not None:
+                        heads[mark.number] = mark.sha
+                    self._numbers.setdefault((mark.repo, mark.number), now)
+                elif mark.sha is not None:
+                    self._shas.setdefault((mark.repo, mark.sha), now)
+            return was_empty and bool(self._numbers or self._shas)
+
+    def take(self) -> dict[str, list[int]]:
+        """Every marked pull request by repository (shas resolved to open heads), emptied."""
+        with self._lock:
+            found: dict[str, set[int]] = {}
+            for repo, number in self._numbers:
+                found.setdefault(repo, set()).add(number)
+            for repo, sha in self._shas:
+                heads = self._heads.get(repo, {})
+                found.setdefault(repo, set()).update(n for n, h in heads.items() if h == sha)
+            self._numbers.clear()
+            self._shas.clear()
+            return {repo: sorted(numbers) for repo, numbers in found.items() if numbers}
+
+    def first_marked_at(self) -> datetime | None:
+        """When the oldest pending mark arrived."""
+        with self._lock:
+            times = [*self._numbers.values(), *self._shas.values()]
+            return min(times) if times else None
+
+    def pending(self) -> int:
+        """How many marks wait."""
+        with self._lock:
+            return len(self._numbers) + len(self._shas)
+
+    def learn_heads(self, heads: Mapping[str, str], *, complete: Iterable[str] = ()) -> None:
+        """Record open heads ("owner/name#N" -> sha); `complete` repos are replaced whole."""
+        by_repo: dict[str, dict[int, str]] = {}
+        for label, sha in heads.items():
+            repo, _, number = label.rpartition("#")
+            by_repo.setdefault(repo, {})[int(number)] = sha
+        with self._lock:
+            for repo in complete:
+                self._heads[repo] = {}
+            for repo, found in by_repo.items():
+                self._heads.setdefault(repo, {}).update(found)
+
+    def forget_head(self, repo: str, number: int) -> None:
+        """The pull request is no longer open."""
+        with self._lock:
+            self._heads.get(repo, {}).pop(number, None)
+
+
+# -- the HTTP edge ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """The HTTP answer to one delivery."""
+
+    status: int
+    outcome: str
+
+
+class Receiver:
+    """Handles one delivery: verify, de-duplicate, mark; never talks to GitHub."""
+
+    def __init__(
+        self,
+        *,
+        secrets: Sequence[str],
+        repos: Iterable[str],
+        inbox: Inbox,
+        note_delivery: Callable[[str, str, datetime], bool],
+        on_first_mark: Callable[[], None],
+        clock: Callable[[], datetime],
+    ) -> None:
+        """`note_delivery(id, event, now)` is False for a repeat; `on_first_mark` schedules."""
+        self.secrets = tuple(secrets)
+        self.repos = {name.lower(): name for name in repos}
+        self.inbox = inbox
+        self.note_delivery = note_delivery
+        self.on_first_mark = on_first_mark
+        self.clock = clock
+        self.counts: Counter[tuple[str, str]] = Counter()
+        self._lock = threading.Lock()
+
+    def count(self, event: str, outcome: str) -> None:
+        """Count one delivery by event and outcome (for metrics and logs)."""
+        with self._lock:
+            self.counts[(event or "unknown", outcome)] += 1
+
+    def handle(self, headers: Mapping[str, str], body: bytes) -> Answer:
+        """Verify and interpret one delivery (headers with lower-case names)."""
+        event = headers.get("x-github-event", "")
+        if len(body) > MAX_BODY_BYTES:
+            return self._answer(event, Answer(413, "too-large"))
+        if not verify_signature(body, headers.get("x-hub-signature-256"), self.secrets):
+            return self._answer(event, Answer(401, "bad-signature"))
+        if event == "ping":
+            return self._answer(event, Answer(200, "pong"))
+        if event not in EVENTS:
+            return self._answer(event, Answer(202, "ignored-event"))
+        delivery = headers.get("x-github-delivery", "")
+        if not delivery:
+            return self._answer(event, Answer(400, "no-delivery-id"))
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            return self._answer(event, Answer(400, "malformed"))
+        now = self.clock()
+        if not self.note_delivery(delivery, event, now):
+            return self._answer(event, Answer(202, "repeated"))
+        reading = read_event(event, payload, repos=self.repos)
+        if reading.outcome == "malformed":
+            return self._answer(event, Answer(400, "malformed"))
+        if reading.marks and self.inbox.add(reading.marks, now=now):
+            self.on_first_mark()
+        return self._answer(event, Answer(202, reading.outcome))
+
+    def _answer(self, event: str, answer: Answer) -> Answer:
+        self.count(event, answer.outcome)
+        log.debug("webhook %s: %d %s", event or "(no event)", answer.status, answer.outcome)
+        return answer
+
+
+def webhook_route(receiver: Receiver, path: str = "/webhook") -> Route:
+    """The Starlette route of `POST /webhook`: body capped at 25 MB, answered before any read."""
+
+    async def endpoint(request: Request) -> Response:
+        event = request.headers.get("x-github-event", "")
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+            receiver.count(event, "too-large")
+            return JSONResponse({"outcome": "too-large"}, status_code=413)
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_BODY_BYTES:
+                receiver.count(event, "too-large")
+                return JSONResponse({"outcome": "too-large"}, status_code=413)
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        answer = await run_in_threadpool(receiver.handle, headers, bytes(body))
+        return JSONResponse({"outcome": answer.outcome}, status_code=answer.status)
+
+    return Route(path, endpoint, methods=["POST"])
+
+
+# -- the debounced refresh ---------------------------------------------------------------------
+
+
+def refresh(
+    cycle: Cycle,
+    batch: Mapping[str, Sequence[int]],
+    repos: Mapping[str, RepoSettings],
+    *,
+    inbox: Inbox,
+) -> Summary:
+    """Re-read the marked pull requests (one query per 50), then plan and publish as a cycle."""
+    usage = cycle.github.usage
+    requests_before, points_before = usage.total, usage.graphql_points
+    pulls: list[tuple[PullSnapshot, RepoSettings]] = []
+    for name, numbers in batch.items():
+        repo = repos.get(name)
+        if repo is None:
+            continue
+        found = cycle.github.pulls_by_number(name, numbers, now=cycle.clock())
+        for number in numbers:
+            snapshot = found.get(number)
+            if snapshot is None:  # closed or gone: its comment is left as it is
+                inbox.forget_head(name, number)
+            else:
+                pulls.append((snapshot, repo))
+    summary = cycle.run_pulls(pulls)
+    summary.github_requests = usage.total - requests_before  # the batched read included
+    summary.graphql_points = usage.graphql_points - points_before
+    inbox.learn_heads(summary.heads)
+    return summary
