@@ -42,6 +42,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -57,6 +58,7 @@ from bot.sandbox.webhook_sender import WebhookSender  # noqa: E402
 
 SECRET = "benchmark-webhook-secret"
 _SEEN = re.compile(r"(?P<seen>\d+) pull requests seen")
+_QUERY_NAME = re.compile(rb"query (\w+)")
 
 
 def child_env() -> dict[str, str]:
@@ -214,6 +216,9 @@ def stats_of(sandbox: Sandbox) -> dict[str, Any]:
         "graphql_points": stats["graphql_points"],
         "graphql_queries": len(queries),
         "batched_reads": sum(1 for r in queries if b"PullsByNumber" in r.body),
+        "graphql_queries_by_name": dict(
+            Counter(m[1].decode() if (m := _QUERY_NAME.search(r.body)) else "?" for r in queries)
+        ),
         "writes": stats["writes"],
         "requests_by_kind": github,
     }

@@ -276,7 +276,10 @@ def attach_webhooks(
     stop: threading.Event,
 ) -> Webhooks | None:
     """Start the webhook fast path when secrets are configured and the server is on."""
-    if not settings.webhooks.enabled or settings.server.port == 0:
+    if not settings.webhooks.enabled:
+        return None
+    if settings.server.port == 0:
+        log.warning("webhooks.secrets is set but server.port is 0: webhooks are off")
         return None
     return Webhooks(
         settings, repos, scheduler=scheduler, clients=clients, make_cycle=make_cycle, stop=stop
