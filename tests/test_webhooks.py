@@ -416,3 +416,34 @@ def test_the_demo_shows_a_comment_updated_by_a_webhook_within_seconds() -> None:
     seconds = float(line.split(" edited ")[1].split(" s ")[0])
     assert seconds <= 2 + 5
     assert "linkcheck" in result.stdout.split(line, 1)[1]
+
+
+def test_status_events_resolve_through_heads_and_a_closed_pull_request_is_left_alone(
+    service: Service,
+) -> None:
+    service.start()
+    world = service.world
+    sender = WebhookSender(service.url, SECRET).attach(world)
+    try:
+        world.add_status(REPO, service.sha, context="jenkins", state="failure")  # a sha only
+        wait_for(lambda: "jenkins" in body_of(world), DEBOUNCE_S + 10, "the status refresh")
+        new_head = "ab" * 20
+        world.set_head(REPO, 7430, new_head)  # pull_request synchronize: the new head is known
+        wait_for(lambda: new_head[:7] in body_of(world), DEBOUNCE_S + 10, "the new head")
+        world.add_status(REPO, new_head, context="buildbot", state="failure")
+        wait_for(lambda: "buildbot" in body_of(world), DEBOUNCE_S + 10, "the new head's status")
+        world.add_status(REPO, service.sha, context="stale", state="failure")  # the old head
+        world.close_pull(REPO, 7430)
+        world.add_status(REPO, new_head, context="late", state="failure")  # closed: no refresh
+        assert sender.wait_idle()
+        service.sandbox.clear_requests()
+        closed_body = body_of(world)
+        time.sleep(DEBOUNCE_S + 2)
+    finally:
+        sender.close()
+    assert [d.status for d in sender.sent] == [202] * 6
+    assert [d.event for d in sender.sent].count("pull_request") == 2
+    assert service.sandbox.requests == []  # nothing to refresh: old head, closed pull request
+    assert body_of(world) == closed_body and "late" not in closed_body
+    assert len(bot_comments(world, 7430)) == 1
+    service.stop()
