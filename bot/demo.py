@@ -106,7 +106,7 @@ def run_webhook_step(
     from apscheduler.schedulers.background import BackgroundScheduler
 
     from bot.sandbox.webhook_sender import WebhookSender
-    from bot.service import Webhooks
+    from bot.webhooks import Webhooks
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -3,7 +3,8 @@
 The pure part (signature check, event -> marks) takes data and returns data; `Inbox` holds
 the marks until the debounced refresh takes them; `webhook_route` is the thin HTTP edge
 (`POST /webhook`); `refresh` re-reads the marked pull requests in one batched query and hands
-them to the same Cycle code a polling cycle uses (plan, pacing, budget, publish).
+them to the same Cycle code a polling cycle uses (plan, pacing, budget, publish); `Webhooks`
+wires the receiver, the HTTP server and the refresh job onto the service's single worker.
 """
 
 from __future__ import annotations
@@ -16,17 +17,22 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.interval import IntervalTrigger
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from bot.cycle import Cycle, Summary
+from bot.github_io import RateLimited
 from bot.model import PullSnapshot
-from bot.settings import RepoSettings
+from bot.server import BackgroundServer, build_app
+from bot.settings import RepoSettings, Settings
+from bot.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -363,3 +369,133 @@ def refresh(
     summary.graphql_points = usage.graphql_points - points_before
     inbox.learn_heads(summary.heads)
     return summary
+
+
+# -- the service wiring: receiver, server and refresh job on the cycles' single worker ------
+
+
+class Webhooks:
+    """The webhook receiver and its debounced refresh job, on the cycles' single worker."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        repos: Sequence[RepoSettings],
+        *,
+        scheduler: BackgroundScheduler,
+        clients: Any,
+        make_cycle: Callable[..., Any],
+        stop: threading.Event,
+    ) -> None:
+        """Open the deliveries state and build the receiver (not yet serving)."""
+        self.settings, self.repos, self.scheduler = settings, list(repos), scheduler
+        self.clients, self.make_cycle, self.stop = clients, make_cycle, stop
+        self.debounce_s = settings.webhooks.debounce_seconds
+        self.inbox = Inbox()
+        self.store = Store.open(settings.state.path)
+        self.receiver = Receiver(
+            secrets=[s.get_secret_value() for s in settings.webhooks.secrets],
+            repos=[r.name for r in repos],
+            inbox=self.inbox,
+            note_delivery=lambda delivery, event, now: self.store.note_delivery(
+                delivery, event, now=now
+            ),
+            on_first_mark=lambda: self.schedule(self.debounce_s),
+            clock=lambda: datetime.now(UTC),
+        )
+        self.server: Any = None
+
+    def start(self) -> Webhooks:
+        """Serve POST /webhook and keep a day of delivery ids."""
+        app = build_app([webhook_route(self.receiver)])
+        cfg = self.settings.server
+        self.server = BackgroundServer(app, host=cfg.host, port=cfg.port).start()
+        self.scheduler.add_job(
+            self._forget_old_deliveries, IntervalTrigger(hours=1), id="forget-deliveries"
+        )
+        log.info(
+            "webhooks: POST /webhook on %s:%d, refresh %.0f s after the first mark",
+            cfg.host,
+            self.server.port,
+            self.debounce_s,
+        )
+        return self
+
+    def schedule(self, delay_s: float) -> None:
+        """Run one refresh on the cycles' worker `delay_s` from now."""
+        if not self.stop.is_set():
+            when = datetime.now(UTC) + timedelta(seconds=delay_s)
+            self.scheduler.add_job(self._refresh, "date", run_date=when)
+
+    def after_cycle(self, summary: Summary, repos: Sequence[RepoSettings]) -> None:
+        """A full cycle read every open pull request: its heads resolve status events."""
+        complete = [r.name for r in repos if r.name not in summary.failed]
+        self.inbox.learn_heads(summary.heads, complete=complete)
+
+    def _refresh(self) -> None:
+        if self.stop.is_set():
+            return
+        batch = self.inbox.take()
+        if not batch:
+            return
+        by_name = {r.name: r for r in self.repos}
+        cycle = self.make_cycle(self.settings, self.clients, self.store, dry_run=False)
+        cycle.should_stop = self.stop.is_set
+        remark = [Mark(repo, n) for repo, numbers in batch.items() for n in numbers]
+        try:
+            summary = refresh(cycle, batch, by_name, inbox=self.inbox)
+        except RateLimited as exc:
+            self._hold(remark, exc.wait_s, f"GitHub answered with a rate limit: {exc}")
+            return
+        except Exception:
+            log.exception("the webhook refresh failed; the next cycle covers it")
+            return
+        log.info(
+            "webhook refresh: %s",
+            summary.line().removeprefix("cycle: "),
+            extra={"event": "refresh"},
+        )
+        if summary.rate_limited_s or summary.deferred:
+            wait = summary.rate_limited_s or 60.0
+            self._hold(remark, wait, "writes deferred (rate limit or write budget)")
+
+    def _hold(self, marks: Sequence[Any], wait_s: float, why: str) -> None:
+        """Put the marks back and refresh them once GitHub's limit allows."""
+        self.inbox.add(marks, now=datetime.now(UTC))
+        log.warning("webhook refresh held %.0f s: %s", wait_s, why)
+        self.schedule(wait_s)
+
+    def _forget_old_deliveries(self) -> None:
+        self.store.forget_deliveries(datetime.now(UTC) - timedelta(days=1))
+
+    def stop_receiving(self) -> None:
+        """Stop the HTTP server (pending marks are left to the next start's first cycle)."""
+        if self.server is not None:
+            self.server.stop()
+        pending = self.inbox.pending()
+        if pending:
+            log.info("stopping with %d webhook marks pending; the next cycle covers them", pending)
+
+    def close(self) -> None:
+        """Close the deliveries state."""
+        self.store.close()
+
+
+def attach_webhooks(
+    settings: Settings,
+    repos: Sequence[RepoSettings],
+    *,
+    scheduler: BackgroundScheduler,
+    clients: Any,
+    make_cycle: Callable[..., Any],
+    stop: threading.Event,
+) -> Webhooks | None:
+    """Start the webhook fast path when secrets are configured and the server is on."""
+    if not settings.webhooks.enabled:
+        return None
+    if settings.server.port == 0:
+        log.warning("webhooks.secrets is set but server.port is 0: webhooks are off")
+        return None
+    return Webhooks(
+        settings, repos, scheduler=scheduler, clients=clients, make_cycle=make_cycle, stop=stop
+    ).start()
