@@ -405,18 +405,27 @@ class Webhooks:
         )
         self.server: Any = None
 
-    def start(self) -> Webhooks:
-        """Serve POST /webhook and keep a day of delivery ids."""
-        app = build_app([webhook_route(self.receiver)])
-        cfg = self.settings.server
-        self.server = BackgroundServer(app, host=cfg.host, port=cfg.port).start()
+    def routes(self) -> list[Route]:
+        """The routes to mount on the service's HTTP app (`POST /webhook`)."""
+        return [webhook_route(self.receiver)]
+
+    def start(self, *, serve: bool = True) -> Webhooks:
+        """Keep a day of delivery ids; with `serve`, serve the routes on a server of our own.
+
+        Where the service already runs an HTTP app, mount `routes()` there and pass
+        serve=False.
+        """
         self.scheduler.add_job(
             self._forget_old_deliveries, IntervalTrigger(hours=1), id="forget-deliveries"
         )
+        cfg = self.settings.server
+        if serve:
+            app = build_app(self.routes())
+            self.server = BackgroundServer(app, host=cfg.host, port=cfg.port).start()
         log.info(
-            "webhooks: POST /webhook on %s:%d, refresh %.0f s after the first mark",
+            "webhooks: POST /webhook on %s:%d, refresh %g s after the first mark",
             cfg.host,
-            self.server.port,
+            self.server.port if self.server is not None else cfg.port,
             self.debounce_s,
         )
         return self
@@ -475,6 +484,8 @@ class Webhooks:
         pending = self.inbox.pending()
         if pending:
             log.info("stopping with %d webhook marks pending; the next cycle covers them", pending)
+        counts = ", ".join(f"{e} {o}: {n}" for (e, o), n in sorted(self.receiver.counts.items()))
+        log.info("webhook deliveries by event and outcome: %s", counts or "none")
 
     def close(self) -> None:
         """Close the deliveries state."""
@@ -489,6 +500,7 @@ def attach_webhooks(
     clients: Any,
     make_cycle: Callable[..., Any],
     stop: threading.Event,
+    serve: bool = True,
 ) -> Webhooks | None:
     """Start the webhook fast path when secrets are configured and the server is on."""
     if not settings.webhooks.enabled:
@@ -498,4 +510,4 @@ def attach_webhooks(
         return None
     return Webhooks(
         settings, repos, scheduler=scheduler, clients=clients, make_cycle=make_cycle, stop=stop
-    ).start()
+    ).start(serve=serve)

@@ -146,6 +146,47 @@ def test_the_deliveries_table_remembers_ids_for_a_day(tmp_path: Path) -> None:
         assert store.note_delivery("d1", "check_run", now=now)  # forgotten after a day
 
 
+def test_the_route_refuses_a_chunked_body_over_25_mb_and_marks_a_genuine_one(
+    tmp_path: Path,
+) -> None:
+    from starlette.testclient import TestClient
+
+    from bot.server import build_app
+    from bot.webhooks import Receiver, webhook_route
+
+    inbox, scheduled = Inbox(), []
+    payload = {
+        "action": "completed",
+        "check_run": {"head_sha": "e" * 40, "pull_requests": [{"number": 7430}]},
+        "repository": {"full_name": REPO},
+    }
+    with Store.open(tmp_path / "s.sqlite3") as store:
+        receiver = Receiver(
+            secrets=[SECRET], repos=[REPO], inbox=inbox,
+            note_delivery=lambda d, e, now: store.note_delivery(d, e, now=now),
+            on_first_mark=lambda: scheduled.append(1), clock=lambda: datetime.now(UTC),
+        )  # fmt: skip
+        client = TestClient(build_app([webhook_route(receiver)]))
+
+        def chunks() -> Iterator[bytes]:  # no Content-Length: the route counts as it reads
+            for _ in range(26):
+                yield b" " * (1024 * 1024)
+
+        headers = {"X-GitHub-Event": "check_run", "X-GitHub-Delivery": "d-1"}
+        big = client.post("/webhook", content=chunks(), headers=headers)
+        body = json.dumps(payload).encode()
+        signed = {**headers, "X-Hub-Signature-256": sign(body, SECRET)}
+        ok = client.post("/webhook", content=body, headers=signed)
+        again = client.post("/webhook", content=body, headers=signed)
+    assert big.status_code == 413 and "content-length" not in big.request.headers
+    assert (ok.status_code, ok.json()) == (202, {"outcome": "marked"})
+    assert (again.status_code, again.json()) == (202, {"outcome": "repeated"})
+    assert scheduled == [1] and inbox.take() == {REPO: [7430]}
+    assert receiver.counts == {
+        ("check_run", "too-large"): 1, ("check_run", "marked"): 1, ("check_run", "repeated"): 1
+    }  # fmt: skip
+
+
 # -- the real service ----------------------------------------------------------------------
 
 
