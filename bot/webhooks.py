@@ -183,6 +183,7 @@ class Inbox:
         self._numbers: dict[tuple[str, int], datetime] = {}
         self._shas: dict[tuple[str, str], datetime] = {}
         self._heads: dict[str, dict[int, str]] = {}
+        self._closed: dict[tuple[str, int], datetime] = {}  # closed by an event, and when
 
     def add(self, marks: Iterable[Mark], *, now: datetime) -> bool:
         """Add marks; True when the inbox was empty before (a refresh is to be scheduled)."""
@@ -193,10 +194,12 @@ class Inbox:
                 if mark.number is not None and mark.closed:
                     heads.pop(mark.number, None)  # a closed PR's comment is left as it is
                     self._numbers.pop((mark.repo, mark.number), None)
+                    self._closed[(mark.repo, mark.number)] = now
                     continue
                 if mark.number is not None:
-                    if mark.head_known and mark.sha is not None:
+                    if mark.head_known and mark.sha is not None:  # opened, reopened, ...
                         heads[mark.number] = mark.sha
+                        self._closed.pop((mark.repo, mark.number), None)
                     self._numbers.setdefault((mark.repo, mark.number), now)
                 elif mark.sha is not None:
                     self._shas.setdefault((mark.repo, mark.sha), now)
@@ -226,13 +229,29 @@ class Inbox:
         with self._lock:
             return len(self._numbers) + len(self._shas)
 
-    def learn_heads(self, heads: Mapping[str, str], *, complete: Iterable[str] = ()) -> None:
-        """Record open heads ("owner/name#N" -> sha); `complete` repos are replaced whole."""
+    def learn_heads(
+        self,
+        heads: Mapping[str, str],
+        *,
+        complete: Iterable[str] = (),
+        read_at: datetime | None = None,
+    ) -> None:
+        """Record open heads ("owner/name#N" -> sha); `complete` repos are replaced whole.
+
+        A pull request closed by an event stays closed unless this read began after the
+        close (`read_at`): a read that started earlier does not reopen it.
+        """
         by_repo: dict[str, dict[int, str]] = {}
-        for label, sha in heads.items():
-            repo, _, number = label.rpartition("#")
-            by_repo.setdefault(repo, {})[int(number)] = sha
         with self._lock:
+            for label, sha in heads.items():
+                repo, _, text = label.rpartition("#")
+                number = int(text)
+                closed_at = self._closed.get((repo, number))
+                if closed_at is not None:
+                    if read_at is None or read_at <= closed_at:
+                        continue
+                    del self._closed[(repo, number)]
+                by_repo.setdefault(repo, {})[number] = sha
             for repo in complete:
                 self._heads[repo] = {}
             for repo, found in by_repo.items():
@@ -352,6 +371,7 @@ def refresh(
     """Re-read the marked pull requests (one query per 50), then plan and publish as a cycle."""
     usage = cycle.github.usage
     requests_before, points_before = usage.total, usage.graphql_points
+    read_at = cycle.clock()
     pulls: list[tuple[PullSnapshot, RepoSettings]] = []
     for name, numbers in batch.items():
         repo = repos.get(name)
@@ -367,7 +387,7 @@ def refresh(
     summary = cycle.run_pulls(pulls)
     summary.github_requests = usage.total - requests_before  # the batched read included
     summary.graphql_points = usage.graphql_points - points_before
-    inbox.learn_heads(summary.heads)
+    inbox.learn_heads(summary.heads, read_at=read_at)
     return summary
 
 

@@ -125,6 +125,24 @@ def test_inbox_resolves_a_status_sha_through_known_open_heads_and_drops_closed()
     assert inbox.take() == {}
 
 
+def test_a_read_that_began_before_a_close_does_not_reopen_the_pull_request() -> None:
+    inbox, now = Inbox(), datetime.now(UTC)
+    inbox.learn_heads({"o/r#5": "d" * 40})
+    inbox.add([Mark("o/r", 5, "d" * 40, closed=True, head_known=True)], now=now)
+    inbox.learn_heads({"o/r#5": "d" * 40}, read_at=now - timedelta(seconds=1))  # a late refresh
+    inbox.learn_heads({"o/r#5": "d" * 40}, complete=["o/r"])  # a cycle that began before
+    inbox.add([Mark("o/r", sha="d" * 40)], now=now)
+    assert inbox.take() == {}  # closed: its status events refresh nothing
+    inbox.learn_heads({"o/r#5": "d" * 40}, read_at=now + timedelta(seconds=1))  # read it open
+    inbox.add([Mark("o/r", sha="d" * 40)], now=now)
+    assert inbox.take() == {"o/r": [5]}
+    inbox.add([Mark("o/r", 5, "d" * 40, closed=True, head_known=True)], now=now)
+    inbox.add([Mark("o/r", 5, "e" * 40, head_known=True)], now=now)  # reopened
+    inbox.take()
+    inbox.add([Mark("o/r", sha="e" * 40)], now=now)
+    assert inbox.take() == {"o/r": [5]}
+
+
 def test_settings_read_secrets_from_the_environment_and_mask_them(tmp_path: Path) -> None:
     env = {"CI_STATUS_BOT_WEBHOOKS__SECRETS": json.dumps([SECRET, OLD_SECRET])}
     settings = load_settings(None, environ=env)
