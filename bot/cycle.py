@@ -66,6 +66,7 @@ class Summary:
     failed: dict[str, str] = field(default_factory=dict)  # owner/name[#N] -> what went wrong
     rate_limited_s: float | None = None
     verdicts: dict[str, str] = field(default_factory=dict)  # owner/name#N -> verdict
+    heads: dict[str, str] = field(default_factory=dict)  # owner/name#N -> head sha (open PRs)
     github_requests: int = 0
     graphql_points: int = 0
     rtd_requests: int = 0
@@ -215,33 +216,42 @@ class Cycle:
     def _plan_repo(self, repo: RepoSettings, summary: Summary) -> Iterable[Plan]:
         required = ReadOnlyRequired(self.store) if self.dry_run else self.store
         for snapshot in self.github.open_pulls(repo.name, now=self.clock(), required=required):
-            summary.pulls_seen += 1
-            if isinstance(snapshot, PullFailure):  # that pull request only; the others go on
-                summary.failed[snapshot.label] = snapshot.reason
-                log.debug("could not read %s: %s", snapshot.label, snapshot.reason)
-                continue
-            if not selected(snapshot, self.policy):
-                summary.skipped += 1
-                continue
-            try:
-                plan = self.plan(snapshot, repo)
-            except Stopped:
-                raise
-            except Exception as exc:  # one pull request's failure is isolated
-                label = f"{repo.name}#{snapshot.number}"
-                summary.failed[label] = f"{exc.__class__.__name__}: {exc}"
-                log.debug("could not process %s", label, exc_info=True)
-                continue
-            summary.verdicts[plan.label] = str(plan.report.verdict)
-            keep_triage(self.store, snapshot, plan.report, dry_run=self.dry_run, now=self.clock())
-            if plan.action == "adopt" and plan.found is not None and not self.dry_run:
-                self._record(plan, plan.found, "adopted")
-            if plan.action in ("leave", "adopt"):
-                summary.left += 1
-                self._show(plan)
-            else:
+            plan = self._plan_one(snapshot, repo, summary)
+            if plan is not None:
                 yield plan
         prune_triage(self.store, repo.name, summary.verdicts, summary.failed, dry_run=self.dry_run)
+
+    def _plan_one(
+        self, snapshot: PullSnapshot | PullFailure, repo: RepoSettings, summary: Summary
+    ) -> Plan | None:
+        """Plan one open pull request into `summary`; the plan when something is to write."""
+        summary.pulls_seen += 1
+        if isinstance(snapshot, PullFailure):  # that pull request only; the others go on
+            summary.failed[snapshot.label] = snapshot.reason
+            log.debug("could not read %s: %s", snapshot.label, snapshot.reason)
+            return None
+        summary.heads[f"{repo.name}#{snapshot.number}"] = snapshot.head_sha
+        if not selected(snapshot, self.policy):
+            summary.skipped += 1
+            return None
+        try:
+            plan = self.plan(snapshot, repo)
+        except Stopped:
+            raise
+        except Exception as exc:  # one pull request's failure is isolated
+            label = f"{repo.name}#{snapshot.number}"
+            summary.failed[label] = f"{exc.__class__.__name__}: {exc}"
+            log.debug("could not process %s", label, exc_info=True)
+            return None
+        summary.verdicts[plan.label] = str(plan.report.verdict)
+        keep_triage(self.store, snapshot, plan.report, dry_run=self.dry_run, now=self.clock())
+        if plan.action == "adopt" and plan.found is not None and not self.dry_run:
+            self._record(plan, plan.found, "adopted")
+        if plan.action in ("leave", "adopt"):
+            summary.left += 1
+            self._show(plan)
+            return None
+        return plan
 
     def report_for(self, snapshot: PullSnapshot, repo: RepoSettings) -> tuple[Report, str]:
         """Reconcile one pull request with a stable observation time; also its facts key."""
@@ -483,3 +493,19 @@ class Cycle:
         }[plan.action]
         text = f"== {plan.label}: {verb} the status comment (verdict {plan.report.verdict})"
         self.out(text if plan.action in ("leave", "adopt") else f"{text}\n{plan.body}")
+
+    # -- a webhook refresh -------------------------------------------------------------------
+
+    def run_pulls(
+        self, pulls: Sequence[tuple[PullSnapshot | PullFailure, RepoSettings]]
+    ) -> Summary:
+        """Plan and publish already-read pull requests through the same rules as `run`."""
+        summary = Summary()
+        gh_before, points_before = self.github.usage.total, self.github.usage.graphql_points
+        rtd_before = self.rtd.requests
+        plans = [p for s, r in pulls if (p := self._plan_one(s, r, summary)) is not None]
+        self._publish_all(plans, summary)
+        summary.github_requests = self.github.usage.total - gh_before
+        summary.graphql_points = self.github.usage.graphql_points - points_before
+        summary.rtd_requests = self.rtd.requests - rtd_before
+        return summary

@@ -10,6 +10,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from pydantic import SecretStr
+
 from bot.model import MARKER
 from bot.sandbox import Sandbox, World
 from bot.sandbox.seeds import seed_demo
@@ -76,6 +78,8 @@ def run_demo(*, out: Callable[[str], None] = print) -> int:
             out(f"[cycle 3] {third.line()}")
             _print_comments(world, out, clients.login, numbers=[7431])
             out("JSON verdicts: " + json.dumps(third.verdicts, sort_keys=True))
+        webhook_ok = run_webhook_step(world, settings, clients, third, out=out)
+        with Store.open(settings.state.path) as store:  # the view after the webhook's refresh
             triage_view = _triage_view(store, settings)
         clients.close()
         writes = [
@@ -89,7 +93,7 @@ def run_demo(*, out: Callable[[str], None] = print) -> int:
         )
     out(triage_view)
     failed = {**first.failed, **second.failed, **third.failed}
-    return 1 if failed else 0
+    return 1 if failed or not webhook_ok else 0
 
 
 def _triage_view(store: Store, settings: Settings) -> str:
@@ -103,3 +107,84 @@ def _triage_view(store: Store, settings: Settings) -> str:
         f"`ci-status-bot run` serves this view as a page at {where} "
         "(with /livez, /readyz and /metrics); `report --format html` writes it to a file."
     )
+
+
+def run_webhook_step(
+    world: World, settings: Settings, clients: Any, last: Any, *, out: Callable[[str], None]
+) -> bool:
+    """The webhook fast path: a CI change in the sandbox reaches the bot as a signed delivery."""
+    import socket
+    import threading
+    import time
+    from datetime import UTC
+
+    from apscheduler.executors.pool import ThreadPoolExecutor
+    from apscheduler.schedulers.background import BackgroundScheduler
+
+    from bot.sandbox.webhook_sender import WebhookSender
+    from bot.server import Monitor, serve
+    from bot.webhooks import Webhooks
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    secret = "demo-webhook-secret"
+    hooked = settings.model_copy(
+        update={
+            "server": settings.server.model_copy(update={"port": port}),
+            "webhooks": settings.webhooks.model_copy(
+                update={"secrets": [SecretStr(secret)], "debounce_seconds": 2.0}
+            ),
+        }
+    )
+    repos = list(settings.repos)
+    scheduler = BackgroundScheduler(timezone=UTC, executors={"default": ThreadPoolExecutor(1)})
+    stop = threading.Event()
+    hooks = Webhooks(
+        hooked, repos, scheduler=scheduler, clients=clients, make_cycle=make_cycle, stop=stop
+    ).start()
+    monitor = Monitor(state_path=settings.state.path, interval_s=300, repos=[DEMO_REPO])
+    http = serve(monitor, host="127.0.0.1", port=port, extra_routes=hooks.routes())
+    hooks.after_cycle(last, repos)
+    scheduler.start()
+    sender = WebhookSender(f"http://127.0.0.1:{port}/webhook", secret).attach(world)
+    number = 7430
+    before = _own_body(world, clients.login, number)
+    try:
+        started = time.monotonic()
+        now = now_utc()
+        world.add_check_run(
+            DEMO_REPO, world.pull(DEMO_REPO, number).head_sha, name="linkcheck",
+            app_slug="github-actions", workflow="docs", conclusion="failure",
+            started_at=now, completed_at=now,
+        )  # fmt: skip
+        out(
+            f"[sandbox] a new check run `linkcheck` failed on #{number}; the sandbox sends a "
+            f"signed check_run delivery to http://127.0.0.1:{port}/webhook (debounce 2 s)"
+        )
+        while _own_body(world, clients.login, number) == before:
+            if time.monotonic() - started > 30:
+                out("[webhook] the comment did not change within 30 s")
+                return False
+            time.sleep(0.05)
+        took = time.monotonic() - started
+    finally:
+        sender.close()
+        stop.set()
+        if http is not None:
+            http.stop()
+        hooks.stop_receiving()
+        scheduler.shutdown(wait=True)
+        hooks.close()
+    answered = ", ".join(f"{d.event} {d.status}" for d in sender.sent)
+    out(f"[webhook] deliveries answered: {answered}; comment on #{number} edited {took:.1f} s "
+        "after the event (no polling cycle ran):")  # fmt: skip
+    out("\n".join(_own_body(world, clients.login, number).splitlines()[1:]))
+    return True
+
+
+def _own_body(world: World, login: str, number: int) -> str:
+    for comment in world.comments(DEMO_REPO, number):
+        if comment["user"]["login"] == login and comment["body"].startswith(MARKER):
+            return str(comment["body"])
+    return ""

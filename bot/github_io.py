@@ -36,6 +36,7 @@ from bot.github_query import (
     MORE_LABELS_QUERY,
     more_contexts_query,
     pull_query,
+    pulls_by_number_query,
     pulls_page_query,
 )
 from bot.guard import Pages, last_page, same_origin
@@ -603,6 +604,55 @@ class GitHubApi:
             body={"body": body},
         )
         return _comment(data)
+
+    # -- a batched read of named pull requests (webhook refresh) ---------------------------
+
+    def pulls_by_number(
+        self,
+        repo: str,
+        numbers: Sequence[int],
+        *,
+        now: datetime,
+        required: RequiredCache | None = None,
+    ) -> dict[int, PullSnapshot | PullFailure]:
+        """The open pull requests among `numbers`, by number (closed or unknown ones are left
+        out); <= PULLS_PER_QUERY per GraphQL query, with the same per-PR isolation as
+        `open_pulls`."""
+        owner, name = repo.split("/", 1)
+        found: dict[int, PullSnapshot | PullFailure] = {}
+        wanted = sorted(set(numbers))
+        for start in range(0, len(wanted), PULLS_PER_QUERY):
+            chunk = wanted[start : start + PULLS_PER_QUERY]
+            query = pulls_by_number_query(chunk, with_labels=self._with_labels)
+            data, errors = self._graphql(query, {"owner": owner, "name": name}, tolerate=_in_alias)
+            repository = _get(data, "repository")
+            if repository is None:
+                raise NotFound(f"repository {repo} not found or not visible", status=404)
+            gone = {str(_path(e)[1]) for e in errors if e.get("type") == "NOT_FOUND"}
+            broken = {str(_path(e)[1]): _message(e) for e in errors if e.get("type") != "NOT_FOUND"}
+            items: list[Partial | PullFailure] = []
+            for number in chunk:
+                alias, node = f"p{number}", _get(repository, f"p{number}")
+                if alias in gone or (node is None and alias not in broken):
+                    continue
+                if isinstance(node, dict) and node.get("state") not in (None, "OPEN"):
+                    continue  # closed or merged: its comment is left as it is
+                item = _pull_item(repo, node, broken.get(alias), now=now)
+                if isinstance(item, PullFailure) and item.number is None:
+                    item = PullFailure(repo, number, item.reason)
+                items.append(item)
+            partials = [p for p in items if isinstance(p, Partial)]
+            self._complete(owner, name, partials)
+            if required is not None:
+                self._fill_required(repo, partials, required, now=now)
+            for item in items:
+                done = item.finish() if isinstance(item, Partial) else item
+                if done.number is not None:
+                    found[done.number] = done
+        return found
+
+
+PULLS_PER_QUERY = 50
 
 
 def _get(node: Any, *path: str) -> Any:

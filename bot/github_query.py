@@ -58,6 +58,20 @@ def pulls_page_query(*, with_labels: bool) -> str:
     )
 
 
+def pulls_by_number_query(numbers: list[int], *, with_labels: bool) -> str:
+    """One query reading several pull requests by number (aliases pN), each with its rollup."""
+    aliases = "\n".join(
+        f"    p{int(n)}: pullRequest(number: {int(n)}) {{ state\n"
+        f"      {_pull_fields(with_labels=with_labels)} }}"
+        for n in numbers
+    )
+    return (
+        "query PullsByNumber($owner: String!, $name: String!) {\n"
+        f"  {RATE}\n"
+        f"  repository(owner: $owner, name: $name) {{\n{aliases}\n  }}\n}}\n"
+    )
+
+
 def pull_query(*, with_labels: bool) -> str:
     """The query that reads one pull request with its head's rollup and what is required."""
     return (

@@ -23,6 +23,7 @@ from bot.github_io import Usage
 from bot.server import HttpServer, Monitor, serve
 from bot.settings import RepoSettings, Settings
 from bot.store import StoreError
+from bot.webhooks import attach_webhooks
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +89,10 @@ def run_service(
         job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
     )
     worker: list[threading.Thread] = []
+    webhooks = attach_webhooks(
+        settings, repos, scheduler=scheduler, clients=clients, make_cycle=wiring.make_cycle,
+        stop=stop,
+    )  # fmt: skip
 
     def cycle_body() -> None:
         monitor.cycle_started()
@@ -107,6 +112,8 @@ def run_service(
             store.close()
         log.info(summary.line(), extra={"event": "cycle"})
         monitor.cycle_finished(summary, clients.github.usage)
+        if webhooks is not None:
+            webhooks.after_cycle(summary, repos)
         tracker.update(summary.failed)
         if not stop.is_set():  # a stopped scheduler takes no new run time
             _hold_if_over_budget(scheduler, summary, clients.github.usage)
@@ -125,7 +132,13 @@ def run_service(
         seconds=settings.schedule.interval_seconds, jitter=settings.schedule.jitter_seconds
     )
     scheduler.add_job(one_cycle, trigger, id="cycle", next_run_time=datetime.now(UTC))
-    monitor, http = start_http(settings, repos, alive=lambda: scheduler.running)
+    routes = webhooks.routes() if webhooks is not None else []
+    monitor, http = start_http(
+        settings, repos, alive=lambda: scheduler.running, extra_routes=routes
+    )
+    if webhooks is not None:
+        deliveries = monitor.metrics.webhook_deliveries
+        webhooks.receiver.observers.append(lambda e, o: deliveries.labels(e, o).inc())
     scheduler.start()
     log.info(
         "service started: %d repositories, every %d s",
@@ -134,9 +147,13 @@ def run_service(
     )
     stop.wait()
     log.info("stopping: finishing the write in progress")
+    if webhooks is not None:
+        webhooks.stop_receiving()
     scheduler.shutdown(wait=False)
     _finish_cycle(worker, clients)
     stop_http(http)
+    if webhooks is not None:
+        webhooks.close()
     clients.close()
     log.info("stopped")
     return 0

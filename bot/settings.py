@@ -199,6 +199,23 @@ class ServerSettings(_Section):
     port: int = Field(default=8080, ge=0, le=65535)
 
 
+class WebhooksSettings(_Section):
+    """[webhooks]: GitHub webhook secrets (several allow rotation; none = off) and debounce."""
+
+    secrets: list[SecretStr] = Field(default_factory=list, max_length=10)
+    debounce_seconds: float = Field(default=10.0, ge=0, le=600, allow_inf_nan=False)
+
+    @field_validator("secrets", mode="before")
+    @classmethod
+    def _check_secrets(cls, values: object) -> object:
+        return [_clean_secret(v) for v in values] if isinstance(values, list) else values
+
+    @property
+    def enabled(self) -> bool:
+        """Whether any non-empty secret is configured."""
+        return any(s.get_secret_value() for s in self.secrets)
+
+
 class StateSettings(_Section):
     """[state]: where the SQLite state lives."""
 
@@ -275,6 +292,7 @@ class Settings(BaseSettings):
     policy: PolicySettings = Field(default_factory=PolicySettings)
     state: StateSettings = Field(default_factory=StateSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
+    webhooks: WebhooksSettings = Field(default_factory=WebhooksSettings)
     render: RenderSettings = Field(default_factory=RenderSettings)
     log: LogSettings = Field(default_factory=LogSettings)
     repos: list[RepoSettings] = Field(default_factory=list, max_length=1000)
@@ -310,7 +328,12 @@ class Settings(BaseSettings):
 
     def secret_values(self) -> list[str]:
         """Every configured secret, to keep out of logs and messages."""
-        tokens = (self.github.token, self.readthedocs.token, self.readthedocs.business_token)
+        tokens = (
+            self.github.token,
+            self.readthedocs.token,
+            self.readthedocs.business_token,
+            *self.webhooks.secrets,
+        )
         return [t.get_secret_value() for t in tokens if t.get_secret_value()]
 
     def require_repos(self) -> None:

@@ -112,6 +112,15 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
             PRIMARY KEY (repo, base, name)
         )""",
     ),
+    # 6: webhook deliveries already handled (X-GitHub-Delivery), kept for a day
+    (
+        """CREATE TABLE deliveries (
+            delivery_id TEXT PRIMARY KEY,
+            event TEXT NOT NULL,
+            received_at TEXT NOT NULL
+        )""",
+        "CREATE INDEX deliveries_received_at ON deliveries (received_at)",
+    ),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -677,3 +686,19 @@ class Store:
                     for (b, n), flag in learned.items()
                 ],
             )
+
+    def note_delivery(self, delivery_id: str, event: str, *, now: datetime) -> bool:
+        """Record a webhook delivery; False when it was already recorded (a repeat)."""
+        with self._transaction() as db:
+            cursor = db.execute(
+                "INSERT OR IGNORE INTO deliveries (delivery_id, event, received_at) "
+                "VALUES (?, ?, ?)",
+                (delivery_id, event, _to_text(now)),
+            )
+            return cursor.rowcount == 1
+
+    def forget_deliveries(self, before: datetime) -> int:
+        """Drop deliveries received before `before`; returns how many were dropped."""
+        with self._transaction() as db:
+            cursor = db.execute("DELETE FROM deliveries WHERE received_at < ?", (_to_text(before),))
+            return cursor.rowcount

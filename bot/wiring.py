@@ -104,6 +104,20 @@ class BotGitHub(GitHubApi):
             return super().open_pulls(repo, now=now, required=required)
         return api.open_pulls(repo, now=now, required=required)
 
+    def pulls_by_number(
+        self,
+        repo: str,
+        numbers: Sequence[int],
+        *,
+        now: datetime,
+        required: RequiredCache | None = None,
+    ) -> dict[int, PullSnapshot | PullFailure]:
+        """Named pull requests of `repo` (a webhook refresh), through its installation."""
+        api = self._for(repo)
+        if api is self:
+            return super().pulls_by_number(repo, numbers, now=now, required=required)
+        return api.pulls_by_number(repo, numbers, now=now, required=required)
+
     def pull(self, repo: str, number: int, *, now: datetime) -> PullSnapshot:
         """One pull request, through its repository's installation."""
         api = self._for(repo)

@@ -26,6 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--prs", type=int, default=100)
     serve.add_argument("--checks", type=int, default=20)
     serve.add_argument("--seed", type=int, default=0)
+    serve.add_argument("--webhook-url", default="", help="send signed webhooks here on changes")
+    serve.add_argument("--webhook-secret", default="", help="the secret that signs them")
     return parser
 
 
@@ -43,6 +45,11 @@ def serve(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    sender = None
+    if args.webhook_url:
+        from bot.sandbox.webhook_sender import WebhookSender
+
+        sender = WebhookSender(args.webhook_url, args.webhook_secret).attach(world)
     with Sandbox(world, latency_ms=args.latency_ms, host=args.host, port=args.port) as sb:
         line = {
             "github_url": sb.github_url,
@@ -58,6 +65,8 @@ def serve(args: argparse.Namespace) -> int:
         print(json.dumps(line), flush=True)
         while not stop.wait(0.5):
             pass
+    if sender is not None:
+        sender.close()
     return 0
 
 

@@ -286,6 +286,9 @@ class World:
         self.comment_recs: dict[int, CommentRec] = {}
         self.rtd_projects: dict[str, RtdProjectRec] = {}
         self.rtd_tokens: set[str] = set()
+        # called (under the lock) on changes GitHub sends webhooks for: (world, event, action,
+        # repo, record); see bot/sandbox/webhook_sender.py
+        self.listeners: list[Callable[[World, str, str, str, Any], None]] = []
         self._ids = {
             "user": itertools.count(583231),
             "repo": itertools.count(700000001),
@@ -308,6 +311,11 @@ class World:
     def next_id(self, kind: str) -> int:
         """A fresh id of one kind."""
         return next(self._ids[kind])
+
+    def _changed(self, event: str, action: str, repo: str, record: Any) -> None:
+        """Tell the listeners (webhook senders) about a change GitHub would deliver."""
+        for listener in self.listeners:
+            listener(self, event, action, repo, record)
 
     # -- accounts ---------------------------------------------------------------------------
 
@@ -482,6 +490,7 @@ class World:
             )
             rec.pulls[number] = pull
             rec.heads.setdefault(head_sha, set()).add(number)
+            self._changed("pull_request", "opened", repo, pull)
             return pull_json(self, rec, pull)
 
     def pull(self, repo: str, number: int) -> PullRec:
@@ -501,6 +510,7 @@ class World:
             rec.heads.setdefault(sha, set()).add(number)
             pull.head_sha = sha
             pull.updated_at = self.now()
+            self._changed("pull_request", "synchronize", repo, pull)
 
     def set_draft(self, repo: str, number: int, draft: bool) -> None:
         """Mark a pull request draft or ready."""
@@ -508,6 +518,8 @@ class World:
             pull = self.pull(repo, number)
             pull.draft = draft
             pull.updated_at = self.now()
+            action = "converted_to_draft" if draft else "ready_for_review"
+            self._changed("pull_request", action, repo, pull)
 
     def close_pull(self, repo: str, number: int) -> None:
         """Close a pull request."""
@@ -515,6 +527,7 @@ class World:
             pull = self.pull(repo, number)
             pull.state = "closed"
             pull.closed_at = pull.updated_at = self.now()
+            self._changed("pull_request", "closed", repo, pull)
 
     def set_expected(self, repo: str, contexts: Iterable[str]) -> None:
         """Required contexts of the repository; unreported ones show as EXPECTED in the rollup."""
@@ -632,6 +645,8 @@ class World:
                 run.details_url = f"{WEB}/{repo}/actions/runs/{suite.run_id}/job/{run.id}"
             rec.checks.setdefault(sha, []).append(run)
             self.check_runs[run.id] = run
+            action = "completed" if status == "completed" else "created"
+            self._changed("check_run", action, repo, run)
             return run
 
     def update_check_run(self, repo: str, check_run_id: int, **fields: Any) -> JSON:
@@ -648,6 +663,8 @@ class World:
                 setattr(run, key, value)
             if run.status == "completed" and run.completed_at is None:
                 run.completed_at = self.now()
+            if run.status == "completed":  # GitHub sends no event for in-progress updates
+                self._changed("check_run", "completed", repo, run)
             return check_run_json(self, run)
 
     def add_status(
@@ -679,6 +696,7 @@ class World:
                 creator=creator,
             )
             rec.statuses.setdefault(sha, []).append(status)
+            self._changed("status", "", repo, status)
             return status_json(self, rec, status, with_creator=True)
 
     def latest_statuses(self, repo: str, sha: str) -> list[StatusRec]:

@@ -1,0 +1,531 @@
+"""GitHub webhooks: verify a delivery, turn its event into marked pull requests, refresh them.
+
+The pure part (signature check, event -> marks) takes data and returns data; `Inbox` holds
+the marks until the debounced refresh takes them; `webhook_route` is the thin HTTP edge
+(`POST /webhook`); `refresh` re-reads the marked pull requests in one batched query and hands
+them to the same Cycle code a polling cycle uses (plan, pacing, budget, publish); `Webhooks`
+wires the receiver (mounted on the service's HTTP app) and the refresh job onto the service's
+single worker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.interval import IntervalTrigger
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from bot.cycle import Cycle, Summary
+from bot.github_io import RateLimited
+from bot.github_parse import PullFailure
+from bot.model import PullSnapshot
+from bot.settings import RepoSettings, Settings
+from bot.store import Store
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB
+EVENTS = frozenset({"pull_request", "check_run", "check_suite", "status"})
+PULL_ACTIONS = frozenset(
+    {
+        "opened",
+        "reopened",
+        "synchronize",
+        "ready_for_review",
+        "converted_to_draft",
+        "labeled",
+        "unlabeled",
+        "closed",
+    }
+)
+_SHA_LENGTH = 40
+
+
+# -- pure: signature and events ------------------------------------------------------------
+
+
+def signature(body: bytes, secret: str) -> str:
+    """The `X-Hub-Signature-256` value GitHub sends for `body` under `secret`."""
+    digest = hmac.new(secret.encode("utf-8"), body, hashlib.sha256).hexdigest()
+    return f"sha256={digest}"
+
+
+def verify_signature(body: bytes, header: str | None, secrets: Sequence[str]) -> bool:
+    """Whether `header` is the HMAC-SHA256 of `body` under one of `secrets` (constant time)."""
+    if not header or not header.startswith("sha256="):
+        return False
+    given = header.encode("ascii", "replace")
+    matched = False
+    for secret in secrets:
+        if secret:  # every secret is compared, so timing does not tell which one matched
+            matched |= hmac.compare_digest(given, signature(body, secret).encode("ascii"))
+    return matched
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """A pull request to refresh: by number, or by head sha (a status names only the sha)."""
+
+    repo: str
+    number: int | None = None
+    sha: str | None = None
+    closed: bool = False
+    head_known: bool = False  # a pull_request event: `sha` is the pull request's head now
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """What one delivery means: an outcome word and the marks it makes."""
+
+    outcome: str
+    marks: tuple[Mark, ...] = ()
+
+
+def read_event(event: str, payload: Any, *, repos: Mapping[str, str]) -> Reading:
+    """Turn one event payload into marks; `repos` maps lower-case names to configured ones."""
+    if event not in EVENTS:
+        return Reading("ignored-event")
+    if not isinstance(payload, dict):
+        return Reading("malformed")
+    full_name = _get(payload, "repository", "full_name")
+    if not isinstance(full_name, str):
+        return Reading("malformed")
+    repo = repos.get(full_name.lower())
+    if repo is None:
+        return Reading("unconfigured-repository")
+    if event == "pull_request":
+        return _pull_request(repo, payload)
+    if event in ("check_run", "check_suite"):
+        return _check(repo, payload.get(event))
+    sha = payload.get("sha")
+    if not _is_sha(sha):
+        return Reading("malformed")
+    return Reading("marked", (Mark(repo, sha=sha),))
+
+
+def _pull_request(repo: str, payload: dict[str, Any]) -> Reading:
+    action = payload.get("action")
+    if action not in PULL_ACTIONS:
+        return Reading("ignored-action")
+    number = payload.get("number", _get(payload, "pull_request", "number"))
+    sha = _get(payload, "pull_request", "head", "sha")
+    if not isinstance(number, int) or isinstance(number, bool):
+        return Reading("malformed")
+    mark = Mark(
+        repo,
+        number,
+        sha if _is_sha(sha) else None,
+        closed=action == "closed" or _get(payload, "pull_request", "state") == "closed",
+        head_known=_is_sha(sha),
+    )
+    return Reading("marked", (mark,))
+
+
+def _check(repo: str, check: Any) -> Reading:
+    """A check_run or check_suite: its pull requests, or its head sha (forks list none)."""
+    if not isinstance(check, dict):
+        return Reading("malformed")
+    sha = check.get("head_sha")
+    pulls = check.get("pull_requests") or _get(check, "check_suite", "pull_requests") or []
+    numbers = sorted(
+        {
+            p["number"]
+            for p in pulls
+            if isinstance(p, dict) and isinstance(p.get("number"), int) and _same_repo(p, repo)
+        }
+    )
+    if numbers:
+        return Reading("marked", tuple(Mark(repo, n) for n in numbers))
+    if not _is_sha(sha):
+        return Reading("malformed")
+    return Reading("marked", (Mark(repo, sha=sha),))
+
+
+def _same_repo(pull: dict[str, Any], repo: str) -> bool:
+    """A listed pull request belongs to `repo` (its base) unless its URL says otherwise."""
+    url = _get(pull, "base", "repo", "url") or pull.get("url")
+    return not isinstance(url, str) or f"/repos/{repo.lower()}" in url.lower()
+
+
+def _is_sha(value: Any) -> bool:
+    return isinstance(value, str) and len(value) == _SHA_LENGTH
+
+
+def _get(node: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(node, dict):
+            return None
+        node = node.get(key)
+    return node
+
+
+# -- the inbox of marks ----------------------------------------------------------------------
+
+
+class Inbox:
+    """Marked pull requests waiting for the debounced refresh, and the open heads known."""
+
+    def __init__(self) -> None:
+        """Start empty."""
+        self._lock = threading.Lock()
+        self._numbers: dict[tuple[str, int], datetime] = {}
+        self._shas: dict[tuple[str, str], datetime] = {}
+        self._heads: dict[str, dict[int, str]] = {}
+        self._closed: dict[tuple[str, int], datetime] = {}  # closed by an event, and when
+
+    def add(self, marks: Iterable[Mark], *, now: datetime) -> bool:
+        """Add marks; True when the inbox was empty before (a refresh is to be scheduled)."""
+        with self._lock:
+            was_empty = not self._numbers and not self._shas
+            for mark in marks:
+                heads = self._heads.setdefault(mark.repo, {})
+                if mark.number is not None and mark.closed:
+                    heads.pop(mark.number, None)  # a closed PR's comment is left as it is
+                    self._numbers.pop((mark.repo, mark.number), None)
+                    self._closed[(mark.repo, mark.number)] = now
+                    continue
+                if mark.number is not None:
+                    if mark.head_known and mark.sha is not None:  # opened, reopened, ...
+                        heads[mark.number] = mark.sha
+                        self._closed.pop((mark.repo, mark.number), None)
+                    self._numbers.setdefault((mark.repo, mark.number), now)
+                elif mark.sha is not None:
+                    self._shas.setdefault((mark.repo, mark.sha), now)
+            return was_empty and bool(self._numbers or self._shas)
+
+    def take(self) -> dict[str, list[int]]:
+        """Every marked pull request by repository (shas resolved to open heads), emptied."""
+        with self._lock:
+            found: dict[str, set[int]] = {}
+            for repo, number in self._numbers:
+                found.setdefault(repo, set()).add(number)
+            for repo, sha in self._shas:
+                heads = self._heads.get(repo, {})
+                found.setdefault(repo, set()).update(n for n, h in heads.items() if h == sha)
+            self._numbers.clear()
+            self._shas.clear()
+            return {repo: sorted(numbers) for repo, numbers in found.items() if numbers}
+
+    def first_marked_at(self) -> datetime | None:
+        """When the oldest pending mark arrived."""
+        with self._lock:
+            times = [*self._numbers.values(), *self._shas.values()]
+            return min(times) if times else None
+
+    def pending(self) -> int:
+        """How many marks wait."""
+        with self._lock:
+            return len(self._numbers) + len(self._shas)
+
+    def learn_heads(
+        self,
+        heads: Mapping[str, str],
+        *,
+        complete: Iterable[str] = (),
+        read_at: datetime | None = None,
+    ) -> None:
+        """Record open heads ("owner/name#N" -> sha); `complete` repos are replaced whole.
+
+        A pull request closed by an event stays closed unless this read began after the
+        close (`read_at`): a read that started earlier does not reopen it.
+        """
+        by_repo: dict[str, dict[int, str]] = {}
+        with self._lock:
+            for label, sha in heads.items():
+                repo, _, text = label.rpartition("#")
+                number = int(text)
+                closed_at = self._closed.get((repo, number))
+                if closed_at is not None:
+                    if read_at is None or read_at <= closed_at:
+                        continue
+                    del self._closed[(repo, number)]
+                by_repo.setdefault(repo, {})[number] = sha
+            for repo in complete:
+                self._heads[repo] = {}
+            for repo, found in by_repo.items():
+                self._heads.setdefault(repo, {}).update(found)
+
+    def forget_head(self, repo: str, number: int) -> None:
+        """The pull request is no longer open."""
+        with self._lock:
+            self._heads.get(repo, {}).pop(number, None)
+
+
+# -- the HTTP edge ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """The HTTP answer to one delivery."""
+
+    status: int
+    outcome: str
+
+
+class Receiver:
+    """Handles one delivery: verify, de-duplicate, mark; never talks to GitHub."""
+
+    def __init__(
+        self,
+        *,
+        secrets: Sequence[str],
+        repos: Iterable[str],
+        inbox: Inbox,
+        note_delivery: Callable[[str, str, datetime], bool],
+        on_first_mark: Callable[[], None],
+        clock: Callable[[], datetime],
+    ) -> None:
+        """`note_delivery(id, event, now)` is False for a repeat; `on_first_mark` schedules."""
+        self.secrets = tuple(secrets)
+        self.repos = {name.lower(): name for name in repos}
+        self.inbox = inbox
+        self.note_delivery = note_delivery
+        self.on_first_mark = on_first_mark
+        self.clock = clock
+        self.counts: Counter[tuple[str, str]] = Counter()
+        self.observers: list[Callable[[str, str], None]] = []  # e.g. the Prometheus counter
+        self._lock = threading.Lock()
+
+    def count(self, event: str, outcome: str) -> None:
+        """Count one delivery by event and outcome (for metrics and logs).
+
+        The event name comes from an unverified header: only known names are kept as such,
+        so a sender cannot grow the metric's label set.
+        """
+        name = event if event in EVENTS or event == "ping" else "other"
+        with self._lock:
+            self.counts[(name, outcome)] += 1
+        for observe in self.observers:
+            observe(name, outcome)
+
+    def handle(self, headers: Mapping[str, str], body: bytes) -> Answer:
+        """Verify and interpret one delivery (headers with lower-case names)."""
+        event = headers.get("x-github-event", "")
+        if len(body) > MAX_BODY_BYTES:
+            return self._answer(event, Answer(413, "too-large"))
+        if not verify_signature(body, headers.get("x-hub-signature-256"), self.secrets):
+            return self._answer(event, Answer(401, "bad-signature"))
+        if event == "ping":
+            return self._answer(event, Answer(200, "pong"))
+        if event not in EVENTS:
+            return self._answer(event, Answer(202, "ignored-event"))
+        delivery = headers.get("x-github-delivery", "")
+        if not delivery:
+            return self._answer(event, Answer(400, "no-delivery-id"))
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            return self._answer(event, Answer(400, "malformed"))
+        now = self.clock()
+        if not self.note_delivery(delivery, event, now):
+            return self._answer(event, Answer(202, "repeated"))
+        reading = read_event(event, payload, repos=self.repos)
+        if reading.outcome == "malformed":
+            return self._answer(event, Answer(400, "malformed"))
+        if reading.marks and self.inbox.add(reading.marks, now=now):
+            self.on_first_mark()
+        return self._answer(event, Answer(202, reading.outcome))
+
+    def _answer(self, event: str, answer: Answer) -> Answer:
+        self.count(event, answer.outcome)
+        log.debug("webhook %s: %d %s", event or "(no event)", answer.status, answer.outcome)
+        return answer
+
+
+def webhook_route(receiver: Receiver, path: str = "/webhook") -> Route:
+    """The Starlette route of `POST /webhook`: body capped at 25 MB, answered before any read."""
+
+    async def endpoint(request: Request) -> Response:
+        event = request.headers.get("x-github-event", "")
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+            receiver.count(event, "too-large")
+            return JSONResponse({"outcome": "too-large"}, status_code=413)
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_BODY_BYTES:
+                receiver.count(event, "too-large")
+                return JSONResponse({"outcome": "too-large"}, status_code=413)
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        answer = await run_in_threadpool(receiver.handle, headers, bytes(body))
+        return JSONResponse({"outcome": answer.outcome}, status_code=answer.status)
+
+    return Route(path, endpoint, methods=["POST"])
+
+
+# -- the debounced refresh ---------------------------------------------------------------------
+
+
+def refresh(
+    cycle: Cycle,
+    batch: Mapping[str, Sequence[int]],
+    repos: Mapping[str, RepoSettings],
+    *,
+    inbox: Inbox,
+) -> Summary:
+    """Re-read the marked pull requests (one query per 50), then plan and publish as a cycle."""
+    usage = cycle.github.usage
+    requests_before, points_before = usage.total, usage.graphql_points
+    read_at = cycle.clock()
+    pulls: list[tuple[PullSnapshot | PullFailure, RepoSettings]] = []
+    for name, numbers in batch.items():
+        repo = repos.get(name)
+        if repo is None:
+            continue
+        found = cycle.github.pulls_by_number(name, numbers, now=cycle.clock(), required=cycle.store)
+        for number in numbers:
+            snapshot = found.get(number)
+            if snapshot is None:  # closed or gone: its comment is left as it is
+                inbox.forget_head(name, number)
+            else:
+                pulls.append((snapshot, repo))
+    summary = cycle.run_pulls(pulls)
+    summary.github_requests = usage.total - requests_before  # the batched read included
+    summary.graphql_points = usage.graphql_points - points_before
+    inbox.learn_heads(summary.heads, read_at=read_at)
+    return summary
+
+
+# -- the service wiring: receiver, server and refresh job on the cycles' single worker ------
+
+
+class Webhooks:
+    """The webhook receiver and its debounced refresh job, on the cycles' single worker."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        repos: Sequence[RepoSettings],
+        *,
+        scheduler: BackgroundScheduler,
+        clients: Any,
+        make_cycle: Callable[..., Any],
+        stop: threading.Event,
+    ) -> None:
+        """Open the deliveries state and build the receiver (not yet serving)."""
+        self.settings, self.repos, self.scheduler = settings, list(repos), scheduler
+        self.clients, self.make_cycle, self.stop = clients, make_cycle, stop
+        self.debounce_s = settings.webhooks.debounce_seconds
+        self.inbox = Inbox()
+        self.store = Store.open(settings.state.path)
+        self.receiver = Receiver(
+            secrets=[s.get_secret_value() for s in settings.webhooks.secrets],
+            repos=[r.name for r in repos],
+            inbox=self.inbox,
+            note_delivery=lambda delivery, event, now: self.store.note_delivery(
+                delivery, event, now=now
+            ),
+            on_first_mark=lambda: self.schedule(self.debounce_s),
+            clock=lambda: datetime.now(UTC),
+        )
+
+    def routes(self) -> list[Route]:
+        """The routes to mount on the service's HTTP app (`POST /webhook`)."""
+        return [webhook_route(self.receiver)]
+
+    def start(self) -> Webhooks:
+        """Keep a day of delivery ids; the service mounts `routes()` on its HTTP app."""
+        self.scheduler.add_job(
+            self._forget_old_deliveries, IntervalTrigger(hours=1), id="forget-deliveries"
+        )
+        cfg = self.settings.server
+        log.info(
+            "webhooks: POST /webhook on %s:%d, refresh %g s after the first mark",
+            cfg.host,
+            cfg.port,
+            self.debounce_s,
+        )
+        return self
+
+    def schedule(self, delay_s: float) -> None:
+        """Run one refresh on the cycles' worker `delay_s` from now."""
+        if not self.stop.is_set():
+            when = datetime.now(UTC) + timedelta(seconds=delay_s)
+            self.scheduler.add_job(self._refresh, "date", run_date=when)
+
+    def after_cycle(self, summary: Summary, repos: Sequence[RepoSettings]) -> None:
+        """A full cycle read every open pull request: its heads resolve status events."""
+        complete = [r.name for r in repos if r.name not in summary.failed]
+        self.inbox.learn_heads(summary.heads, complete=complete)
+
+    def _refresh(self) -> None:
+        if self.stop.is_set():
+            return
+        batch = self.inbox.take()
+        if not batch:
+            return
+        by_name = {r.name: r for r in self.repos}
+        cycle = self.make_cycle(self.settings, self.clients, self.store, dry_run=False)
+        cycle.should_stop = self.stop.is_set
+        remark = [Mark(repo, n) for repo, numbers in batch.items() for n in numbers]
+        try:
+            summary = refresh(cycle, batch, by_name, inbox=self.inbox)
+        except RateLimited as exc:
+            self._hold(remark, exc.wait_s, f"GitHub answered with a rate limit: {exc}")
+            return
+        except Exception:
+            log.exception("the webhook refresh failed; the next cycle covers it")
+            return
+        log.info(
+            "webhook refresh: %s",
+            summary.line().removeprefix("cycle: "),
+            extra={"event": "refresh"},
+        )
+        if summary.rate_limited_s or summary.deferred:
+            wait = summary.rate_limited_s or 60.0
+            self._hold(remark, wait, "writes deferred (rate limit or write budget)")
+
+    def _hold(self, marks: Sequence[Any], wait_s: float, why: str) -> None:
+        """Put the marks back and refresh them once GitHub's limit allows."""
+        self.inbox.add(marks, now=datetime.now(UTC))
+        log.warning("webhook refresh held %.0f s: %s", wait_s, why)
+        self.schedule(wait_s)
+
+    def _forget_old_deliveries(self) -> None:
+        self.store.forget_deliveries(datetime.now(UTC) - timedelta(days=1))
+
+    def stop_receiving(self) -> None:
+        """Log what is left (pending marks are left to the next start's first cycle)."""
+        pending = self.inbox.pending()
+        if pending:
+            log.info("stopping with %d webhook marks pending; the next cycle covers them", pending)
+        counts = ", ".join(f"{e} {o}: {n}" for (e, o), n in sorted(self.receiver.counts.items()))
+        log.info("webhook deliveries by event and outcome: %s", counts or "none")
+
+    def close(self) -> None:
+        """Close the deliveries state."""
+        self.store.close()
+
+
+def attach_webhooks(
+    settings: Settings,
+    repos: Sequence[RepoSettings],
+    *,
+    scheduler: BackgroundScheduler,
+    clients: Any,
+    make_cycle: Callable[..., Any],
+    stop: threading.Event,
+) -> Webhooks | None:
+    """Start the webhook fast path when secrets are configured and the server is on."""
+    if not settings.webhooks.enabled:
+        return None
+    if settings.server.port == 0:
+        log.warning("webhooks.secrets is set but server.port is 0: webhooks are off")
+        return None
+    return Webhooks(
+        settings, repos, scheduler=scheduler, clients=clients, make_cycle=make_cycle, stop=stop
+    ).start()

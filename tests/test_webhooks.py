@@ -1,0 +1,511 @@
+"""Webhooks (issue 11): signature, events -> marks, and the real `run` fed by signed deliveries."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from support import LOGIN, REPO, bot_comments, clean_env, cli, seed_case, write_config, writes
+
+from bot.sandbox import Sandbox, World
+from bot.sandbox.webhook_sender import WebhookSender, sign
+from bot.settings import load_settings
+from bot.store import Store
+from bot.webhooks import Inbox, Mark, read_event, signature, verify_signature
+
+DATA = Path(__file__).parent / "data" / "real" / "webhooks"
+SECRET = "s3cret-current"
+OLD_SECRET = "s3cret-previous"
+DEBOUNCE_S = 2
+HELLO = "Codertocat/Hello-World"
+
+
+def real(name: str) -> dict[str, Any]:
+    """A real payload example (octokit/webhooks, see PROVENANCE.md)."""
+    return json.loads((DATA / name).read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+
+
+# -- pure: signatures -----------------------------------------------------------------------
+
+
+def test_signature_is_hmac_sha256_of_the_raw_body_and_any_configured_secret_matches() -> None:
+    body = (DATA / "check_run_completed.payload.json").read_bytes()
+    header = signature(body, OLD_SECRET)
+    assert header.startswith("sha256=") and len(header) == 7 + 64
+    assert verify_signature(body, header, [SECRET, OLD_SECRET])  # rotation: the old one still
+    assert verify_signature(body, signature(body, SECRET), [SECRET, OLD_SECRET])
+    assert not verify_signature(body, header, [SECRET])
+    assert not verify_signature(body + b" ", header, [SECRET, OLD_SECRET])  # raw body, exactly
+    assert not verify_signature(body, None, [SECRET])
+    assert not verify_signature(body, header.removeprefix("sha256="), [OLD_SECRET])
+    assert not verify_signature(body, "sha1=" + header[7:], [OLD_SECRET])
+    assert not verify_signature(body, signature(body, ""), [""])  # an empty secret never counts
+
+
+# -- pure: events on real payloads ----------------------------------------------------------
+
+
+REPOS = {HELLO.lower(): HELLO}
+
+
+def test_check_run_marks_the_pull_requests_it_lists() -> None:
+    reading = read_event("check_run", real("check_run_completed.payload.json"), repos=REPOS)
+    assert reading.outcome == "marked"
+    assert reading.marks == (Mark(HELLO, 2),)
+
+
+def test_check_suite_without_pull_requests_falls_back_to_its_head_sha() -> None:
+    payload = real("check_suite_completed.1.payload.json")
+    assert payload["check_suite"]["pull_requests"] == []  # as for a fork's pull request
+    reading = read_event("check_suite", payload, repos=REPOS)
+    assert reading.marks == (Mark(HELLO, sha="ec26c3e57ca3a959ca5aad62de7213c562f8c821"),)
+
+
+def test_status_names_only_a_sha() -> None:
+    reading = read_event("status", real("status_payload.json"), repos=REPOS)
+    assert reading.marks == (Mark(HELLO, sha="6113728f27ae82c7b1a177c8d03f9e96e0adf246"),)
+
+
+def test_pull_request_events_mark_the_number_and_record_its_head() -> None:
+    payload = real("pull_request_synchronize.payload.json")
+    reading = read_event("pull_request", payload, repos=REPOS)
+    sha = payload["pull_request"]["head"]["sha"]
+    assert reading.marks == (Mark(HELLO, 2, sha, head_known=True),)
+    opened = read_event(
+        "pull_request", real("pull_request_opened.with-null-body.json"), repos=REPOS
+    )
+    assert opened.outcome == "marked" and opened.marks[0].number == 2
+
+
+@pytest.mark.parametrize(
+    ("event", "payload", "outcome"),
+    [
+        ("check_run", real("check_run_completed.payload.json"), "unconfigured-repository"),
+        ("status", real("status_payload.json"), "unconfigured-repository"),
+        ("issue_comment", {"repository": {"full_name": HELLO}}, "ignored-event"),
+        ("pull_request", {**real("pull_request_opened.with-null-body.json"), "action": "assigned"},
+         "ignored-action"),
+        ("check_run", {"repository": {"full_name": HELLO}, "check_run": {"head_sha": "x"}},
+         "malformed"),
+    ],
+)  # fmt: skip
+def test_events_that_mark_nothing(event: str, payload: dict[str, Any], outcome: str) -> None:
+    repos = {} if outcome == "unconfigured-repository" else REPOS
+    reading = read_event(event, payload, repos=repos)
+    assert (reading.outcome, reading.marks) == (outcome, ())
+
+
+def test_inbox_resolves_a_status_sha_through_known_open_heads_and_drops_closed() -> None:
+    inbox, now = Inbox(), datetime.now(UTC)
+    inbox.learn_heads({"o/r#1": "a" * 40, "o/r#2": "b" * 40, "o/r#3": "a" * 40})
+    assert inbox.add([Mark("o/r", sha="a" * 40)], now=now) is True  # first mark: schedule
+    assert inbox.add([Mark("o/r", 2)], now=now + timedelta(seconds=1)) is False
+    assert inbox.first_marked_at() == now
+    assert inbox.take() == {"o/r": [1, 2, 3]}
+    assert inbox.take() == {}
+    inbox.add([Mark("o/r", 3, closed=True)], now=now)  # closed: left as it is, head forgotten
+    inbox.add([Mark("o/r", sha="a" * 40)], now=now)
+    assert inbox.take() == {"o/r": [1]}
+    inbox.add([Mark("o/r", 4, "c" * 40, head_known=True), Mark("o/r", sha="c" * 40)], now=now)
+    assert inbox.take() == {"o/r": [4]}
+    inbox.add([Mark("o/r", sha="f" * 40)], now=now)  # no open pull request has it
+    assert inbox.take() == {}
+
+
+def test_a_read_that_began_before_a_close_does_not_reopen_the_pull_request() -> None:
+    inbox, now = Inbox(), datetime.now(UTC)
+    inbox.learn_heads({"o/r#5": "d" * 40})
+    inbox.add([Mark("o/r", 5, "d" * 40, closed=True, head_known=True)], now=now)
+    inbox.learn_heads({"o/r#5": "d" * 40}, read_at=now - timedelta(seconds=1))  # a late refresh
+    inbox.learn_heads({"o/r#5": "d" * 40}, complete=["o/r"])  # a cycle that began before
+    inbox.add([Mark("o/r", sha="d" * 40)], now=now)
+    assert inbox.take() == {}  # closed: its status events refresh nothing
+    inbox.learn_heads({"o/r#5": "d" * 40}, read_at=now + timedelta(seconds=1))  # read it open
+    inbox.add([Mark("o/r", sha="d" * 40)], now=now)
+    assert inbox.take() == {"o/r": [5]}
+    inbox.add([Mark("o/r", 5, "d" * 40, closed=True, head_known=True)], now=now)
+    inbox.add([Mark("o/r", 5, "e" * 40, head_known=True)], now=now)  # reopened
+    inbox.take()
+    inbox.add([Mark("o/r", sha="e" * 40)], now=now)
+    assert inbox.take() == {"o/r": [5]}
+
+
+def test_settings_read_secrets_from_the_environment_and_mask_them(tmp_path: Path) -> None:
+    env = {"CI_STATUS_BOT_WEBHOOKS__SECRETS": json.dumps([SECRET, OLD_SECRET])}
+    settings = load_settings(None, environ=env)
+    assert [s.get_secret_value() for s in settings.webhooks.secrets] == [SECRET, OLD_SECRET]
+    assert settings.webhooks.enabled and settings.webhooks.debounce_seconds == 10
+    from bot.settings import describe
+
+    text = describe(settings)
+    assert SECRET not in text and "[webhooks]" in text and "**** (set)" in text
+
+
+def test_the_deliveries_table_remembers_ids_for_a_day(tmp_path: Path) -> None:
+    now = datetime.now(UTC)
+    with Store.open(tmp_path / "s.sqlite3") as store:
+        assert store.note_delivery("d1", "check_run", now=now - timedelta(days=2))
+        assert not store.note_delivery("d1", "check_run", now=now)
+        assert store.note_delivery("d2", "status", now=now)
+        assert store.forget_deliveries(now - timedelta(days=1)) == 1
+        assert store.note_delivery("d1", "check_run", now=now)  # forgotten after a day
+
+
+def test_the_route_refuses_a_chunked_body_over_25_mb_and_marks_a_genuine_one(
+    tmp_path: Path,
+) -> None:
+    from starlette.testclient import TestClient
+
+    from bot.server import Monitor, build_app
+    from bot.webhooks import Receiver, webhook_route
+
+    inbox, scheduled = Inbox(), []
+    payload = {
+        "action": "completed",
+        "check_run": {"head_sha": "e" * 40, "pull_requests": [{"number": 7430}]},
+        "repository": {"full_name": REPO},
+    }
+    with Store.open(tmp_path / "s.sqlite3") as store:
+        receiver = Receiver(
+            secrets=[SECRET], repos=[REPO], inbox=inbox,
+            note_delivery=lambda d, e, now: store.note_delivery(d, e, now=now),
+            on_first_mark=lambda: scheduled.append(1), clock=lambda: datetime.now(UTC),
+        )  # fmt: skip
+        monitor = Monitor(state_path=str(tmp_path / "s.sqlite3"), interval_s=300)
+        client = TestClient(build_app(monitor, extra_routes=[webhook_route(receiver)]))
+
+        def chunks() -> Iterator[bytes]:  # no Content-Length: the route counts as it reads
+            for _ in range(26):
+                yield b" " * (1024 * 1024)
+
+        headers = {"X-GitHub-Event": "check_run", "X-GitHub-Delivery": "d-1"}
+        big = client.post("/webhook", content=chunks(), headers=headers)
+        body = json.dumps(payload).encode()
+        signed = {**headers, "X-Hub-Signature-256": sign(body, SECRET)}
+        ok = client.post("/webhook", content=body, headers=signed)
+        again = client.post("/webhook", content=body, headers=signed)
+    assert big.status_code == 413 and "content-length" not in big.request.headers
+    assert (ok.status_code, ok.json()) == (202, {"outcome": "marked"})
+    assert (again.status_code, again.json()) == (202, {"outcome": "repeated"})
+    assert scheduled == [1] and inbox.take() == {REPO: [7430]}
+    assert receiver.counts == {
+        ("check_run", "too-large"): 1, ("check_run", "marked"): 1, ("check_run", "repeated"): 1
+    }  # fmt: skip
+
+
+# -- the real service ----------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Service:
+    world: World
+    sandbox: Sandbox
+    config: Path
+    tmp: Path
+    sha: str
+    port: int
+    proc: subprocess.Popen[str] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/webhook"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bot", "run", "--config", str(self.config)],
+            env=clean_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        wait_for(lambda: len(bot_comments(self.world, 7430)) == 1, 60, "the first comment")
+        wait_for(self._live, 20, "the HTTP server")
+
+    def _live(self) -> bool:
+        try:
+            return httpx.get(f"http://127.0.0.1:{self.port}/livez", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def stop(self) -> str:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        _, err = self.proc.communicate(timeout=30)
+        return err
+
+    def post(self, event: str, payload: Any, *, secret: str = SECRET, **kw: Any) -> httpx.Response:
+        body = kw.pop("body", None) or json.dumps(payload).encode()
+        headers = {
+            "X-GitHub-Event": event,
+            "X-GitHub-Delivery": kw.pop("delivery", str(uuid.uuid4())),
+            "X-Hub-Signature-256": kw.pop("sig", None) or sign(body, secret),
+            "Content-Type": "application/json",
+        }
+        return httpx.post(self.url, content=body, headers=headers, timeout=30)
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> float:
+    started = time.monotonic()
+    while not condition():
+        if time.monotonic() - started > timeout_s:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(0.05)
+    return time.monotonic() - started
+
+
+def service_config(tmp: Path, sandbox: Sandbox, port: int, *, debounce: float) -> Path:
+    path = write_config(tmp, sandbox)
+    text = (
+        path.read_text(encoding="utf-8")
+        .replace("interval_seconds = 30", "interval_seconds = 900")
+        .replace("[server]\nport = 0", f'[server]\nhost = "127.0.0.1"\nport = {port}')
+    )
+    assert f"port = {port}" in text
+    hooks = f'[webhooks]\nsecrets = ["{SECRET}", "{OLD_SECRET}"]\ndebounce_seconds = {debounce}\n'
+    head, _, repos = text.partition("[[repos]]")
+    path.write_text(f"{head}{hooks}[[repos]]{repos}", encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Iterator[Service]:
+    world = World()
+    sha = seed_case(world, now=datetime.now(UTC))
+    with Sandbox(world) as sandbox:
+        port = free_port()
+        config = service_config(tmp_path, sandbox, port, debounce=DEBOUNCE_S)
+        svc = Service(world, sandbox, config, tmp_path, sha, port)
+        yield svc
+        if svc.proc is not None and svc.proc.poll() is None:
+            svc.proc.kill()
+            svc.proc.wait(timeout=10)
+
+
+def fail_check(world: World, sha: str, name: str = "unittests") -> None:
+    now = datetime.now(UTC)
+    world.add_check_run(
+        REPO, sha, name=name, app_slug="github-actions", workflow="tests",
+        conclusion="failure", started_at=now, completed_at=now,
+    )  # fmt: skip
+
+
+def body_of(world: World) -> str:
+    return str(bot_comments(world, 7430)[0]["body"])
+
+
+def test_a_signed_check_run_delivery_updates_the_comment_within_the_debounce(
+    service: Service,
+) -> None:
+    service.start()
+    before = body_of(service.world)
+    assert "unittests" not in before
+    sender = WebhookSender(service.url, OLD_SECRET).attach(service.world)  # a rotated secret
+    try:
+        service.sandbox.clear_requests()
+        changed_at = time.monotonic()
+        fail_check(service.world, service.sha)
+        took = wait_for(lambda: "unittests" in body_of(service.world), 30, "the edit")
+        assert sender.wait_idle()
+    finally:
+        sender.close()
+    assert [d.status for d in sender.sent] == [202]
+    assert sender.sent[0].event == "check_run" and sender.sent[0].numbers == (7430,)
+    latency = time.monotonic() - changed_at
+    assert latency <= DEBOUNCE_S + 5, f"comment changed {took:.1f} s after the event"
+    comments = bot_comments(service.world, 7430)
+    assert len(comments) == 1 and comments[0]["body"] != before
+    reads = [r for r in service.sandbox.requests if r.graphql_operation == "query"]
+    refreshes = [r for r in reads if b"PullsByNumber" in r.body]
+    assert len(refreshes) == 1  # one batched read, not a cycle
+    assert not [r for r in reads if b"PullPage" in r.body]
+    assert [w.method for w in writes(service.sandbox)] == ["PATCH"]
+    err = service.stop()
+    assert service.proc is not None and service.proc.returncode == 0, err
+    assert "webhook refresh:" in err
+
+
+def test_forged_replayed_oversized_and_foreign_deliveries_change_nothing(
+    service: Service,
+) -> None:
+    service.start()
+    before = body_of(service.world)
+    fail_check(service.world, service.sha)  # the world changed; no webhook told the bot
+    payload = {
+        "action": "completed",
+        "check_run": {"head_sha": service.sha, "pull_requests": [{"number": 7430}]},
+        "repository": {"full_name": REPO},
+    }
+    service.sandbox.clear_requests()
+    forged = service.post("check_run", payload, secret="guessed")
+    unsigned = service.post("check_run", payload, sig="sha256=" + "0" * 64)
+    oversized = service.post("check_run", None, body=b" " * (25 * 1024 * 1024 + 1))
+    foreign = service.post("check_run", {**payload, "repository": {"full_name": "octo/other"}})
+    unknown = service.post("issue_comment", payload)
+    assert [forged.status_code, unsigned.status_code, oversized.status_code] == [401, 401, 413]
+    assert (foreign.status_code, foreign.json()["outcome"]) == (202, "unconfigured-repository")
+    assert (unknown.status_code, unknown.json()["outcome"]) == (202, "ignored-event")
+    time.sleep(DEBOUNCE_S + 2)
+    assert service.sandbox.requests == []  # not one GitHub request
+    assert body_of(service.world) == before
+
+    delivery = str(uuid.uuid4())
+    first = service.post("check_run", payload, delivery=delivery)
+    assert (first.status_code, first.json()["outcome"]) == (202, "marked")
+    wait_for(lambda: body_of(service.world) != before, DEBOUNCE_S + 10, "the genuine delivery")
+    edited = body_of(service.world)
+    fail_check(service.world, service.sha, name="linting")
+    service.sandbox.clear_requests()
+    replay = service.post("check_run", payload, delivery=delivery)
+    assert (replay.status_code, replay.json()["outcome"]) == (202, "repeated")
+    time.sleep(DEBOUNCE_S + 2)
+    assert service.sandbox.requests == [] and body_of(service.world) == edited
+    err = service.stop()
+    assert SECRET not in err and OLD_SECRET not in err
+
+
+def test_a_delivery_arriving_mid_cycle_is_published_after_the_cycle_by_the_same_writer(
+    tmp_path: Path,
+) -> None:
+    world = World()
+    sha = seed_case(world, now=datetime.now(UTC))
+    for number in (7431, 7432, 7433, 7434):  # four more comments: a cycle of >= 4 s of writes
+        world.add_pull(REPO, number, title=f"PR {number}", author="bob", head_sha=f"{number:040x}")
+    with Sandbox(world) as sandbox:
+        port = free_port()
+        svc = Service(world, sandbox, service_config(tmp_path, sandbox, port, debounce=0.5),
+                      tmp_path, sha, port)  # fmt: skip
+        sender = WebhookSender(svc.url, SECRET)
+        svc.proc = subprocess.Popen(
+            [sys.executable, "-m", "bot", "run", "--config", str(svc.config)],
+            env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            wait_for(lambda: any(bot_comments(world, n) for n in (7430, 7431)), 60, "a write")
+            sender.attach(world)
+            fail_check(world, sha)  # the cycle is still writing its other comments
+            assert sender.wait_idle()
+            wait_for(lambda: "unittests" in body_of(world), 30, "the refresh")
+            err = svc.stop()
+        finally:
+            sender.close()
+            if svc.proc.poll() is None:
+                svc.proc.kill()
+    assert sender.sent[0].status == 202
+    assert all(len(bot_comments(world, n)) == 1 for n in (7430, 7431, 7432, 7433, 7434))
+    assert err.index("cycle: 5 pull requests seen") < err.index("webhook refresh:")
+    times = sorted(w.at for w in writes(sandbox))
+    assert len(times) == 6  # five creates, one edit
+    assert min(b - a for a, b in pairwise(times)) >= 0.95  # one paced writer
+
+
+def test_a_burst_during_a_rate_limit_is_held_then_done(service: Service) -> None:
+    service.start()
+    before = body_of(service.world)
+    reset_in = 6.0
+    service.sandbox.set_rate_limit("graphql", remaining=0, reset_in_s=reset_in)
+    limited_at = time.monotonic()
+    sender = WebhookSender(service.url, SECRET).attach(service.world)
+    try:
+        for index in range(20):
+            fail_check(service.world, service.sha, name=f"shard{index}")
+        assert sender.wait_idle()
+        time.sleep(DEBOUNCE_S + 1)
+        assert body_of(service.world) == before  # held: GitHub said no
+        wait_for(lambda: "shard19" in body_of(service.world), reset_in + DEBOUNCE_S + 15, "done")
+    finally:
+        sender.close()
+    assert time.monotonic() - limited_at >= reset_in - 1
+    assert {d.status for d in sender.sent} == {202} and len(sender.sent) == 20
+    assert len(bot_comments(service.world, 7430)) == 1
+    assert [w.method for w in writes(service.sandbox)].count("PATCH") == 1  # one edit, batched
+    assert service.stop()
+
+
+def test_sigterm_with_marks_pending_exits_promptly_and_the_next_start_covers_them(
+    tmp_path: Path,
+) -> None:
+    world = World()
+    sha = seed_case(world, now=datetime.now(UTC))
+    with Sandbox(world) as sandbox:
+        port = free_port()
+        svc = Service(world, sandbox, service_config(tmp_path, sandbox, port, debounce=60),
+                      tmp_path, sha, port)  # fmt: skip
+        svc.start()
+        before = body_of(world)
+        sender = WebhookSender(svc.url, SECRET).attach(world)
+        fail_check(world, sha)
+        assert sender.wait_idle() and sender.sent[0].status == 202
+        sender.close()
+        assert svc.proc is not None
+        stopping = time.monotonic()
+        err = svc.stop()
+        assert svc.proc.returncode == 0, err
+        assert time.monotonic() - stopping < 10  # did not wait for the 60 s debounce
+        assert "1 webhook marks pending" in err
+        assert body_of(world) == before  # the refresh never ran
+        result = cli("once", "--config", str(svc.config))  # the backstop on the next start
+        assert result.returncode == 0, result.stderr
+        assert "unittests" in body_of(world)
+        assert len(bot_comments(world, 7430)) == 1
+        assert bot_comments(world, 7430, login=LOGIN)
+
+
+def test_the_demo_shows_a_comment_updated_by_a_webhook_within_seconds() -> None:
+    result = cli("demo", timeout=180)
+    assert result.returncode == 0, result.stderr
+    line = next(ln for ln in result.stdout.splitlines() if ln.startswith("[webhook]"))
+    assert "deliveries answered: check_run 202" in line
+    seconds = float(line.split(" edited ")[1].split(" s ")[0])
+    assert seconds <= 2 + 5
+    assert "linkcheck" in result.stdout.split(line, 1)[1]
+
+
+def test_status_events_resolve_through_heads_and_a_closed_pull_request_is_left_alone(
+    service: Service,
+) -> None:
+    service.start()
+    world = service.world
+    sender = WebhookSender(service.url, SECRET).attach(world)
+    try:
+        world.add_status(REPO, service.sha, context="jenkins", state="failure")  # a sha only
+        wait_for(lambda: "jenkins" in body_of(world), DEBOUNCE_S + 10, "the status refresh")
+        new_head = "ab" * 20
+        world.set_head(REPO, 7430, new_head)  # pull_request synchronize: the new head is known
+        wait_for(lambda: new_head[:7] in body_of(world), DEBOUNCE_S + 10, "the new head")
+        world.add_status(REPO, new_head, context="buildbot", state="failure")
+        wait_for(lambda: "buildbot" in body_of(world), DEBOUNCE_S + 10, "the new head's status")
+        world.add_status(REPO, service.sha, context="stale", state="failure")  # the old head
+        world.close_pull(REPO, 7430)
+        world.add_status(REPO, new_head, context="late", state="failure")  # closed: no refresh
+        assert sender.wait_idle()
+        service.sandbox.clear_requests()
+        closed_body = body_of(world)
+        time.sleep(DEBOUNCE_S + 2)
+    finally:
+        sender.close()
+    assert [d.status for d in sender.sent] == [202] * 6
+    assert [d.event for d in sender.sent].count("pull_request") == 2
+    assert service.sandbox.requests == []  # nothing to refresh: old head, closed pull request
+    assert body_of(world) == closed_body and "late" not in closed_body
+    assert len(bot_comments(world, 7430)) == 1
+    service.stop()
