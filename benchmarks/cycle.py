@@ -401,11 +401,11 @@ def settle(sandbox: SandboxProcess, config: Path, state: Path) -> int:
 
 def required_signals(config: Path, state: Path) -> dict[str, int]:
     """Signals by `required` as the cycle's read fills them from the state's cache (read-only)."""
-    from bot.cli import build_clients, now_utc
     from bot.github_io import ReadOnlyRequired
     from bot.model import PullSnapshot
     from bot.settings import load_settings
     from bot.store import Store
+    from bot.wiring import build_clients, now_utc
 
     settings = load_settings(str(config))
     clients = build_clients(settings, settings.repos)

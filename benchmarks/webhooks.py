@@ -103,10 +103,10 @@ def settle(world: World, config: Path) -> int:
     under the bot's login (not a GitHub write); the state records it as adopted; the audit
     moves back an hour so the write budgets start fresh.
     """
-    from bot.cli import build_clients, make_cycle, now_utc
     from bot.cycle import sha256
     from bot.settings import load_settings
     from bot.store import Store
+    from bot.wiring import build_clients, make_cycle, now_utc
 
     settings = load_settings(str(config), environ={})
     repo = settings.repos[0]

@@ -8,28 +8,19 @@ import re
 import shutil
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from github.GithubException import GithubException
-
-from bot.cycle import read_rtd
-from bot.github_io import GitHubError, NotFound
 from bot.logs import redact, register_secrets, setup_logging
-from bot.reconcile import reconcile
-from bot.render import Renderer, TemplateInvalid, report_json
 from bot.settings import ConfigError, RepoSettings, Settings, describe, load_settings
 from bot.store import StateBusy, Store, StoreError
-from bot.wiring import (
-    Clients,
-    build_clients,
-    hold_state,
-    make_cycle,
-    now_utc,
-    open_store,
-    renderer,
-)
 
-__all__ = ["Clients", "build_clients", "main", "make_cycle", "now_utc"]
+if TYPE_CHECKING:
+    from bot.render import Renderer
+
+# The GitHub and HTTP clients (PyGithub, httpx, graphql-core) are imported by the commands
+# that talk to GitHub, not here: `report` and `check-config` start without them.
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 _PR_REF = re.compile(r"^(?P<repo>[^/#\s]+/[^/#\s]+)#(?P<number>\d+)$")
@@ -40,11 +31,15 @@ class UsageError(Exception):
 
 
 def _renderer(settings: Settings) -> Renderer:
+    from bot.wiring import renderer
+
     return renderer(settings)
 
 
 def _check_templates(settings: Settings) -> None:
     """Refuse a user template that does not render or does not put the marker first (exit 2)."""
+    from bot.render import TemplateInvalid
+
     try:
         _renderer(settings).validate()
     except TemplateInvalid as exc:
@@ -77,6 +72,11 @@ def cmd_check_config(settings: Settings, _: argparse.Namespace) -> int:
 
 def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
     """Fetch, reconcile and print one pull request's report; never writes."""
+    from bot.cycle import read_rtd
+    from bot.reconcile import reconcile
+    from bot.render import report_json
+    from bot.wiring import build_clients, now_utc
+
     match = _PR_REF.match(args.pull)
     if not match:
         raise UsageError(f"show: expected OWNER/NAME#N, got {args.pull!r}")
@@ -100,6 +100,8 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_once(settings: Settings, args: argparse.Namespace) -> int:
     """One cycle over the configured (or named) repositories."""
+    from bot.wiring import build_clients, hold_state, make_cycle, open_store
+
     repos = _select_repos(settings, args.repo)
     settings.require_github_auth()
     _check_templates(settings)
@@ -128,6 +130,7 @@ def cmd_once(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_run(settings: Settings, _: argparse.Namespace) -> int:
     """The service: a cycle every interval until SIGTERM/SIGINT."""
     from bot.service import run_service
+    from bot.wiring import hold_state
 
     repos = _select_repos(settings, None)
     settings.require_github_auth()
@@ -146,7 +149,6 @@ def cmd_demo(_: Settings | None, args: argparse.Namespace) -> int:
 def cmd_report(settings: Settings, args: argparse.Namespace) -> int:
     """The triage view from the state (no GitHub request); --live reads GitHub first, read-only."""
     from bot import triage
-    from bot.store import StoreError
 
     try:
         verdicts = triage.parse_verdicts(args.verdict or "")
@@ -159,6 +161,8 @@ def cmd_report(settings: Settings, args: argparse.Namespace) -> int:
     try:
         if args.live:
             settings.require_github_auth()
+            from bot.wiring import build_clients, make_cycle
+
             repos = _select_repos(settings, args.repo)
             clients = build_clients(settings, repos)
             store = Store.open_readonly(path) if Path(path).exists() else Store.open(":memory:")
@@ -174,7 +178,7 @@ def cmd_report(settings: Settings, args: argparse.Namespace) -> int:
     except StoreError as exc:
         print(f"ci-status-bot: {exc}", file=sys.stderr)
         return EXIT_FAIL
-    view, now = triage.ordered(entries, filters), now_utc()
+    view, now = triage.ordered(entries, filters), datetime.now(UTC)
     tty = sys.stdout.isatty() and not args.output
     if args.format == "json":
         text = triage.triage_json(view, now=now) + "\n"
@@ -251,18 +255,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StateBusy as exc:
         _error(f"{exc}")
         return EXIT_FAIL
-    except NotFound as exc:
-        _error(f"not found or not readable: {exc}")
-        return EXIT_FAIL
-    except (GitHubError, GithubException, StoreError, OSError) as exc:
+    except (StoreError, OSError) as exc:
         _error(f"{exc.__class__.__name__}: {exc}")
         return EXIT_FAIL
     except KeyboardInterrupt:
         return EXIT_FAIL
     except Exception as exc:
+        return _failed(exc)
+
+
+def _failed(exc: Exception) -> int:
+    """Exit 1 with one line for an error of the GitHub clients (imported only if they were)."""
+    github_io = sys.modules.get("bot.github_io")
+    pygithub = sys.modules.get("github.GithubException")
+    if github_io is not None and isinstance(exc, github_io.NotFound):
+        _error(f"not found or not readable: {exc}")
+    elif (github_io is not None and isinstance(exc, github_io.GitHubError)) or (
+        pygithub is not None and isinstance(exc, pygithub.GithubException)
+    ):
+        _error(f"{exc.__class__.__name__}: {exc}")
+    else:
         logging.getLogger(__name__).debug("unexpected error", exc_info=True)
         _error(f"unexpected {exc.__class__.__name__}: {exc}")
-        return EXIT_FAIL
+    return EXIT_FAIL
 
 
 def _error(message: str) -> None:

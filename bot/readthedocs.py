@@ -12,12 +12,31 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol
 from urllib.parse import urlsplit
 
 from bot.model import RTD_PROJECT_KEY, Kind, PullSnapshot, RtdBuild, RtdLookup, Signal, parse_time
-from bot.rtd_io import FINAL_STATES, RtdApi, RtdError, is_transient
 from bot.store import RtdRead
+
+if TYPE_CHECKING:  # the transport; this module holds the rules and needs no HTTP client
+    from bot.rtd_io import RtdApi
+
+FINAL_STATES: Final = frozenset({"finished", "cancelled"})
+
+
+class RtdError(Exception):
+    """Read the Docs could not be read; the message says what it answered."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        """`status`: the HTTP status RTD answered, when it answered one."""
+        super().__init__(message)
+        self.status = status
+
+
+def is_transient(exc: RtdError) -> bool:
+    """A failure to read, not an answer: anything but a 4xx other than 429 (e.g. 404, 401)."""
+    return exc.status is None or exc.status == 429 or not 400 <= exc.status < 500
+
 
 PROJECT_KEY: Final = RTD_PROJECT_KEY  # evidence()'s key of the `rtd_project` lookup
 INVALID_SLUG: Final = "not a valid project slug"

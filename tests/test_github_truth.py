@@ -261,9 +261,9 @@ def test_a_cycle_learns_required_once_and_a_warm_cycle_asks_nothing_more(
 
 
 def test_the_read_path_fills_required_from_the_cache(env: Env) -> None:
-    from bot.cli import build_clients
     from bot.settings import load_settings
     from bot.store import Store
+    from bot.wiring import build_clients
 
     protected(env)
     settings = load_settings(env.config())
