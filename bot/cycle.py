@@ -101,7 +101,9 @@ def selected(snapshot: PullSnapshot, policy: PolicySettings) -> bool:
     skip = {login.casefold() for login in policy.skip_authors}
     if snapshot.author is not None and snapshot.author.casefold() in skip:
         return False
-    return not set(snapshot.labels) & set(policy.skip_labels)
+    # GitHub's label names are unique ignoring case: compare them so.
+    skip_labels = {label.casefold() for label in policy.skip_labels}
+    return not {label.casefold() for label in snapshot.labels} & skip_labels
 
 
 def read_rtd(

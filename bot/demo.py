@@ -179,7 +179,7 @@ def run_webhook_step(
     answered = ", ".join(f"{d.event} {d.status}" for d in sender.sent)
     out(f"[webhook] deliveries answered: {answered}; comment on #{number} edited {took:.1f} s "
         "after the event (no polling cycle ran):")  # fmt: skip
-    out("\n".join(_own_body(world, clients.login, number).splitlines()[1:]))
+    out(_own_body(world, clients.login, number))
     return True
 
 

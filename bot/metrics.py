@@ -86,6 +86,10 @@ class Metrics:
         self.cycles.labels("finished").inc()
         self.cycle_duration.observe(seconds)
         self.last_success.set(finished_at.timestamp())
+        self.spent(summary, usage)
+
+    def spent(self, summary: Summary, usage: Usage) -> None:
+        """Count what one pass (a cycle or a webhook refresh) wrote and asked, and the budget."""
         self.comment_writes.labels("created").inc(summary.created)
         self.comment_writes.labels("edited").inc(summary.edited)
         self.github_requests.inc(summary.github_requests)

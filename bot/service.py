@@ -139,6 +139,7 @@ def run_service(
     if webhooks is not None:
         deliveries = monitor.metrics.webhook_deliveries
         webhooks.receiver.observers.append(lambda e, o: deliveries.labels(e, o).inc())
+        webhooks.observers.append(lambda s: monitor.metrics.spent(s, clients.github.usage))
     scheduler.start()
     log.info(
         "service started: %d repositories, every %d s",

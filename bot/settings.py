@@ -41,7 +41,8 @@ CONFIG_ENV_VAR = f"{ENV_PREFIX}CONFIG"
 DEFAULT_CONFIG_PATH = Path("config/bot.toml")
 
 _REPO_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}/(?!\.\.?\Z)[A-Za-z0-9._-]{1,100}")
-_RTD_SLUG = re.compile(r"[A-Za-z0-9._-]{0,255}")
+# "" (none) or a slug as Read the Docs makes them (the rule bot/readthedocs.py checks too)
+_RTD_SLUG = re.compile(r"(?:[A-Za-z0-9][A-Za-z0-9_-]{0,254})?")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 MAX_SECONDS = 86_400.0  # no wait, timeout or interval of the bot is longer than a day
 MAX_PRIVATE_KEY_BYTES = 64 * 1024

@@ -425,7 +425,7 @@ def table(
     counted = ", ".join(f"{n} {v}" for v, n in t.verdicts.items())
     lines.append(f"{t.total} open pull requests: {counted}.")
     lines.append(
-        f"{t.failing_required} failing a required check; {t.docs_stuck} docs builds stale, "
+        f"{t.failing_required} failing a required check; {_docs_builds(t.docs_stuck)} stale, "
         f"cancelled or unknown; as of {format_utc(now)}."
     )
     return "\n".join(lines) + "\n"
@@ -445,7 +445,7 @@ def markdown(entries: Sequence[TriageEntry], *, now: datetime) -> str:
     counted = " · ".join(f"{_GLYPHS[v]} {n} {v}" for v, n in t.verdicts.items())
     lines = [
         f"### CI triage · {t.total} open pull requests · {counted}",
-        f"{t.failing_required} failing a required check · {t.docs_stuck} docs builds stale, "
+        f"{t.failing_required} failing a required check · {_docs_builds(t.docs_stuck)} stale, "
         f"cancelled or unknown · as of {format_utc(now)}",
         "",
         "| | pull | title | author | failing | pending | incomplete | passing "
@@ -503,3 +503,8 @@ class PageRenderer:
             refresh_seconds=refresh_seconds,
             schema=TRIAGE_SCHEMA,
         )
+
+
+def _docs_builds(count: int) -> str:
+    """ "1 docs build" / "2 docs builds"."""
+    return f"{count} docs build" if count == 1 else f"{count} docs builds"

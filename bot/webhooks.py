@@ -420,6 +420,8 @@ class Webhooks:
         self.settings, self.repos, self.scheduler = settings, list(repos), scheduler
         self.clients, self.make_cycle, self.stop = clients, make_cycle, stop
         self.debounce_s = settings.webhooks.debounce_seconds
+        # told what each refresh wrote and asked (the service counts it in /metrics)
+        self.observers: list[Callable[[Summary], None]] = []
         self.inbox = Inbox()
         self.store = Store.open(settings.state.path)
         self.receiver = Receiver(
@@ -480,6 +482,8 @@ class Webhooks:
         except Exception:
             log.exception("the webhook refresh failed; the next cycle covers it")
             return
+        for observe in self.observers:
+            observe(summary)
         log.info(
             "webhook refresh: %s",
             summary.line().removeprefix("cycle: "),

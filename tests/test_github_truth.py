@@ -496,3 +496,14 @@ def test_signal_key_names_the_event_and_stays_stable_without_one() -> None:
     assert {s.event for s in dedupe([push, pr])} == {"push", "pull_request"}
     newer = push._replace(github_state="success", started_at=NOW)
     assert dedupe([push, newer]) == (newer,)
+
+
+def test_skip_labels_match_as_github_names_labels_ignoring_case() -> None:
+    from bot.cycle import selected
+    from bot.model import PullSnapshot
+    from bot.settings import PolicySettings
+
+    pull = PullSnapshot(repo="o/r", number=1, title="t", author="a", draft=False,
+                        head_sha="0" * 40, url="u", labels=("WIP",))  # fmt: skip
+    assert not selected(pull, PolicySettings(skip_labels=["wip"]))
+    assert selected(pull, PolicySettings(skip_labels=["blocked"]))

@@ -243,7 +243,8 @@ def test_run_stops_within_5_s_while_read_the_docs_asks_to_wait(
     world: World, tmp_path: Path, signum: int
 ) -> None:
     with Sandbox(world) as sandbox:
-        sandbox.fail("GET", r".*/builds/.*", 429, times=-1, headers={"Retry-After": "60"})
+        # 25 s: under RTD's 30 s inline limit, so the bot really waits (and must stop waiting)
+        sandbox.fail("GET", r".*/builds/.*", 429, times=-1, headers={"Retry-After": "25"})
         proc = _run_until(
             tmp_path, sandbox, lambda: any(r.service == "rtd" for r in sandbox.requests)
         )

@@ -451,6 +451,10 @@ def test_example_file_documents_every_key() -> None:
         ("CI_STATUS_BOT_READTHEDOCS__MAX_RETRIES", "1000000", "readthedocs.max_retries"),
         ("CI_STATUS_BOT_REPOS", '[{"name": "octo/omni\\n"}]', "repos[0].name"),
         ("CI_STATUS_BOT_REPOS", '[{"name": "octo/omni", "rtd_project": "x\\n"}]', "rtd_project"),
+        ("CI_STATUS_BOT_REPOS", '[{"name": "octo/omni", "rtd_project": "../x"}]', "rtd_project"),
+        ("CI_STATUS_BOT_REPOS", '[{"name": "octo/omni", "rtd_project": ".docs"}]', "rtd_project"),
+        ("CI_STATUS_BOT_WEBHOOKS__DEBOUNCE_SECONDS", "inf", "webhooks.debounce_seconds"),
+        ("CI_STATUS_BOT_WEBHOOKS__SECRETS", '["a\\u0007b"]', "webhooks.secrets"),
         ("CI_STATUS_BOT_STATE__PATH", "state/x\nsqlite3", "state.path"),
     ],
 )

@@ -161,7 +161,7 @@ def test_the_table_fits_100_columns_cuts_titles_not_states(shared: Env) -> None:
     assert re.search(r"stale\s+\d\d-\d\d \d\d:\d\d", next(r for r in rows if "#104" in r))
     assert re.search(r"pending\s+\d\d-\d\d \d\d:\d\d", next(r for r in rows if "#102" in r))
     assert "7 open pull requests: 1 failing, 2 incomplete, 2 pending, 2 passing" in lines[-2]
-    assert "1 docs builds stale, cancelled or unknown" in lines[-1]
+    assert "1 docs build stale, cancelled or unknown" in lines[-1]
 
 
 def test_the_table_is_coloured_on_a_terminal(shared: Env) -> None:

@@ -240,6 +240,9 @@ class Service:
         wait_for(lambda: len(bot_comments(self.world, 7430)) == 1, 60, "the first comment")
         wait_for(self._live, 20, "the HTTP server")
 
+    def metrics(self) -> str:
+        return httpx.get(f"http://127.0.0.1:{self.port}/metrics", timeout=5).text
+
     def _live(self) -> bool:
         try:
             return httpx.get(f"http://127.0.0.1:{self.port}/livez", timeout=1).status_code == 200
@@ -339,6 +342,12 @@ def test_a_signed_check_run_delivery_updates_the_comment_within_the_debounce(
     assert len(refreshes) == 1  # one batched read, not a cycle
     assert not [r for r in reads if b"PullPage" in r.body]
     assert [w.method for w in writes(service.sandbox)] == ["PATCH"]
+    # the refresh's edit and the delivery are counted (no polling cycle edited anything); the
+    # refresh reports its summary just after its last write, so allow it a moment
+    edited = 'ci_status_bot_comment_writes_total{action="edited"} 1.0'
+    wait_for(lambda: edited in service.metrics(), 5, "the refresh in /metrics")
+    marked = 'ci_status_bot_webhook_deliveries_total{event="check_run",outcome="marked"} 1.0'
+    assert marked in service.metrics()
     err = service.stop()
     assert service.proc is not None and service.proc.returncode == 0, err
     assert "webhook refresh:" in err
