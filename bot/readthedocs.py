@@ -103,6 +103,7 @@ class Settled(NamedTuple):
     others: tuple[RtdBuild, ...]  # builds of the same commit for other versions: never settle
     named: bool  # the settling build is the one the status's target_url names
     version: str  # the pull request's own RTD version: its number
+    missing: int | None = None  # the build the status names, not read for this commit
 
 
 def settling(
@@ -116,7 +117,12 @@ def settling(
     exact = [b for b in builds if b.commit == commit]
     own = [b for b in exact if b.version == version]
     chosen = next((b for b in builds if b.id == named), None) if named is not None else None
-    if chosen is None or (chosen.commit and chosen.commit != commit):
+    if named is not None and (chosen is None or (chosen.commit and chosen.commit != commit)):
+        # The status names a build that was not read for this commit: no other build may
+        # stand in for it (an older success must not settle a newer build's status).
+        others = tuple(b for b in exact if b.version != version)
+        return Settled(None, tuple(own), others, False, version, missing=named)
+    if chosen is None:
         chosen = own[0] if own else None
     candidates = () if chosen is None else (chosen, *(b for b in own if b.id != chosen.id))
     others = tuple(b for b in exact if b.version != version and b not in candidates)

@@ -35,6 +35,7 @@ TRUNCATED_NOTE: Final = (
 )
 EXPECTED_FINDING: Final = "GitHub lists this context as expected; no source has reported it."
 RTD_SKIP_NOTIFICATION: Final = "build:user:exit-code-183"
+RTD_CANCEL_NOTIFICATION: Final = "build:user:cancelled"
 
 # GitHub check run: its status while running, its conclusion once completed.
 CHECK_RUN_STATES: Final[Mapping[str, State]] = {
@@ -209,17 +210,27 @@ def _group_rank(state: State) -> int:
 
 
 def _newer(run: Signal, than: Signal) -> bool:
-    """Whether `run` is the newer of two runs: the later start (domain facts); a run that has
-    not started yet (queued: a re-run) is newer than any that has; ties by GitHub's id."""
-    if (run.started_at is None) != (than.started_at is None):
-        return run.started_at is None
-    if (
-        run.started_at is not None
-        and than.started_at is not None
-        and (run.started_at != than.started_at)
-    ):
-        return run.started_at > than.started_at
-    return (run.database_id or -1) > (than.database_id or -1)
+    """Whether `run` supersedes `than` (same name, app, workflow and event).
+
+    The later start wins (domain facts); a pending run not started yet (a queued re-run) is
+    newer than any that has; a completed run with no start is dated by its completion. Equal
+    times go to GitHub's larger id when both have one; a tie that is left keeps the worse
+    state, so no order of GitHub's answer can hide a failure.
+    """
+    mine, theirs = _when(run), _when(than)
+    if mine != theirs:
+        return mine > theirs
+    if None not in (run.database_id, than.database_id) and run.database_id != than.database_id:
+        return (run.database_id or 0) > (than.database_id or 0)
+    return _group_rank(github_state(run)) < _group_rank(github_state(than))
+
+
+def _when(run: Signal) -> tuple[int, float]:
+    """(0, 0) no time at all, (1, t) started or completed at t, (2, 0) queued, not started."""
+    if run.started_at is None and github_state(run) is State.PENDING:
+        return (2, 0.0)
+    at = run.started_at or run.completed_at
+    return (0, 0.0) if at is None else (1, at.timestamp())
 
 
 def _notes(rows: tuple[Row, ...], *, truncated: bool) -> tuple[str, ...]:
@@ -336,7 +347,10 @@ def _outcome(build: RtdBuild, notifications: tuple[str, ...]) -> _Rtd:
     if build.state in _RTD_RUNNING_CODES:
         return _Rtd.RUNNING
     if build.state == "cancelled":
-        return _Rtd.SKIPPED if RTD_SKIP_NOTIFICATION in notifications else _Rtd.CANCELLED
+        skipped = RTD_SKIP_NOTIFICATION in notifications and RTD_CANCEL_NOTIFICATION not in (
+            notifications
+        )
+        return _Rtd.SKIPPED if skipped else _Rtd.CANCELLED
     if build.state == "finished" and build.success is not None:
         return _Rtd.SUCCEEDED if build.success else _Rtd.FAILED
     return _Rtd.UNKNOWN
@@ -358,6 +372,12 @@ def _unsettled(ev: _Ev, clock: _Clock) -> Reconciliation:
         since = _unverified(lookup, clock)
         when = "" if since is None else f" since {format_utc(since)}"
         finding = f"Could not verify with Read the Docs{when}: {error}."
+    elif ev.settled.missing is not None:
+        count = len(ev.settled.candidates)
+        finding = (
+            f"The status names Read the Docs build {ev.settled.missing}, which Read the Docs did "
+            "not give for this exact commit; no other build settles this status."
+        )
     else:
         count = 0
         if ev.settled.others:
@@ -441,6 +461,8 @@ def _settled_on_github(
     signal: Signal, ev: _Ev, *, outcome: _Rtd, clock: _Clock
 ) -> tuple[State, Reconciliation]:
     base = github_state(signal)
+    if base is State.FAILURE and outcome is _Rtd.SKIPPED:
+        outcome = _Rtd.CANCELLED  # a skip never turns GitHub's failure into a pass
     if (base, outcome) in _AGREES:
         state = State.SKIPPED if outcome is _Rtd.SKIPPED else base
         finding = _rtd_sentence(ev, outcome, lead="Read the Docs agrees: it reports")

@@ -28,7 +28,7 @@ from bot.model import (
     State,
     Verdict,
 )
-from bot.reconcile import dedupe, reconcile
+from bot.reconcile import dedupe, github_state, reconcile
 from bot.render import Renderer
 
 NOW = datetime(2026, 10, 5, 14, 3, tzinfo=UTC)
@@ -297,11 +297,33 @@ def test_dedupe_keeps_one_newest_run_per_name_app_workflow(runs: list[dict[str, 
     assert len(kept) == len({_key(s) for s in signals})
     for k in kept:
         same = [s for s in signals if _key(s) == _key(k)]
-        starts = [s.started_at for s in same if s.started_at is not None]
-        if len(starts) < len(same):  # a run not started yet (a queued re-run) is the newest
-            assert k.started_at is None, "a queued re-run was passed over for an older result"
-        elif starts:
-            assert k.started_at == max(starts), "a superseded run was kept over the newest"
+        queued = [s for s in same if s.started_at is None and _pending(s)]
+        times = [t for s in same if (t := s.started_at or s.completed_at) is not None]
+        if queued:  # a run not started yet (a queued re-run) is the newest
+            assert k in queued, "a queued re-run was passed over for an older result"
+        elif times:
+            assert (k.started_at or k.completed_at) == max(times), "a superseded run was kept"
+            tied = [s for s in same if (s.started_at or s.completed_at) == max(times)]
+            ids = [s.database_id for s in tied]
+            if all(i is None for i in ids):  # no id breaks the tie: the worst state is kept
+                worst = min(row_rank(s) for s in tied)
+                assert row_rank(k) == worst, "a tie was settled by the answer's order"
+            elif None not in ids and len(set(ids)) == len(ids):
+                assert k.database_id == max(i for i in ids if i is not None)
+
+
+def _pending(signal: Signal) -> bool:
+    return github_state(signal) is State.PENDING
+
+
+def row_rank(signal: Signal) -> int:
+    """0 failing, 1 incomplete, 2 pending, 3 passing: lower is worse."""
+    state = github_state(signal)
+    if state in FAILING_STATES:
+        return 0
+    if state in INCOMPLETE_STATES:
+        return 1
+    return 2 if state is State.PENDING else 3
 
 
 @FEWER

@@ -66,7 +66,8 @@ def signal(report: dict[str, Any], name: str) -> dict[str, Any]:
 def docs_status(env: Env, state: str, *, age: timedelta = timedelta(minutes=10)) -> None:
     env.world.add_status(
         REPO, SHA, context=CONTEXT, state=state, created_at=NOW - age,
-        target_url=f"https://readthedocs.org/projects/{RTD}/builds/1/",
+        # a URL naming no build (like RTD's preview link): the newest build of the PR settles
+        target_url=f"https://{RTD}--1.org.readthedocs.build/en/1/",
     )  # fmt: skip
 
 

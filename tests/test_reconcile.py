@@ -260,8 +260,49 @@ def test_rtd_project_of(context: str, project: tuple[str, str] | None) -> None:
     ],
 )
 def test_dedupe(signals: tuple[Signal, ...], kept: list[tuple[str, State]]) -> None:
+    # (more cases in DEDUPE_TIES below: found by an adversarial review of the merged build)
     report = reconcile(snapshot(*signals), {}, Policy(), now=NOW)
     assert [(row.signal.name, row.state) for row in report.rows] == kept
+
+
+TIE = at(9, 0)
+
+
+@pytest.mark.parametrize(
+    "signals",
+    [
+        (run("t", "success", started_at=TIE), run("t", "failure", started_at=TIE)),
+        (run("t", "failure", started_at=TIE), run("t", "success", started_at=TIE)),
+        (run("t", "failure", started_at=TIE), run("t", "success", started_at=TIE, database_id=5)),
+        # a completed run with no start is dated by its completion, not taken as a re-run
+        (run("t", "failure", started_at=at(13, 5), database_id=9),
+         run("t", "success", started_at=None, completed_at=None, database_id=3)),
+    ],
+)  # fmt: skip
+def test_dedupe_ties_and_missing_times_never_hide_a_failure(signals: tuple[Signal, ...]) -> None:
+    report = reconcile(snapshot(*signals), {}, Policy(), now=NOW)
+    assert [row.state for row in report.rows] == [State.FAILURE]
+    assert report.verdict is Verdict.FAILING
+
+
+def test_a_named_build_rtd_did_not_give_settles_nothing_and_says_so() -> None:
+    # The status names build 101; RTD gave only an older successful build 100 of the PR.
+    rtd = lookup(build("finished", True, id=100))
+    row = one_row(status(DOCS, "pending", url=LATEST.format(101)), rtd).rows[0]
+    rec = row.reconciliation
+    assert row.state is State.PENDING and rec is not None
+    assert rec.build_id is None and not rec.divergent
+    assert "build 101" in rec.finding and "no other build settles" in rec.finding
+
+
+@pytest.mark.parametrize(
+    "notes", [("build:user:exit-code-183",), ("build:user:cancelled", "build:user:exit-code-183")]
+)
+def test_a_failure_status_is_never_turned_into_a_skip(notes: tuple[str, ...]) -> None:
+    rtd = lookup(build("cancelled", False), notes=notes)
+    report = one_row(status(DOCS, "failure", url=BUILD_URL), rtd)
+    assert report.rows[0].state is State.CANCELLED
+    assert report.verdict is Verdict.INCOMPLETE
 
 
 # --- since and stale -----------------------------------------------------------------------
@@ -661,9 +702,13 @@ LATEST = "https://readthedocs.org/projects/omni-docs/builds/{}/"
             [build("finished", True, id=3, created=OLD), build("triggered", None, id=4, commit="")],
             LATEST.format(4), 4, [], id="named-build-without-commit",
         ),
-        pytest.param(  # a named build of ANOTHER commit does not
+        pytest.param(  # a named build of ANOTHER commit does not, and no other stands in
             [build("finished", True, id=3), build("cancelled", False, id=4, commit="a" * 40)],
-            LATEST.format(4), 3, [], id="named-build-of-another-commit",
+            LATEST.format(4), None, [], id="named-build-of-another-commit",
+        ),
+        pytest.param(  # a named build RTD did not give (unreadable): an older one never settles
+            [build("finished", True, id=100)],
+            LATEST.format(101), None, [], id="named-build-not-read",
         ),
         pytest.param(  # a target_url of another project names nothing
             [build("finished", True, id=3), build("cancelled", False, id=4)],
