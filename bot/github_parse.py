@@ -50,6 +50,11 @@ class Partial:
     truncated: bool = False
     failure: str | None = None
     extra_labels: list[str] = field(default_factory=list)
+    total: int | None = None  # the contexts GitHub counts on the head (totalCount)
+
+    def _short(self) -> bool:
+        """Fewer contexts read than GitHub counted: pages came back short (never complete)."""
+        return self.total is not None and len(self.signals) < self.total
 
     def finish(self) -> PullSnapshot | PullFailure:
         """The snapshot with every signal read, or the failure that stopped it."""
@@ -61,7 +66,7 @@ class Partial:
             snap,
             signals=tuple(self.signals),
             labels=labels,
-            truncated=snap.truncated or self.truncated,
+            truncated=snap.truncated or self.truncated or self._short(),
         )
 
 
@@ -214,12 +219,14 @@ def parse_pull(repo: str, node: Any, *, now: datetime) -> Partial | PullFailure:
         )
     except Unreadable as exc:
         return PullFailure(repo, number, str(exc))
+    total = get(node, "statusCheckRollup", "contexts", "totalCount")
     return Partial(
         snapshot,
         base if isinstance(base, str) else None,
         signals,
         cursor,
         labels_cursor=labels_cursor,
+        total=total if isinstance(total, int) and not isinstance(total, bool) else None,
     )
 
 

@@ -26,7 +26,7 @@ def context_nodes(*, required_for: str | None = None) -> str:
 def _contexts(*, after: str | None = None, required_for: str | None = None) -> str:
     cursor = f", after: {after}" if after else ""
     return (
-        f"contexts(first: {PAGE}{cursor}) {{ pageInfo {{ hasNextPage endCursor }}\n"
+        f"contexts(first: {PAGE}{cursor}) {{ totalCount pageInfo {{ hasNextPage endCursor }}\n"
         f"  {context_nodes(required_for=required_for)} }}"
     )
 

@@ -330,7 +330,7 @@ def test_an_unknown_context_type_is_an_unknown_signal(
     assert result.code == 0, result.err
     assert "3 pull requests seen" in result.out
     body = bot_comments(env.world, 2)[0]["body"]
-    assert "passing" not in body.splitlines()[1].lower()
+    assert headline(body).startswith("### ⚪ Incomplete"), headline(body)
     assert "unknown" in body.lower()
 
 
@@ -403,6 +403,36 @@ def test_a_skip_label_past_the_twentieth_is_read(
     assert bot_comments(env.world, 1) == []
 
 
+def headline(body: str) -> str:
+    """The comment's first visible line (after the marker and the hidden facts stamp)."""
+    line = next(line for line in body.splitlines() if line.startswith("### "))
+    return line
+
+
+def test_a_short_contexts_page_is_truncated_never_passing(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The follow-up page answers with no nodes and no next page: fewer contexts were read than
+    # GitHub counts (totalCount), so the read is incomplete, never "passing".
+    head = pull(env, 1)
+    for i in range(105):
+        green(env, head, f"job {i:03d}")
+
+    def change(answer: dict[str, Any]) -> None:
+        repository = answer["data"]["repository"]
+        for alias in [k for k in repository if k.startswith("p")]:
+            contexts = repository[alias]["statusCheckRollup"]["contexts"]
+            contexts["nodes"] = []
+            contexts["pageInfo"] = {"hasNextPage": False, "endCursor": None}
+
+    serve_changed(env, capsys, change, request=1)
+    result = once(env, capsys)
+    assert result.code == 0, result.err
+    body = bot_comments(env.world, 1)[0]["body"]
+    assert headline(body).startswith("### ⚪ Incomplete"), headline(body)
+    assert "not read" in body
+
+
 def test_a_missing_contexts_page_is_truncated_never_passing(
     env: Env, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -419,7 +449,7 @@ def test_a_missing_contexts_page_is_truncated_never_passing(
     result = once(env, capsys)
     assert result.code == 0, result.err
     body = bot_comments(env.world, 1)[0]["body"]
-    assert "passing" not in body.splitlines()[1].lower()
+    assert headline(body).startswith("### ⚪ Incomplete"), headline(body)
     assert "not read" in body  # the report says the read was incomplete
 
 
