@@ -305,9 +305,14 @@ class Cycle:
         return sha256(key + report.observed_at.isoformat() + self.renderer.fingerprint)
 
     def _plan_unknown(self, report: Report, key: str, repo: str) -> Plan:
-        """Plan for a pull request whose comment the state does not know: look at its comments."""
+        """Plan for a pull request whose comment the state does not know: look at its comments
+        (once: a listing that found none is kept, and the write looks again before creating)."""
+        if self.store.known_without_comment(repo, report.number):
+            return Plan(report, "create", "", self._comment_key(report, key), None)
         own = self._find_own(repo, report.number)
         if own is None:
+            if not self.dry_run:
+                self.store.note_no_comment(repo, report.number, now=self.clock())
             return Plan(report, "create", "", self._comment_key(report, key), None, looked=True)
         stamp = parse_facts_stamp(own.body)
         if stamp is not None and stamp[0] == key and stamp[1] != report.observed_at:

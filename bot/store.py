@@ -121,6 +121,17 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )""",
         "CREATE INDEX deliveries_received_at ON deliveries (received_at)",
     ),
+    # 7: pull requests whose comments were listed and held none of the bot's own: a comment
+    # of ours can appear there only through our own write (one writer per state), so they are
+    # not listed again each cycle while their create waits for the write budget
+    (
+        """CREATE TABLE no_comment (
+            repo TEXT NOT NULL,
+            number INTEGER NOT NULL,
+            looked_at TEXT NOT NULL,
+            PRIMARY KEY (repo, number)
+        )""",
+    ),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -437,10 +448,28 @@ class Store:
         row = (repo, number, comment_id, body_hash, facts_key, observed, head_sha, at, node_id)
         with self._transaction() as db:
             db.execute(_UPSERT_COMMENT, row)
+            db.execute("DELETE FROM no_comment WHERE repo = ? AND number = ?", (repo, number))
             db.execute(
                 "INSERT INTO audit (at, repo, number, comment_id, action) VALUES (?, ?, ?, ?, ?)",
                 (at, repo, number, comment_id, action),
             )
+
+    def note_no_comment(self, repo: str, number: int, *, now: datetime) -> None:
+        """The pull request's comments were listed: none is the bot's own."""
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO no_comment (repo, number, looked_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (repo, number) DO UPDATE SET looked_at = excluded.looked_at",
+                (repo, number, _to_text(now)),
+            )
+
+    def known_without_comment(self, repo: str, number: int) -> bool:
+        """Whether a listing found no comment of the bot's own (and it wrote none since)."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT 1 FROM no_comment WHERE repo = ? AND number = ?", (repo, number)
+            ).fetchone()
+        return row is not None
 
     def forget_comment(self, repo: str, number: int) -> None:
         """Drop the recorded comment (it was deleted on GitHub); the audit is kept."""

@@ -249,7 +249,8 @@ def test_run_completes_a_cycle_and_stops_on_sigterm(env: Env) -> None:
 def test_demo_runs_offline_and_prints_what_it_posted() -> None:
     result = cli("demo", timeout=180)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.count(MARKER) == 6  # five created, then #7431 edited in place
+    # five created, #7431 edited in place, then #7430 edited after a webhook delivery
+    assert result.stdout.count(MARKER) == 7
     assert "[cycle 2, nothing changed]" in result.stdout and "left 5" in result.stdout
     assert "edited 1, left 4" in result.stdout
     assert '"octo/omni#7430": "incomplete"' in result.stdout

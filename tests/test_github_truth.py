@@ -537,3 +537,26 @@ def test_skip_labels_match_as_github_names_labels_ignoring_case() -> None:
                         head_sha="0" * 40, url="u", labels=("WIP",))  # fmt: skip
     assert not selected(pull, PolicySettings(skip_labels=["wip"]))
     assert selected(pull, PolicySettings(skip_labels=["blocked"]))
+
+
+def test_a_pull_request_found_without_our_comment_is_not_listed_again_while_it_waits(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A cold start where the write budget allows one create an hour: the first cycle lists the
+    # three pull requests' comments once; the next cycles list none while the creates wait
+    # (listing them again every cycle would spend GitHub's REST budget on a long cold start).
+    for number in (1, 2, 3):
+        green(env, pull(env, number))
+
+    def listings() -> int:
+        return sum(1 for r in env.sandbox.requests if r.method == "GET" and "/comments" in r.path)
+
+    first = once(env, capsys, max_writes_per_hour=1)
+    assert first.code == 0, first.err
+    assert "created 1" in first.out and "deferred 2" in first.out
+    assert listings() == 3
+    env.sandbox.clear_requests()
+    second = once(env, capsys, max_writes_per_hour=1)
+    assert second.code == 0, second.err
+    assert "created 0" in second.out and listings() == 0
+    assert sum(len(bot_comments(env.world, n)) for n in (1, 2, 3)) == 1
