@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -100,9 +101,9 @@ class Signal(NamedTuple):
 
     @property
     def key(self) -> str:
-        """Identity of the signal across cycles (first-seen bookkeeping)."""
-        key = f"{self.kind}:{self.app or ''}:{self.workflow or ''}:{self.name}"
-        return f"{key}:{self.event}" if self.event else key
+        """Identity of the signal across cycles (first-seen bookkeeping): exactly the fields
+        dedupe tells runs apart by, so no two of its signals share a key (None is not "")."""
+        return json.dumps([str(self.kind), self.app, self.workflow, self.name, self.event])
 
 
 @dataclass(frozen=True, slots=True)

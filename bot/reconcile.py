@@ -222,7 +222,10 @@ def _newer(run: Signal, than: Signal) -> bool:
         return mine > theirs
     if None not in (run.database_id, than.database_id) and run.database_id != than.database_id:
         return (run.database_id or 0) > (than.database_id or 0)
-    return _group_rank(github_state(run)) < _group_rank(github_state(than))
+    mine_rank, their_rank = _group_rank(github_state(run)), _group_rank(github_state(than))
+    if mine_rank != their_rank:
+        return mine_rank < their_rank
+    return (run.database_id or -1) > (than.database_id or -1)
 
 
 def _when(run: Signal) -> tuple[int, float]:
@@ -481,6 +484,8 @@ def _settled_on_github(
 
 
 def _build_ref(build: RtdBuild) -> str:
+    if not build.commit:  # a named build RTD has not yet recorded a commit for
+        return f"build {build.id}, which the status names (RTD gives no commit for it yet),"
     return f"build {build.id} for this exact commit"
 
 

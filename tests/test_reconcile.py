@@ -285,6 +285,14 @@ def test_dedupe_ties_and_missing_times_never_hide_a_failure(signals: tuple[Signa
     assert report.verdict is Verdict.FAILING
 
 
+def test_a_named_build_without_a_commit_is_not_called_this_exact_commits() -> None:
+    rtd = lookup(build("triggered", None, id=4, commit=""))
+    row = one_row(status(DOCS, "pending", url=LATEST.format(4)), rtd).rows[0]
+    assert row.reconciliation is not None and row.reconciliation.build_id == 4
+    finding = row.reconciliation.finding
+    assert "for this exact commit" not in finding and "no commit for it yet" in finding
+
+
 def test_a_named_build_rtd_did_not_give_settles_nothing_and_says_so() -> None:
     # The status names build 101; RTD gave only an older successful build 100 of the PR.
     rtd = lookup(build("finished", True, id=100))
