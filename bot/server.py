@@ -125,9 +125,8 @@ class Monitor:
 
     def state_problem(self) -> str | None:
         """Why the state cannot be read, or None."""
-        try:
-            with Store.open_readonly(self.state_path) as store:
-                store.triage_rows()
+        try:  # a probe every few seconds: open and read the schema, no copy of the state
+            Store.check_readable(self.state_path)
         except (StoreError, sqlite3.Error) as exc:
             return str(exc)
         return None

@@ -353,6 +353,21 @@ class Store:
             raise
         return store
 
+    @staticmethod
+    def check_readable(path: Path | str) -> None:
+        """Raise StoreError unless the state at `path` opens as SQLite (cheap: no copy)."""
+        if not Path(path).is_file():
+            raise StoreError(f"no state at {path}: run `ci-status-bot once` or `run` first")
+        uri = Path(path).resolve().as_uri()
+        try:
+            connection = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=10.0)
+            try:
+                connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            finally:
+                connection.close()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"the state at {path} cannot be read: {exc}") from exc
+
     def close(self) -> None:
         """Close the database."""
         with self._lock:
