@@ -15,6 +15,7 @@ RUN python -c "import tomllib; d = tomllib.load(open('pyproject.toml', 'rb')); p
 
 # Then the project itself.
 COPY bot/ bot/
+COPY bot_sandbox/ bot_sandbox/
 COPY templates/ templates/
 RUN pip install --no-deps . \
  && useradd --create-home --uid 10001 bot \

@@ -3,7 +3,7 @@
     python benchmarks/cycle.py --prs 2000 --checks 60 --latency-ms 50
     python benchmarks/cycle.py --prs 50 --checks 10 --latency-ms 0      # the CI size
 
-It starts the sandbox in its own process (`python -m bot.sandbox serve --scenario scale`,
+It starts the sandbox in its own process (`python -m bot_sandbox serve --scenario scale`,
 every answer delayed by --latency-ms), writes a temporary TOML configuration pointing the
 bot at it, and runs the real bot, `python -m bot once --config CFG`, three times:
 
@@ -129,11 +129,11 @@ def run_child(cmd: Sequence[str], *, timeout_s: float) -> Child:
 
 
 class SandboxProcess:
-    """`python -m bot.sandbox serve` in its own process, and its control API."""
+    """`python -m bot_sandbox serve` in its own process, and its control API."""
 
     def __init__(self, args: argparse.Namespace, log: IO[bytes]) -> None:
         cmd = [
-            sys.executable, "-m", "bot.sandbox", "serve", "--host", "127.0.0.1", "--port", "0",
+            sys.executable, "-m", "bot_sandbox", "serve", "--host", "127.0.0.1", "--port", "0",
             "--latency-ms", str(args.latency_ms), "--scenario", "scale",
             "--prs", str(args.prs), "--checks", str(args.checks), "--seed", str(args.seed),
         ]  # fmt: skip
@@ -183,7 +183,7 @@ class SandboxProcess:
             self.proc.stdout.close()
 
 
-BOT_CODE = ("bot", "templates", ":(exclude)bot/sandbox")
+BOT_CODE = ("bot", "templates")
 
 
 def bot_commit() -> str | None:
@@ -358,11 +358,11 @@ def settle(sandbox: SandboxProcess, config: Path, state: Path) -> int:
     it as the bot would; and the audit's write times move back an hour, as if that hour had
     passed. Nothing of this is measured.
     """
+    from bot.app import build_clients, make_cycle, now_utc
+    from bot.core.model import PullSnapshot
     from bot.cycle import sha256
-    from bot.model import PullSnapshot
     from bot.settings import load_settings
-    from bot.store import Store
-    from bot.wiring import build_clients, make_cycle, now_utc
+    from bot.state.sqlite import Store
 
     settings = load_settings(str(config))
     repo = settings.repos[0]
@@ -401,11 +401,11 @@ def settle(sandbox: SandboxProcess, config: Path, state: Path) -> int:
 
 def required_signals(config: Path, state: Path) -> dict[str, int]:
     """Signals by `required` as the cycle's read fills them from the state's cache (read-only)."""
-    from bot.github_io import ReadOnlyRequired
-    from bot.model import PullSnapshot
+    from bot.app import build_clients, now_utc
+    from bot.core.model import PullSnapshot
+    from bot.github.client import ReadOnlyRequired
     from bot.settings import load_settings
-    from bot.store import Store
-    from bot.wiring import build_clients, now_utc
+    from bot.state.sqlite import Store
 
     settings = load_settings(str(config))
     clients = build_clients(settings, settings.repos)

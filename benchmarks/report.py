@@ -3,7 +3,7 @@
     python benchmarks/report.py                 # 2,000 pull requests, 20 signals each
     python benchmarks/report.py --prs 200 --runs 1
 
-It fills a temporary state through the same code a cycle uses (bot.triage.keep_triage with
+It fills a temporary state through the same code a cycle uses (bot.triage.view.keep_triage with
 reconciled reports, and a recorded comment per pull request), then times the real command
 line, `python -m bot report --format json` and `--format table` (and markdown, html), as
 child processes: wall time from start to exit, interpreter start-up included, the median of
@@ -24,9 +24,9 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from bot.model import Kind, PullSnapshot, Report, Row, Signal, SinceSource, State, Verdict
-from bot.store import Store
-from bot.triage import (
+from bot.core.model import Kind, PullSnapshot, Report, Row, Signal, SinceSource, State, Verdict
+from bot.state.sqlite import Store
+from bot.triage.view import (
     PageRenderer,
     keep_triage,
     markdown,

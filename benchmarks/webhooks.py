@@ -5,7 +5,7 @@
         --debounce 2                                   # the CI size (about a minute)
 
 The sandbox (a World seeded with --prs open pull requests of --checks contexts each) runs in
-this process and sends real, signed webhook deliveries (bot/sandbox/webhook_sender.py) to the
+this process and sends real, signed webhook deliveries (bot_sandbox/webhook_sender.py) to the
 real bot, `python -m bot run`, in its own process. First the state is settled (every
 comment present, as after the cold start; nothing of this is measured) and the bot's first
 cycle finds nothing to write. Then:
@@ -51,10 +51,10 @@ from typing import IO, Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bot.model import MARKER  # noqa: E402
-from bot.sandbox import Sandbox, World  # noqa: E402
-from bot.sandbox.seeds import LOGIN, SCALE_REPO, seed_scale  # noqa: E402
-from bot.sandbox.webhook_sender import WebhookSender  # noqa: E402
+from bot.core.model import MARKER  # noqa: E402
+from bot_sandbox import Sandbox, World  # noqa: E402
+from bot_sandbox.seeds import LOGIN, SCALE_REPO, seed_scale  # noqa: E402
+from bot_sandbox.webhook_sender import WebhookSender  # noqa: E402
 
 SECRET = "benchmark-webhook-secret"
 _SEEN = re.compile(r"(?P<seen>\d+) pull requests seen")
@@ -103,10 +103,10 @@ def settle(world: World, config: Path) -> int:
     under the bot's login (not a GitHub write); the state records it as adopted; the audit
     moves back an hour so the write budgets start fresh.
     """
+    from bot.app import build_clients, make_cycle, now_utc
     from bot.cycle import sha256
     from bot.settings import load_settings
-    from bot.store import Store
-    from bot.wiring import build_clients, make_cycle, now_utc
+    from bot.state.sqlite import Store
 
     settings = load_settings(str(config), environ={})
     repo = settings.repos[0]

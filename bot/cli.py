@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 
 from bot.logs import redact, register_secrets, setup_logging
 from bot.settings import ConfigError, RepoSettings, Settings, describe, load_settings
-from bot.store import StateBusy, Store, StoreError
+from bot.state.sqlite import StateBusy, Store, StoreError
 
 if TYPE_CHECKING:
-    from bot.render import Renderer
+    from bot.render.comment import Renderer
 
 # The GitHub and HTTP clients (PyGithub, httpx, graphql-core) are imported by the commands
 # that talk to GitHub, not here: `report` and `check-config` start without them.
@@ -31,14 +31,14 @@ class UsageError(Exception):
 
 
 def _renderer(settings: Settings) -> Renderer:
-    from bot.wiring import renderer
+    from bot.app import renderer
 
     return renderer(settings)
 
 
 def _check_templates(settings: Settings) -> None:
     """Refuse a user template that does not render or does not put the marker first (exit 2)."""
-    from bot.render import TemplateInvalid
+    from bot.render.comment import TemplateInvalid
 
     try:
         _renderer(settings).validate()
@@ -72,10 +72,10 @@ def cmd_check_config(settings: Settings, _: argparse.Namespace) -> int:
 
 def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
     """Fetch, reconcile and print one pull request's report; never writes."""
+    from bot.app import build_clients, now_utc
+    from bot.core.reconcile import reconcile
     from bot.cycle import read_rtd
-    from bot.reconcile import reconcile
-    from bot.render import report_json
-    from bot.wiring import build_clients, now_utc
+    from bot.render.comment import report_json
 
     match = _PR_REF.match(args.pull)
     if not match:
@@ -100,7 +100,7 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_once(settings: Settings, args: argparse.Namespace) -> int:
     """One cycle over the configured (or named) repositories."""
-    from bot.wiring import build_clients, hold_state, make_cycle, open_store
+    from bot.app import build_clients, hold_state, make_cycle, open_store
 
     repos = _select_repos(settings, args.repo)
     settings.require_github_auth()
@@ -129,8 +129,8 @@ def cmd_once(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_run(settings: Settings, _: argparse.Namespace) -> int:
     """The service: a cycle every interval until SIGTERM/SIGINT."""
-    from bot.service import run_service
-    from bot.wiring import hold_state
+    from bot.app import hold_state
+    from bot.service.scheduler import run_service
 
     repos = _select_repos(settings, None)
     settings.require_github_auth()
@@ -148,7 +148,7 @@ def cmd_demo(_: Settings | None, args: argparse.Namespace) -> int:
 
 def cmd_report(settings: Settings, args: argparse.Namespace) -> int:
     """The triage view from the state (no GitHub request); --live reads GitHub first, read-only."""
-    from bot import triage
+    from bot.triage import view as triage
 
     try:
         verdicts = triage.parse_verdicts(args.verdict or "")
@@ -161,7 +161,7 @@ def cmd_report(settings: Settings, args: argparse.Namespace) -> int:
     try:
         if args.live:
             settings.require_github_auth()
-            from bot.wiring import build_clients, make_cycle
+            from bot.app import build_clients, make_cycle
 
             repos = _select_repos(settings, args.repo)
             clients = build_clients(settings, repos)
@@ -266,7 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _failed(exc: Exception) -> int:
     """Exit 1 with one line for an error of the GitHub clients (imported only if they were)."""
-    github_io = sys.modules.get("bot.github_io")
+    github_io = sys.modules.get("bot.github.client")
     pygithub = sys.modules.get("github.GithubException")
     if github_io is not None and isinstance(exc, github_io.NotFound):
         _error(f"not found or not readable: {exc}")

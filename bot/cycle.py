@@ -10,17 +10,17 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Literal
 
-from bot.github_io import Comment, GitHubApi, GitHubError, RateLimited, ReadOnlyRequired
-from bot.github_parse import PullFailure
-from bot.model import MARKER, PullSnapshot, Report, RtdLookup, Verdict
-from bot.readthedocs import evidence
-from bot.reconcile import reconcile
-from bot.render import Renderer, facts_key, parse_facts_stamp
+from bot.core.model import MARKER, PullSnapshot, Report, RtdLookup, Verdict
+from bot.core.reconcile import reconcile
+from bot.docs.readthedocs.client import RtdApi
+from bot.docs.readthedocs.rules import evidence
+from bot.github.client import Comment, GitHubApi, GitHubError, RateLimited, ReadOnlyRequired
+from bot.github.parse import PullFailure
+from bot.render.comment import Renderer, facts_key, parse_facts_stamp
 from bot.retry import Retryable, RetryPolicy, Stopped, pause, run_with_retries
-from bot.rtd_io import RtdApi
 from bot.settings import PolicySettings, RepoSettings
-from bot.store import Store
-from bot.triage import keep_triage, prune_triage
+from bot.state.sqlite import Store
+from bot.triage.view import keep_triage, prune_triage
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ def read_rtd(
     store: Store | None = None,
     write: bool = True,
 ) -> dict[str, RtdLookup]:
-    """What Read the Docs says about each RTD status of the head (bot.readthedocs.evidence)."""
+    """What Read the Docs says about each RTD status of the head (the RTD rules' evidence)."""
     return evidence(
         snapshot, rtd_project=repo.rtd_project, api=rtd, now=now, store=store, write=write
     )

@@ -12,12 +12,12 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from bot.model import MARKER
-from bot.sandbox import Sandbox, World
-from bot.sandbox.seeds import seed_demo
+from bot.app import build_clients, make_cycle, now_utc
+from bot.core.model import MARKER
 from bot.settings import Settings
-from bot.store import Store
-from bot.wiring import build_clients, make_cycle, now_utc
+from bot.state.sqlite import Store
+from bot_sandbox import Sandbox, World
+from bot_sandbox.seeds import seed_demo
 
 DEMO_REPO = "octo/omni"
 WRITE_METHODS = frozenset({"POST", "PATCH", "PUT", "DELETE"})
@@ -98,7 +98,7 @@ def run_demo(*, out: Callable[[str], None] = print) -> int:
 
 def _triage_view(store: Store, settings: Settings) -> str:
     """The triage table of the demo's last cycle, and where `run` would serve it as a page."""
-    from bot import triage
+    from bot.triage import view as triage
 
     view = triage.ordered(triage.stored_entries(store))
     where = f"http://{settings.server.host}:{settings.server.port}/"
@@ -121,9 +121,9 @@ def run_webhook_step(
     from apscheduler.executors.pool import ThreadPoolExecutor
     from apscheduler.schedulers.background import BackgroundScheduler
 
-    from bot.sandbox.webhook_sender import WebhookSender
-    from bot.server import Monitor, serve
-    from bot.webhooks import Webhooks
+    from bot.service.http import Monitor, serve
+    from bot.service.webhooks import Webhooks
+    from bot_sandbox.webhook_sender import WebhookSender
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

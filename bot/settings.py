@@ -33,7 +33,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from bot.model import Policy
+from bot.core.model import Policy
 
 ENV_PREFIX = "CI_STATUS_BOT_"
 ENV_DELIMITER = "__"

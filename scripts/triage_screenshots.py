@@ -21,8 +21,8 @@ from pathlib import Path
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 
-from bot.sandbox import Sandbox, World
-from bot.sandbox.seeds import DEMO_REPO, TOKEN, seed_demo
+from bot_sandbox import Sandbox, World
+from bot_sandbox.seeds import DEMO_REPO, TOKEN, seed_demo
 
 OTHER = "octo/cli"
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import settings
 
-from bot.sandbox import Sandbox, World
+from bot_sandbox import Sandbox, World
 
 # CI runs the property tests with a fixed seed, so a landing never hangs on a new random draw;
 # developers' runs keep exploring (a failure they find becomes an @example).

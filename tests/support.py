@@ -10,9 +10,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from bot.core.model import MARKER
 from bot.guard import Guard
-from bot.model import MARKER
-from bot.sandbox import Recorded, Sandbox, World
+from bot_sandbox import Recorded, Sandbox, World
 
 REPO = "octo/omni"
 RTD = "omni-docs"

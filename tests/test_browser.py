@@ -13,7 +13,7 @@ import pytest
 from support import REPO, seed_case
 from test_server import free_port, serve_config, start_run, stop, wait_ready
 
-from bot.sandbox import Sandbox, World
+from bot_sandbox import Sandbox, World
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"

@@ -27,9 +27,9 @@ from support import (
     writes,
 )
 
-from bot.model import MARKER
-from bot.sandbox import Sandbox, World
-from bot.store import Store
+from bot.core.model import MARKER
+from bot.state.sqlite import Store
+from bot_sandbox import Sandbox, World
 
 COMMENTS_PATH = r"/repos/octo/omni/issues/\d+/comments"
 

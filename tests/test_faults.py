@@ -36,8 +36,8 @@ from support import (
     writes,
 )
 
-from bot.model import MARKER
-from bot.sandbox import Recorded, Sandbox, World
+from bot.core.model import MARKER
+from bot_sandbox import Recorded, Sandbox, World
 
 OTHER = "octo/other"
 RTD_TOKEN = "rtd-test-token"

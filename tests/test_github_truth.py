@@ -23,7 +23,7 @@ from github.Requester import Requester
 from support import LOGIN, REPO, TOKEN, bot_comments, outside_allowlist, write_config
 
 from bot.cli import main
-from bot.sandbox import Sandbox, World
+from bot_sandbox import Sandbox, World
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 HOUR_AGO = NOW - timedelta(hours=1)
@@ -261,9 +261,9 @@ def test_a_cycle_learns_required_once_and_a_warm_cycle_asks_nothing_more(
 
 
 def test_the_read_path_fills_required_from_the_cache(env: Env) -> None:
+    from bot.app import build_clients
     from bot.settings import load_settings
-    from bot.store import Store
-    from bot.wiring import build_clients
+    from bot.state.sqlite import Store
 
     protected(env)
     settings = load_settings(env.config())
@@ -454,7 +454,7 @@ def test_a_missing_contexts_page_is_truncated_never_passing(
 
 
 def test_the_required_cache_expires() -> None:
-    from bot.store import REQUIRED_TTL, Store
+    from bot.state.sqlite import REQUIRED_TTL, Store
 
     with Store.open(":memory:") as store:
         learned = {("main", "tests"): True, ("main", "lint"): False, ("main", "docs"): None}
@@ -499,7 +499,7 @@ DATA = Path(__file__).parent / "data" / "github_truth"
 
 
 def test_one_login_form_for_real_rest_and_graphql_bot_authors() -> None:
-    from bot.github_parse import normal_login, parse_graphql_comment, parse_rest_comment
+    from bot.github.parse import normal_login, parse_graphql_comment, parse_rest_comment
 
     real = json.loads((DATA / "rest_comment_by_bot.json").read_text())["comment"]
     assert (real["user"]["login"], real["user"]["type"]) == ("stale[bot]", "Bot")
@@ -512,8 +512,8 @@ def test_one_login_form_for_real_rest_and_graphql_bot_authors() -> None:
 
 
 def test_signal_key_names_the_event_and_stays_stable_without_one() -> None:
-    from bot.model import Kind, Signal
-    from bot.reconcile import dedupe
+    from bot.core.model import Kind, Signal
+    from bot.core.reconcile import dedupe
 
     plain = Signal(name="DCO", kind=Kind.CHECK_RUN, github_state="success", app="dco")
     assert plain.key == Signal(name="DCO", kind=Kind.CHECK_RUN, github_state="failure",
@@ -531,8 +531,8 @@ def test_signal_key_names_the_event_and_stays_stable_without_one() -> None:
 
 
 def test_skip_labels_match_as_github_names_labels_ignoring_case() -> None:
+    from bot.core.model import PullSnapshot
     from bot.cycle import selected
-    from bot.model import PullSnapshot
     from bot.settings import PolicySettings
 
     pull = PullSnapshot(repo="o/r", number=1, title="t", author="a", draft=False,

@@ -29,10 +29,10 @@ from support import (
     write_config,
 )
 
+from bot.core.model import MARKER
 from bot.logs import HEADER_LOGGERS, redact, register_secrets, setup_logging
-from bot.model import MARKER
-from bot.sandbox import Sandbox, World
-from bot.store import StateBusy, StateLock, Store, StoreError
+from bot.state.sqlite import StateBusy, StateLock, Store, StoreError
+from bot_sandbox import Sandbox, World
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 RTD_TOKEN = "rtd-s3cr3t-t0ken-value"

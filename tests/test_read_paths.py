@@ -15,14 +15,14 @@ from github.Requester import Requester
 from support import CONTEXT, LOGIN, REPO, RTD, TOKEN, outside_allowlist, write_config, writes
 
 from bot.cli import main
-from bot.github_query import (
+from bot.github.query import (
     COMMENTS_QUERY,
     MORE_LABELS_QUERY,
     more_contexts_query,
     pull_query,
     pulls_page_query,
 )
-from bot.sandbox import Sandbox, World
+from bot_sandbox import Sandbox, World
 
 SHA = "c0ffee0" + "1" * 33
 NOW = datetime.now(UTC).replace(microsecond=0)
@@ -220,7 +220,7 @@ def test_a_502_on_graphql_is_retried(env: Env, capsys: pytest.CaptureFixture[str
     assert show(env, capsys)["number"] == 1
 
 
-SCHEMA_TEXT = (Path(__file__).parents[1] / "bot" / "sandbox" / "github-schema.graphql").read_text()
+SCHEMA_TEXT = (Path(__file__).parents[1] / "bot_sandbox" / "github-schema.graphql").read_text()
 
 
 @pytest.fixture(scope="module")

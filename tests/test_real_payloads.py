@@ -22,8 +22,7 @@ import pytest
 from github.GithubException import GithubException
 from support import LOGIN, REPO, TOKEN, cli, write_config
 
-from bot import github_io
-from bot.model import (
+from bot.core.model import (
     Kind,
     Policy,
     PullSnapshot,
@@ -34,12 +33,13 @@ from bot.model import (
     State,
     Verdict,
 )
-from bot.reconcile import reconcile
-from bot.rtd_io import RtdError, parse_build
-from bot.sandbox import Sandbox, World
+from bot.core.reconcile import reconcile
+from bot.docs.readthedocs.client import RtdError, parse_build
+from bot.github import client as github_io
+from bot_sandbox import Sandbox, World
 
 try:  # gh-truth moves the GitHub parsing to bot/github_parse.py
-    from bot import github_parse as _parse_module  # type: ignore[attr-defined, unused-ignore]
+    from bot.github import parse as _parse_module  # type: ignore[attr-defined, unused-ignore]
 except ImportError:  # pragma: no cover - before that merge
     _parse_module = github_io
 
@@ -461,7 +461,7 @@ def test_pygithub_recorded_check_runs_render_as_the_comment(seeded: Seeded) -> N
     seeded.add_runs(replay("CheckRun.testGetCheckRunsForRef.txt")[1].json()["check_runs"])
     result = cli("show", f"{REPO}#{NUMBER}", "--config", str(seeded.config))
     assert result.returncode == 0, result.stderr
-    from bot.model import MARKER
+    from bot.core.model import MARKER
 
     assert result.stdout.split("\n", 1)[0] == MARKER
     assert re.search(r"Python 3\\?\.6", result.stdout)  # escaping is the renderer's choice
@@ -1021,7 +1021,7 @@ def test_recorded_comment_list_with_someone_elses_marker_is_never_adopted(seeded
     # PaginatedList.testCustomPerPageReversedIterationSinglePage.txt: 4 real comments (2025
     # shape). The newest is given the bot's marker as its first line; its author is not the
     # bot, so the contract says it is never edited: `once` creates the bot's own comment.
-    from bot.model import MARKER
+    from bot.core.model import MARKER
 
     comments = replay("PaginatedList.testCustomPerPageReversedIterationSinglePage.txt")[2].json()
     assert len(comments) == 4 and all(c["user"]["login"] != LOGIN for c in comments)

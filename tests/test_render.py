@@ -37,9 +37,9 @@ from test_reconcile import (
     status,
 )
 
-from bot.model import MARKER, Policy, Report, RtdLookup, Signal, Verdict
-from bot.reconcile import NO_SIGNALS_NOTE, TRUNCATED_NOTE, reconcile
-from bot.render import (
+from bot.core.model import MARKER, Policy, Report, RtdLookup, Signal, Verdict
+from bot.core.reconcile import NO_SIGNALS_NOTE, TRUNCATED_NOTE, reconcile
+from bot.render.comment import (
     COMMENT_LIMIT,
     NB_HYPHEN,
     NBSP,
@@ -61,7 +61,7 @@ from bot.render import (
     short_sha,
     utc,
 )
-from bot.sandbox import Sandbox, World
+from bot_sandbox import Sandbox, World
 
 GOLDEN = Path(__file__).parent / "golden"
 LAST_LINE = "This bot reads CI state and retriggers nothing."

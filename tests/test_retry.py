@@ -9,7 +9,7 @@ from email.utils import format_datetime
 
 import pytest
 
-from bot.github_io import rate_limit_wait
+from bot.github.client import rate_limit_wait
 from bot.guard import ForeignHost, Pages, PaginationLoop, last_page
 from bot.retry import Retryable, RetryPolicy, Stopped, retry_after_s, run_with_retries
 

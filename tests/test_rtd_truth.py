@@ -30,8 +30,8 @@ from support import (
     writes,
 )
 
-from bot.model import MARKER
-from bot.sandbox import Sandbox, World
+from bot.core.model import MARKER
+from bot_sandbox import Sandbox, World
 
 BUILD = 34894885
 SUCCESS = "Read the Docs build succeeded!"

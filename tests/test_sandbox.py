@@ -14,9 +14,9 @@ import github
 import httpx
 import pytest
 
-from bot.sandbox import Sandbox, World
-from bot.sandbox.graphql_api import operation_of, prepare, query_cost
-from bot.sandbox.seeds import change_heads, seed_demo, seed_scale
+from bot_sandbox import Sandbox, World
+from bot_sandbox.graphql_api import operation_of, prepare, query_cost
+from bot_sandbox.seeds import change_heads, seed_demo, seed_scale
 
 TOKEN = "test-token"
 REPO = "octo/omni"
@@ -512,7 +512,7 @@ def test_serve_prints_one_line_and_stops_on_sigterm() -> None:
         [
             sys.executable,
             "-m",
-            "bot.sandbox",
+            "bot_sandbox",
             "serve",
             "--scenario",
             "scale",

@@ -21,8 +21,8 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 from support import REPO, TOKEN, clean_env, cli, seed_case, write_config, writes
 
-from bot.sandbox import Sandbox, World
-from bot.server import Monitor, build_app, readiness_problems
+from bot.service.http import Monitor, build_app, readiness_problems
+from bot_sandbox import Sandbox, World
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 FAILING_SHA = "f" * 40

@@ -25,10 +25,10 @@ from support import (
 )
 
 from bot.cycle import Summary
-from bot.github_io import Usage
-from bot.sandbox import Sandbox, World
-from bot.service import ProblemTracker, budget_delay
-from bot.store import Store
+from bot.github.client import Usage
+from bot.service.scheduler import ProblemTracker, budget_delay
+from bot.state.sqlite import Store
+from bot_sandbox import Sandbox, World
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 
@@ -118,7 +118,7 @@ def test_budget_delay(summary: Summary, usage: Usage, expected: float | None) ->
 
 def test_problems_are_logged_when_they_start_and_end(caplog: pytest.LogCaptureFixture) -> None:
     tracker = ProblemTracker()
-    with caplog.at_level(logging.INFO, logger="bot.service"):
+    with caplog.at_level(logging.INFO, logger="bot.service.scheduler"):
         tracker.update({"o/r#1": "boom"})
         tracker.update({"o/r#1": "boom"})
         tracker.update({})

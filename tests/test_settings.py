@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from bot.model import Policy
+from bot.core.model import Policy
 from bot.settings import (
     ConfigError,
     GitHubSettings,

@@ -1,4 +1,4 @@
-"""Tests of bot.store: round trips, first-seen bookkeeping, write pacing, migrations, kill -9."""
+"""Tests of the SQLite state: round trips, first-seen times, write pacing, migrations, kill -9."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.store import (
+from bot.state.sqlite import (
     _MIGRATIONS,
     SCHEMA_VERSION,
     AuditRow,
@@ -262,7 +262,7 @@ CHILD = textwrap.dedent(
     """
     import sys
     from datetime import UTC, datetime
-    from bot.store import Store
+    from bot.state.sqlite import Store
 
     store = Store.open(sys.argv[1])
     number = 0

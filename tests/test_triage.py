@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from support import REPO, bot_comments, clean_env, cli, seed_case, write_config, writes
 
-from bot.model import Kind, PullSnapshot, Report, Row, Signal, SinceSource, State, Verdict
-from bot.sandbox import Sandbox, World
-from bot.triage import TriageEntry, entry_for, ordered
+from bot.core.model import Kind, PullSnapshot, Report, Row, Signal, SinceSource, State, Verdict
+from bot.triage.view import TriageEntry, entry_for, ordered
+from bot_sandbox import Sandbox, World
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 HOSTILE = "Fix <script>alert(1)</script> | [x](javascript:alert(1)) @admin *bold* `tick`"
@@ -406,7 +406,7 @@ def test_a_state_from_before_the_triage_view_reports_empty_then_fills(
     tmp_path: Path, sandbox: Sandbox, world: World
 ) -> None:
     """A version-2 state (no triage table): `report` reads it as is; the next cycle migrates."""
-    from bot.store import _MIGRATIONS
+    from bot.state.sqlite import _MIGRATIONS
 
     seed_case(world, now=NOW)
     config = write_config(tmp_path, sandbox)

@@ -20,11 +20,11 @@ import httpx
 import pytest
 from support import LOGIN, REPO, bot_comments, clean_env, cli, seed_case, write_config, writes
 
-from bot.sandbox import Sandbox, World
-from bot.sandbox.webhook_sender import WebhookSender, sign
+from bot.service.webhooks import Inbox, Mark, read_event, signature, verify_signature
 from bot.settings import load_settings
-from bot.store import Store
-from bot.webhooks import Inbox, Mark, read_event, signature, verify_signature
+from bot.state.sqlite import Store
+from bot_sandbox import Sandbox, World
+from bot_sandbox.webhook_sender import WebhookSender, sign
 
 DATA = Path(__file__).parent / "data" / "real" / "webhooks"
 SECRET = "s3cret-current"
@@ -169,8 +169,8 @@ def test_the_route_refuses_a_chunked_body_over_25_mb_and_marks_a_genuine_one(
 ) -> None:
     from starlette.testclient import TestClient
 
-    from bot.server import Monitor, build_app
-    from bot.webhooks import Receiver, webhook_route
+    from bot.service.http import Monitor, build_app
+    from bot.service.webhooks import Receiver, webhook_route
 
     inbox, scheduled = Inbox(), []
     payload = {

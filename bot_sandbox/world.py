@@ -287,7 +287,7 @@ class World:
         self.rtd_projects: dict[str, RtdProjectRec] = {}
         self.rtd_tokens: set[str] = set()
         # called (under the lock) on changes GitHub sends webhooks for: (world, event, action,
-        # repo, record); see bot/sandbox/webhook_sender.py
+        # repo, record); see bot_sandbox/webhook_sender.py
         self.listeners: list[Callable[[World, str, str, str, Any], None]] = []
         self._ids = {
             "user": itertools.count(583231),

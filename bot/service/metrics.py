@@ -10,7 +10,7 @@ from typing import Final
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from bot.cycle import Summary
-from bot.github_io import Usage
+from bot.github.client import Usage
 
 PREFIX: Final = "ci_status_bot_"
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"

@@ -18,7 +18,7 @@ from urllib.parse import quote, urlsplit
 
 import jinja2
 
-from bot.model import (
+from bot.core.model import (
     FAILING_STATES,
     MARKER,
     REPORT_SCHEMA,
@@ -622,7 +622,7 @@ def default_template_dir() -> Path:
     spec = importlib.util.find_spec("bot.templates")
     if spec is not None and spec.submodule_search_locations:
         return Path(next(iter(spec.submodule_search_locations)))
-    return Path(__file__).resolve().parent.parent / "templates"
+    return Path(__file__).resolve().parents[2] / "templates"
 
 
 def sample_report() -> Report:

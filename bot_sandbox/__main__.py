@@ -1,4 +1,4 @@
-"""Run the sandbox in its own process: python -m bot.sandbox serve [options]."""
+"""Run the sandbox in its own process: python -m bot_sandbox serve [options]."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ import sys
 import threading
 from types import FrameType
 
-from bot.sandbox import seeds
-from bot.sandbox.server import Sandbox
-from bot.sandbox.world import World
+from bot_sandbox import seeds
+from bot_sandbox.server import Sandbox
+from bot_sandbox.world import World
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The command-line parser."""
-    parser = argparse.ArgumentParser(prog="python -m bot.sandbox")
+    parser = argparse.ArgumentParser(prog="python -m bot_sandbox")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="serve a seeded sandbox until SIGTERM")
     serve.add_argument("--host", default="127.0.0.1")
@@ -47,7 +47,7 @@ def serve(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)
     sender = None
     if args.webhook_url:
-        from bot.sandbox.webhook_sender import WebhookSender
+        from bot_sandbox.webhook_sender import WebhookSender
 
         sender = WebhookSender(args.webhook_url, args.webhook_secret).attach(world)
     with Sandbox(world, latency_ms=args.latency_ms, host=args.host, port=args.port) as sb:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from bot.model import Kind, PullSnapshot, Signal, parse_time
+from bot.core.model import Kind, PullSnapshot, Signal, parse_time
 
 log = logging.getLogger(__name__)
 

@@ -28,12 +28,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from bot.core.model import PullSnapshot
 from bot.cycle import Cycle, Summary
-from bot.github_io import RateLimited
-from bot.github_parse import PullFailure
-from bot.model import PullSnapshot
+from bot.github.client import RateLimited
+from bot.github.parse import PullFailure
 from bot.settings import RepoSettings, Settings
-from bot.store import Store
+from bot.state.sqlite import Store
 
 log = logging.getLogger(__name__)
 

@@ -16,12 +16,12 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from bot import triage
+from bot.core.model import format_utc
 from bot.cycle import Summary
-from bot.github_io import Usage
-from bot.metrics import CONTENT_TYPE, Metrics
-from bot.model import format_utc
-from bot.store import Store, StoreError
+from bot.github.client import Usage
+from bot.service.metrics import CONTENT_TYPE, Metrics
+from bot.state.sqlite import Store, StoreError
+from bot.triage import view as triage
 
 log = logging.getLogger(__name__)
 

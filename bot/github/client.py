@@ -18,8 +18,9 @@ import requests
 from github import Github
 from github.GithubException import GithubException
 
-from bot.github_parse import Comment as Comment
-from bot.github_parse import (
+from bot.core.model import PullSnapshot
+from bot.github.parse import Comment as Comment
+from bot.github.parse import (
     Partial,
     PullFailure,
     Unreadable,
@@ -31,7 +32,7 @@ from bot.github_parse import (
     parse_rest_comment,
     required_of,
 )
-from bot.github_query import (
+from bot.github.query import (
     COMMENTS_QUERY,
     MORE_LABELS_QUERY,
     more_contexts_query,
@@ -40,7 +41,6 @@ from bot.github_query import (
     pulls_page_query,
 )
 from bot.guard import Pages, last_page, same_origin
-from bot.model import PullSnapshot
 from bot.retry import (
     TRANSIENT_STATUSES,
     Retryable,

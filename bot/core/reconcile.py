@@ -8,7 +8,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Final, NamedTuple
 
-from bot.model import (
+from bot.core.model import (
     FAILING_STATES,
     INCOMPLETE_STATES,
     RTD_PROJECT_KEY,
@@ -26,7 +26,7 @@ from bot.model import (
     Verdict,
     format_utc,
 )
-from bot.readthedocs import Settled, settle_status, target_of
+from bot.docs.readthedocs.rules import Settled, settle_status, target_of
 
 NO_SIGNALS_NOTE: Final = "No check runs or commit statuses are reported on this commit."
 TRUNCATED_NOTE: Final = (
@@ -313,7 +313,7 @@ def _github_finding(
 
 
 # --- Read the Docs -------------------------------------------------------------------------
-# Which build settles a status is bot.readthedocs's rule (settle_status); here it becomes a row.
+# Which build settles a status is the RTD rules' (settle_status); here it becomes a row.
 
 
 class _Ev(NamedTuple):

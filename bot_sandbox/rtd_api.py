@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlencode
 
-from bot.sandbox.world import (
+from bot_sandbox.world import (
     JSON,
     RTD_STATE_NAMES,
     Answer,

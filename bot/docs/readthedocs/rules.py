@@ -1,8 +1,8 @@
 """Read the Docs in one place: its statuses, their project and host, the settling build, the cache.
 
 The cycle makes one call, `evidence()`: for each Read the Docs status of a head it returns what
-RTD says about the build that settles that status (an `RtdLookup`). `bot.rtd_io` stays the HTTP
-transport and the parsing of RTD's payloads; `bot.reconcile` turns a lookup into a row.
+RTD says about the build that settles that status (an `RtdLookup`). The `client` module beside it
+is the HTTP transport and the parsing of its payloads; the core turns a lookup into a row.
 """
 
 from __future__ import annotations
@@ -15,11 +15,19 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol
 from urllib.parse import urlsplit
 
-from bot.model import RTD_PROJECT_KEY, Kind, PullSnapshot, RtdBuild, RtdLookup, Signal, parse_time
-from bot.store import RtdRead
+from bot.core.model import (
+    RTD_PROJECT_KEY,
+    Kind,
+    PullSnapshot,
+    RtdBuild,
+    RtdLookup,
+    Signal,
+    parse_time,
+)
+from bot.state.sqlite import RtdRead
 
 if TYPE_CHECKING:  # the transport; this module holds the rules and needs no HTTP client
-    from bot.rtd_io import RtdApi
+    from bot.docs.readthedocs.client import RtdApi
 
 FINAL_STATES: Final = frozenset({"finished", "cancelled"})
 

@@ -46,7 +46,7 @@ from graphql import (
 )
 from graphql.type.definition import GraphQLNamedType
 
-from bot.sandbox.world import (
+from bot_sandbox.world import (
     JSON,
     WEB,
     CheckRunRec,
@@ -74,7 +74,7 @@ def schema() -> GraphQLSchema:
     with _schema_lock:
         if _schema is None:
             text = (
-                importlib.resources.files("bot.sandbox")
+                importlib.resources.files("bot_sandbox")
                 .joinpath("github-schema.graphql")
                 .read_text(encoding="utf-8")
             )

@@ -177,7 +177,7 @@ class StoredComment:
 class RtdRead:
     """The state's row of one Read the Docs commit: last good answer, and a failing run."""
 
-    payload: str | None  # opaque JSON (bot.readthedocs); None when no read ever succeeded
+    payload: str | None  # opaque JSON (bot.docs.readthedocs.rules); None when no read ever succeeded
     read_at: datetime | None
     failing_since: datetime | None  # None while reads succeed
     failure: str | None = None  # what the first failure of the run was
@@ -206,7 +206,7 @@ class StoredTriage:
     head_sha: str
     verdict: str
     url: str
-    details: str  # compact JSON of the computed parts (bot.triage)
+    details: str  # compact JSON of the computed parts (bot.triage.view)
     observed_at: datetime
     updated_at: datetime
     comment_id: int | None

@@ -14,16 +14,16 @@ from typing import Any
 from github import Auth, Github, GithubIntegration
 from github.GithubException import GithubException
 
+from bot.core.model import PullSnapshot
 from bot.cycle import Cycle
-from bot.github_io import Comment, GitHubApi, GitHubError, NotFound, RequiredCache
-from bot.github_parse import PullFailure
+from bot.docs.readthedocs.client import RtdApi
+from bot.github.client import Comment, GitHubApi, GitHubError, NotFound, RequiredCache
+from bot.github.parse import PullFailure
 from bot.guard import Guard, install_github_guard
 from bot.logs import register_secrets
-from bot.model import PullSnapshot
-from bot.render import Renderer
-from bot.rtd_io import RtdApi
+from bot.render.comment import Renderer
 from bot.settings import RepoSettings, Settings, read_private_key
-from bot.store import StateLock, Store
+from bot.state.sqlite import StateLock, Store
 
 log = logging.getLogger(__name__)
 

@@ -151,7 +151,7 @@ class RtdLookup:
     notifications: tuple[str, ...] = ()  # message ids of the settling build, when it was read
     error: str | None = None  # set when RTD could not be read: what it answered
     # `builds`: every build of the exact commit, all versions, plus a build a status named;
-    # which of them settles a status is bot.readthedocs.settle_status's one rule.
+    # which of them settles a status is bot.docs.readthedocs.rules.settle_status's one rule.
     # `notifications` are those of that settling build; False here when they could not be read:
     notifications_read: bool = True
     # set while RTD cannot be read (429, 5xx, timeout): since when; the evidence is the last good

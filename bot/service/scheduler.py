@@ -17,13 +17,13 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 from starlette.routing import BaseRoute
 
-from bot import wiring
+from bot import app as wiring
 from bot.cycle import Summary
-from bot.github_io import Usage
-from bot.server import HttpServer, Monitor, serve
+from bot.github.client import Usage
+from bot.service.http import HttpServer, Monitor, serve
+from bot.service.webhooks import attach_webhooks
 from bot.settings import RepoSettings, Settings
-from bot.store import StoreError
-from bot.webhooks import attach_webhooks
+from bot.state.sqlite import StoreError
 
 log = logging.getLogger(__name__)
 

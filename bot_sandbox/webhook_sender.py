@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from bot.sandbox.world import (
+from bot_sandbox.world import (
     API,
     CheckRunRec,
     PullRec,

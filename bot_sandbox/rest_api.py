@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 from urllib.parse import urlencode
 
-from bot.sandbox.world import (
+from bot_sandbox.world import (
     API,
     JSON,
     Answer,

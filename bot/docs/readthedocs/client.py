@@ -11,9 +11,9 @@ from urllib.parse import urljoin
 
 import httpx
 
+from bot.core.model import RtdBuild, parse_time
+from bot.docs.readthedocs.rules import RtdError
 from bot.guard import Guard, Pages, RefusedRequest
-from bot.model import RtdBuild, parse_time
-from bot.readthedocs import RtdError
 from bot.retry import (
     TOO_MANY_REQUESTS,
     TRANSIENT_STATUSES,

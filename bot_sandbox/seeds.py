@@ -7,7 +7,7 @@ import random
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bot.sandbox.world import World
+from bot_sandbox.world import World
 
 LOGIN = "ci-status-bot"
 TOKEN = "sandbox-token"

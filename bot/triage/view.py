@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 import jinja2
 
-from bot.model import (
+from bot.core.model import (
     FAILING_STATES,
     INCOMPLETE_STATES,
     PullSnapshot,
@@ -22,9 +22,9 @@ from bot.model import (
     as_utc,
     format_utc,
 )
-from bot.reconcile import rtd_project_of
-from bot.render import default_template_dir, iso_utc, md, safe_url, short_sha
-from bot.store import Store, StoredTriage
+from bot.core.reconcile import rtd_project_of
+from bot.render.comment import default_template_dir, iso_utc, md, safe_url, short_sha
+from bot.state.sqlite import Store, StoredTriage
 
 if TYPE_CHECKING:
     from bot.cycle import Cycle
@@ -248,8 +248,8 @@ def stored_entries(store: Store) -> list[TriageEntry]:
 def live_entries(cycle: Cycle, repos: Sequence[RepoSettings]) -> list[TriageEntry]:
     """Read and reconcile every selected open pull request now (the cycle must be a dry run)."""
     from bot.cycle import selected
-    from bot.github_io import ReadOnlyRequired
-    from bot.github_parse import PullFailure
+    from bot.github.client import ReadOnlyRequired
+    from bot.github.parse import PullFailure
 
     if not cycle.dry_run:
         raise ValueError("live_entries reads only: pass a dry-run cycle")

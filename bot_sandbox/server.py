@@ -19,8 +19,8 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from bot.sandbox import graphql_api, rest_api, rtd_api
-from bot.sandbox.world import API, RTD_API, Answer, Call, World
+from bot_sandbox import graphql_api, rest_api, rtd_api
+from bot_sandbox.world import API, RTD_API, Answer, Call, World
 
 logger = logging.getLogger(__name__)
 
@@ -749,7 +749,7 @@ def _fault_answer(rule: _Rule, service: str) -> Answer:
 
 
 def _control(sandbox: Sandbox, method: str, path: str, body: bytes) -> _Reply:
-    from bot.sandbox import seeds
+    from bot_sandbox import seeds
 
     def reply(status: int, payload: Any) -> _Reply:
         return _Reply(status, json.dumps(payload).encode(), {"Content-Type": "application/json"})
