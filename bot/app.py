@@ -23,7 +23,10 @@ from bot.guard import Guard, install_github_guard
 from bot.logs import register_secrets
 from bot.render.comment import Renderer
 from bot.settings import RepoSettings, Settings, read_private_key
-from bot.state.sqlite import StateLock, Store
+from bot.state.lock import StateLock
+from bot.state.ports import CycleState
+from bot.state.readonly import ReadOnlyState
+from bot.state.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -279,7 +282,7 @@ def renderer(settings: Settings) -> Renderer:
 def make_cycle(
     settings: Settings,
     clients: Clients,
-    store: Store,
+    store: CycleState,
     *,
     dry_run: bool,
     out: Callable[[str], None] | None = print,
@@ -300,14 +303,49 @@ def make_cycle(
     )
 
 
-def hold_state(settings: Settings) -> StateLock:
-    """Take the one-writer lock of the configured state (raises StateBusy when held)."""
-    return StateLock.acquire(settings.state.path)
+def hold_state(settings: Settings) -> StateLock | None:
+    """Take the one-writer lock of a SQLite state (raises StateBusy when held).
+
+    A PostgreSQL state has no such lock: its replicas share the repositories by lease.
+    """
+    return None if settings.state.shared else StateLock.acquire(settings.state.path)
 
 
-def open_store(settings: Settings, *, dry_run: bool = False) -> Store:
-    """The state store; a dry run reads an existing state and never creates one."""
-    path = settings.state.path
-    if dry_run:  # a private copy: works on a read-only state and writes nothing to it
-        return Store.open_readonly(path) if Path(path).exists() else Store.open(":memory:")
-    return Store.open(path)
+def open_store(settings: Settings) -> Store:
+    """The writable state (created and migrated on first use)."""
+    return Store.open(settings.state.location)
+
+
+class ServiceState:
+    """The service's writable state, shared by its cycles and webhooks; opened on first use."""
+
+    def __init__(self, settings: Settings) -> None:
+        """Nothing is opened yet (a SQLite state that cannot be opened is a cycle's problem)."""
+        self.location = settings.state.location
+        self._store: Store | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self) -> Store:
+        """The open state; StoreError when it cannot be opened (tried again on the next call)."""
+        with self._lock:
+            if self._store is None:
+                self._store = Store.open(self.location)
+            return self._store
+
+    def release(self) -> None:
+        """After a cycle: close idle connections (a SQLite WAL is checkpointed into the file)."""
+        with self._lock:
+            if self._store is not None:
+                self._store.close()
+
+    def close(self) -> None:
+        """Close the state's connections."""
+        with self._lock:
+            if self._store is not None:
+                self._store.close()
+                self._store = None
+
+
+def open_reader(settings: Settings) -> ReadOnlyState:
+    """The state, read-only: an existing one, or an empty one where none exists yet."""
+    return ReadOnlyState.open_or_empty(settings.state.location)

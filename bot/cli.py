@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING
 
 from bot.logs import redact, register_secrets, setup_logging
 from bot.settings import ConfigError, RepoSettings, Settings, describe, load_settings
-from bot.state.sqlite import StateBusy, Store, StoreError
+from bot.state.lock import StateBusy
+from bot.state.ports import StoreError
+from bot.state.readonly import ReadOnlyState
 
 if TYPE_CHECKING:
     from bot.render.comment import Renderer
@@ -100,7 +102,7 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_once(settings: Settings, args: argparse.Namespace) -> int:
     """One cycle over the configured (or named) repositories."""
-    from bot.app import build_clients, hold_state, make_cycle, open_store
+    from bot.app import build_clients, hold_state, make_cycle, open_reader, open_store
 
     repos = _select_repos(settings, args.repo)
     settings.require_github_auth()
@@ -110,7 +112,7 @@ def cmd_once(settings: Settings, args: argparse.Namespace) -> int:
     try:
         clients = build_clients(settings, repos)
         # A dry run records nothing: it reads an existing state and never creates one.
-        store = open_store(settings, dry_run=args.dry_run)
+        store = open_reader(settings) if args.dry_run else open_store(settings)
         try:
             summary = make_cycle(settings, clients, store, dry_run=args.dry_run).run(repos)
         finally:
@@ -135,8 +137,12 @@ def cmd_run(settings: Settings, _: argparse.Namespace) -> int:
     repos = _select_repos(settings, None)
     settings.require_github_auth()
     _check_templates(settings)
-    with hold_state(settings):
+    lock = hold_state(settings)
+    try:
         return run_service(settings, repos)
+    finally:
+        if lock is not None:
+            lock.release()
 
 
 def cmd_demo(_: Settings | None, args: argparse.Namespace) -> int:
@@ -157,15 +163,14 @@ def cmd_report(settings: Settings, args: argparse.Namespace) -> int:
         raise UsageError(f"report: {exc}") from exc
     configured = [r.name for r in settings.repos]
     filters = triage.Filters(frozenset(named or configured), verdicts, args.drafts)
-    path = settings.state.path
     try:
         if args.live:
             settings.require_github_auth()
-            from bot.app import build_clients, make_cycle
+            from bot.app import build_clients, make_cycle, open_reader
 
             repos = _select_repos(settings, args.repo)
             clients = build_clients(settings, repos)
-            store = Store.open_readonly(path) if Path(path).exists() else Store.open(":memory:")
+            store = open_reader(settings)
             try:
                 cycle = make_cycle(settings, clients, store, dry_run=True)
                 entries = triage.live_entries(cycle, repos)
@@ -173,8 +178,8 @@ def cmd_report(settings: Settings, args: argparse.Namespace) -> int:
                 store.close()
                 clients.close()
         else:
-            with Store.open_readonly(path) as store:
-                entries = triage.stored_entries(store)
+            with ReadOnlyState.open(settings.state.location) as reader:
+                entries = triage.stored_entries(reader)
     except StoreError as exc:
         print(f"ci-status-bot: {exc}", file=sys.stderr)
         return EXIT_FAIL

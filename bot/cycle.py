@@ -14,12 +14,12 @@ from bot.core.model import MARKER, PullSnapshot, Report, RtdLookup, Verdict
 from bot.core.reconcile import reconcile
 from bot.docs.readthedocs.client import RtdApi
 from bot.docs.readthedocs.rules import evidence
-from bot.github.client import Comment, GitHubApi, GitHubError, RateLimited, ReadOnlyRequired
+from bot.github.client import Comment, GitHubApi, GitHubError, RateLimited
 from bot.github.parse import PullFailure
 from bot.render.comment import Renderer, facts_key, parse_facts_stamp
 from bot.retry import Retryable, RetryPolicy, Stopped, pause, run_with_retries
 from bot.settings import PolicySettings, RepoSettings
-from bot.state.sqlite import Store
+from bot.state.ports import CycleState, RtdCache
 from bot.triage.view import keep_triage, prune_triage
 
 log = logging.getLogger(__name__)
@@ -112,13 +112,10 @@ def read_rtd(
     *,
     rtd: RtdApi,
     now: datetime,
-    store: Store | None = None,
-    write: bool = True,
+    store: RtdCache | None = None,
 ) -> dict[str, RtdLookup]:
     """What Read the Docs says about each RTD status of the head (the RTD rules' evidence)."""
-    return evidence(
-        snapshot, rtd_project=repo.rtd_project, api=rtd, now=now, store=store, write=write
-    )
+    return evidence(snapshot, rtd_project=repo.rtd_project, api=rtd, now=now, store=store)
 
 
 def needs_first_seen(snapshot: PullSnapshot) -> list[str]:
@@ -143,7 +140,7 @@ class Cycle:
         *,
         github: GitHubApi,
         rtd: RtdApi,
-        store: Store,
+        store: CycleState,
         renderer: Renderer,
         policy: PolicySettings,
         login: str,
@@ -216,12 +213,11 @@ class Cycle:
             summary.failed.setdefault(repo.name, why)
 
     def _plan_repo(self, repo: RepoSettings, summary: Summary) -> Iterable[Plan]:
-        required = ReadOnlyRequired(self.store) if self.dry_run else self.store
-        for snapshot in self.github.open_pulls(repo.name, now=self.clock(), required=required):
+        for snapshot in self.github.open_pulls(repo.name, now=self.clock(), required=self.store):
             plan = self._plan_one(snapshot, repo, summary)
             if plan is not None:
                 yield plan
-        prune_triage(self.store, repo.name, summary.verdicts, summary.failed, dry_run=self.dry_run)
+        prune_triage(self.store, repo.name, summary.verdicts, summary.failed)
 
     def _plan_one(
         self, snapshot: PullSnapshot | PullFailure, repo: RepoSettings, summary: Summary
@@ -246,8 +242,8 @@ class Cycle:
             log.debug("could not process %s", label, exc_info=True)
             return None
         summary.verdicts[plan.label] = str(plan.report.verdict)
-        keep_triage(self.store, snapshot, plan.report, dry_run=self.dry_run, now=self.clock())
-        if plan.action == "adopt" and plan.found is not None and not self.dry_run:
+        keep_triage(self.store, snapshot, plan.report, now=self.clock())
+        if plan.action == "adopt" and plan.found is not None:
             self._record(plan, plan.found, "adopted")
         if plan.action in ("leave", "adopt"):
             summary.left += 1
@@ -262,20 +258,16 @@ class Cycle:
         first_seen: dict[str, datetime] = {}
         if keys:
             args = (repo.name, snapshot.number, snapshot.head_sha)
-            if not self.dry_run:
-                self.store.mark_seen(*args, keys, now=now)
+            self.store.mark_seen(*args, keys, now=now)
             first_seen = self.store.first_seen(*args)
             first_seen = {k: first_seen.get(k, now) for k in keys}
-        lookups = read_rtd(
-            snapshot, repo, rtd=self.rtd, now=now, store=self.store, write=not self.dry_run
-        )
+        lookups = read_rtd(snapshot, repo, rtd=self.rtd, now=now, store=self.store)
         report = reconcile(snapshot, lookups, self.core_policy, now=now, first_seen=first_seen)
         key = facts_key(report)
         known = self.store.get_facts(repo.name, snapshot.number)
         if known is not None and known[0] == key:
             return replace(report, observed_at=known[1]), key
-        if not self.dry_run:
-            self.store.set_facts(repo.name, snapshot.number, facts_key=key, observed_at=now)
+        self.store.set_facts(repo.name, snapshot.number, facts_key=key, observed_at=now)
         return report, key
 
     def plan(self, snapshot: PullSnapshot, repo: RepoSettings) -> Plan:
@@ -311,14 +303,12 @@ class Cycle:
             return Plan(report, "create", "", self._comment_key(report, key), None)
         own = self._find_own(repo, report.number)
         if own is None:
-            if not self.dry_run:
-                self.store.note_no_comment(repo, report.number, now=self.clock())
+            self.store.note_no_comment(repo, report.number, now=self.clock())
             return Plan(report, "create", "", self._comment_key(report, key), None, looked=True)
         stamp = parse_facts_stamp(own.body)
         if stamp is not None and stamp[0] == key and stamp[1] != report.observed_at:
             report = replace(report, observed_at=stamp[1])
-            if not self.dry_run:
-                self.store.adopt_facts(repo, report.number, facts_key=key, observed_at=stamp[1])
+            self.store.adopt_facts(repo, report.number, facts_key=key, observed_at=stamp[1])
         body = self.renderer.markdown(report)
         action: Literal["edit", "adopt"] = "adopt" if own.body == body else "edit"
         comment_key = self._comment_key(report, key)

@@ -15,7 +15,8 @@ from pydantic import SecretStr
 from bot.app import build_clients, make_cycle, now_utc
 from bot.core.model import MARKER
 from bot.settings import Settings
-from bot.state.sqlite import Store
+from bot.state.ports import TriageRows
+from bot.state.store import Store
 from bot_sandbox import Sandbox, World
 from bot_sandbox.seeds import seed_demo
 
@@ -78,9 +79,9 @@ def run_demo(*, out: Callable[[str], None] = print) -> int:
             out(f"[cycle 3] {third.line()}")
             _print_comments(world, out, clients.login, numbers=[7431])
             out("JSON verdicts: " + json.dumps(third.verdicts, sort_keys=True))
-        webhook_ok = run_webhook_step(world, settings, clients, third, out=out)
-        with Store.open(settings.state.path) as store:  # the view after the webhook's refresh
-            triage_view = _triage_view(store, settings)
+        with Store.open(settings.state.path) as store:
+            webhook_ok = run_webhook_step(world, settings, clients, third, store, out=out)
+            triage_view = _triage_view(store, settings)  # the view after the webhook's refresh
         clients.close()
         writes = [
             r for r in sandbox.requests if r.method in WRITE_METHODS and r.graphql_operation is None
@@ -96,7 +97,7 @@ def run_demo(*, out: Callable[[str], None] = print) -> int:
     return 1 if failed or not webhook_ok else 0
 
 
-def _triage_view(store: Store, settings: Settings) -> str:
+def _triage_view(store: TriageRows, settings: Settings) -> str:
     """The triage table of the demo's last cycle, and where `run` would serve it as a page."""
     from bot.triage import view as triage
 
@@ -110,7 +111,13 @@ def _triage_view(store: Store, settings: Settings) -> str:
 
 
 def run_webhook_step(
-    world: World, settings: Settings, clients: Any, last: Any, *, out: Callable[[str], None]
+    world: World,
+    settings: Settings,
+    clients: Any,
+    last: Any,
+    store: Store,
+    *,
+    out: Callable[[str], None],
 ) -> bool:
     """The webhook fast path: a CI change in the sandbox reaches the bot as a signed delivery."""
     import socket
@@ -141,8 +148,9 @@ def run_webhook_step(
     scheduler = BackgroundScheduler(timezone=UTC, executors={"default": ThreadPoolExecutor(1)})
     stop = threading.Event()
     hooks = Webhooks(
-        hooked, repos, scheduler=scheduler, clients=clients, make_cycle=make_cycle, stop=stop
-    ).start()
+        hooked, repos, scheduler=scheduler, clients=clients, make_cycle=make_cycle, stop=stop,
+        state=lambda: store,
+    ).start()  # fmt: skip
     monitor = Monitor(state_path=settings.state.path, interval_s=300, repos=[DEMO_REPO])
     http = serve(monitor, host="127.0.0.1", port=port, extra_routes=hooks.routes())
     hooks.after_cycle(last, repos)
@@ -175,7 +183,6 @@ def run_webhook_step(
             http.stop()
         hooks.stop_receiving()
         scheduler.shutdown(wait=True)
-        hooks.close()
     answered = ", ".join(f"{d.event} {d.status}" for d in sender.sent)
     out(f"[webhook] deliveries answered: {answered}; comment on #{number} edited {took:.1f} s "
         "after the event (no polling cycle ran):")  # fmt: skip

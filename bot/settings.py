@@ -218,14 +218,53 @@ class WebhooksSettings(_Section):
 
 
 class StateSettings(_Section):
-    """[state]: where the SQLite state lives."""
+    """[state]: where the state lives: a SQLite file (the default) or a PostgreSQL URL."""
 
     path: str = Field(default="state/ci-status-bot.sqlite3", min_length=1)
+    # postgresql://user:password@host:port/database: several `run` replicas share it
+    url: SecretStr = SecretStr("")
+    # a repository's lease not renewed for this long is taken over by another replica
+    lease_seconds: int = Field(default=60, ge=5, le=3600)
 
     @field_validator("path")
     @classmethod
     def _check_path(cls, value: str) -> str:
         return _no_control(value)
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, value: SecretStr) -> SecretStr:
+        text = _no_control(value.get_secret_value().strip())
+        if text:
+            _check_postgres_url(text)
+        return SecretStr(text)
+
+    @property
+    def location(self) -> str:
+        """Where the state is: the PostgreSQL URL when set, else the SQLite path."""
+        return self.url.get_secret_value() or self.path
+
+    @property
+    def shared(self) -> bool:
+        """Whether several replicas may share the state (PostgreSQL)."""
+        return bool(self.url.get_secret_value())
+
+
+def _check_postgres_url(text: str) -> None:
+    """Raise ValueError unless `text` is a postgresql:// URL naming a host and a database."""
+    parts = urlsplit(text)
+    if parts.scheme not in ("postgresql", "postgres", "postgresql+psycopg"):
+        raise ValueError("must be a postgresql://user:password@host:port/database URL")
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError("the port is not a number") from None
+    if not (parts.hostname or "host=" in parts.query):
+        raise ValueError("names no host (postgresql://user:password@host:port/database)")
+    if not parts.path.strip("/"):
+        raise ValueError("names no database (postgresql://user:password@host:port/database)")
+    if port == 0:
+        raise ValueError("port 0 is not a server's port")
 
 
 class RenderSettings(_Section):
@@ -335,7 +374,9 @@ class Settings(BaseSettings):
             self.readthedocs.business_token,
             *self.webhooks.secrets,
         )
-        return [t.get_secret_value() for t in tokens if t.get_secret_value()]
+        found = [t.get_secret_value() for t in tokens if t.get_secret_value()]
+        password = urlsplit(self.state.url.get_secret_value()).password
+        return [*found, password] if password else found
 
     def require_repos(self) -> None:
         """Raise ConfigError when no [[repos]] entry is configured."""

@@ -28,7 +28,7 @@ from support import (
 )
 
 from bot.core.model import MARKER
-from bot.state.sqlite import Store
+from bot.state.store import Store
 from bot_sandbox import Sandbox, World
 
 COMMENTS_PATH = r"/repos/octo/omni/issues/\d+/comments"

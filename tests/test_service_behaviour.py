@@ -27,7 +27,7 @@ from support import (
 from bot.cycle import Summary
 from bot.github.client import Usage
 from bot.service.scheduler import ProblemTracker, budget_delay
-from bot.state.sqlite import Store
+from bot.state.store import Store
 from bot_sandbox import Sandbox, World
 
 NOW = datetime.now(UTC).replace(microsecond=0)

@@ -22,7 +22,7 @@ from support import LOGIN, REPO, bot_comments, clean_env, cli, seed_case, write_
 
 from bot.service.webhooks import Inbox, Mark, read_event, signature, verify_signature
 from bot.settings import load_settings
-from bot.state.sqlite import Store
+from bot.state.store import Store
 from bot_sandbox import Sandbox, World
 from bot_sandbox.webhook_sender import WebhookSender, sign
 

@@ -24,7 +24,7 @@ from bot.core.model import (
 )
 from bot.core.reconcile import rtd_project_of
 from bot.render.comment import default_template_dir, iso_utc, md, safe_url, short_sha
-from bot.state.sqlite import Store, StoredTriage
+from bot.state.ports import StoredTriage, TriageRows, TriageState
 
 if TYPE_CHECKING:
     from bot.cycle import Cycle
@@ -206,11 +206,9 @@ def _from_stored(row: StoredTriage) -> TriageEntry:
 
 
 def keep_triage(
-    store: Store, snapshot: PullSnapshot, report: Report, *, dry_run: bool, now: datetime
+    store: TriageState, snapshot: PullSnapshot, report: Report, *, now: datetime
 ) -> None:
-    """Keep a planned pull request's last report in the state (a dry run records nothing)."""
-    if dry_run:
-        return
+    """Keep a planned pull request's last report in the state (a read-only one drops it)."""
     entry = entry_for(snapshot, report)
     store.put_triage(
         entry.repo,
@@ -227,20 +225,18 @@ def keep_triage(
     )
 
 
-def prune_triage(store: Store, repo: str, *seen: Iterable[str], dry_run: bool) -> None:
+def prune_triage(store: TriageState, repo: str, *seen: Iterable[str]) -> None:
     """After a repository was read completely: drop rows of pull requests it did not list.
 
     `seen` holds owner/name#N labels of the pull requests kept (planned, or failed this time).
     """
-    if dry_run:
-        return
     prefix = f"{repo}#"
     labels = [label for group in seen for label in group]
     numbers = {int(label[len(prefix) :]) for label in labels if label.startswith(prefix)}
     store.prune_triage(repo, keep=numbers)
 
 
-def stored_entries(store: Store) -> list[TriageEntry]:
+def stored_entries(store: TriageRows) -> list[TriageEntry]:
     """Every row the state holds (any order)."""
     return [_from_stored(row) for row in store.triage_rows()]
 
@@ -248,15 +244,13 @@ def stored_entries(store: Store) -> list[TriageEntry]:
 def live_entries(cycle: Cycle, repos: Sequence[RepoSettings]) -> list[TriageEntry]:
     """Read and reconcile every selected open pull request now (the cycle must be a dry run)."""
     from bot.cycle import selected
-    from bot.github.client import ReadOnlyRequired
     from bot.github.parse import PullFailure
 
     if not cycle.dry_run:
         raise ValueError("live_entries reads only: pass a dry-run cycle")
     entries: list[TriageEntry] = []
-    required = ReadOnlyRequired(cycle.store)
     for repo in repos:
-        for snapshot in cycle.github.open_pulls(repo.name, now=cycle.clock(), required=required):
+        for snapshot in cycle.github.open_pulls(repo.name, now=cycle.clock(), required=cycle.store):
             if isinstance(snapshot, PullFailure):  # not shown: `once` names it
                 continue
             if selected(snapshot, cycle.policy):

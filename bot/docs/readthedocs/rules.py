@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 from urllib.parse import urlsplit
 
 from bot.core.model import (
@@ -24,7 +24,8 @@ from bot.core.model import (
     Signal,
     parse_time,
 )
-from bot.state.sqlite import RtdRead
+from bot.state.ports import RtdCache as RtdState
+from bot.state.ports import RtdRead
 
 if TYPE_CHECKING:  # the transport; this module holds the rules and needs no HTTP client
     from bot.docs.readthedocs.client import RtdApi
@@ -165,23 +166,6 @@ def _settled(read: CommitRead, ask: _Ask) -> Settled:
 def _needs_notes(build: RtdBuild) -> bool:
     """Why a build ended is asked only for a cancelled or failed one."""
     return build.state == "cancelled" or (build.state == "finished" and build.success is False)
-
-
-class RtdState(Protocol):
-    """The parts of the state store this module reads and writes."""
-
-    def get_rtd_read(self, host: str, project: str, commit: str) -> RtdRead | None:
-        """The last good answer, when it was read, and since when (and how) reading fails."""
-
-    def put_rtd_read(
-        self, host: str, project: str, commit: str, *, payload: str, now: datetime
-    ) -> None:
-        """Keep a good answer."""
-
-    def rtd_read_failed(
-        self, host: str, project: str, commit: str, *, now: datetime, failure: str
-    ) -> None:
-        """Note a failed read."""
 
 
 @dataclass(frozen=True, slots=True)
