@@ -45,7 +45,9 @@ def _world(now: datetime) -> World:
             REPO, head, name=QUEUED, app_slug="github-actions", workflow="integration",
             status="queued", conclusion=None,
         )  # fmt: skip
-        world.add_check_run(REPO, head, name="unit", workflow="ci", started_at=now - timedelta(hours=1), completed_at=now - timedelta(hours=1))  # fmt: skip
+        done = now - timedelta(hours=1)
+        world.add_check_run(REPO, head, name="unit", workflow="ci", started_at=done,
+                            completed_at=done)  # fmt: skip
     return world
 
 
@@ -254,7 +256,8 @@ def test_an_old_v1_stamp_is_adopted_not_re_dated(stateless: Env) -> None:
     env = stateless
     env.world.add_pull(REPO, 7432, title="Third", author="carol", head_sha="b2" * 20)
     long_ago = datetime.now(UTC) - timedelta(hours=2)
-    env.world.add_check_run(REPO, "b2" * 20, name="unit", workflow="ci", started_at=long_ago, completed_at=long_ago)  # fmt: skip
+    env.world.add_check_run(REPO, "b2" * 20, name="unit", workflow="ci", started_at=long_ago,
+                            completed_at=long_ago)  # fmt: skip
     once(env)
     first = own(env, 7432)
     body = str(first["body"])
