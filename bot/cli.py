@@ -75,7 +75,7 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
     from bot.app import build_clients, now_utc
     from bot.core.reconcile import reconcile
     from bot.cycle import read_rtd
-    from bot.render.comment import report_json
+    from bot.render.report import report_json
 
     match = _PR_REF.match(args.pull)
     if not match:

@@ -10,13 +10,15 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Literal
 
+from bot.core.facts import facts_key
 from bot.core.model import MARKER, PullSnapshot, Report, RtdLookup, Verdict
 from bot.core.reconcile import reconcile
 from bot.docs.readthedocs.client import RtdApi
 from bot.docs.readthedocs.rules import evidence
 from bot.github.client import Comment, GitHubApi, GitHubError, RateLimited, ReadOnlyRequired
 from bot.github.parse import PullFailure
-from bot.render.comment import Renderer, facts_key, parse_facts_stamp
+from bot.render.comment import Renderer
+from bot.render.stamp import parse_facts_stamp
 from bot.retry import Retryable, RetryPolicy, Stopped, pause, run_with_retries
 from bot.settings import PolicySettings, RepoSettings
 from bot.state.sqlite import Store

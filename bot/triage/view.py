@@ -23,7 +23,8 @@ from bot.core.model import (
     format_utc,
 )
 from bot.core.reconcile import rtd_project_of
-from bot.render.comment import default_template_dir, iso_utc, md, safe_url, short_sha
+from bot.render.comment import default_template_dir
+from bot.render.escape import iso_utc, md, safe_url, short_sha
 from bot.state.sqlite import Store, StoredTriage
 
 if TYPE_CHECKING:
