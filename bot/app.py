@@ -17,6 +17,7 @@ from github.GithubException import GithubException
 from bot.core.model import PullSnapshot
 from bot.cycle import Cycle
 from bot.docs.readthedocs.client import RtdApi
+from bot.docs.readthedocs.provider import ReadTheDocs
 from bot.github.client import Comment, GitHubApi, GitHubError, NotFound, RequiredCache
 from bot.github.parse import PullFailure
 from bot.guard import Guard, install_github_guard
@@ -289,10 +290,11 @@ def make_cycle(
 
     A writing cycle keeps the triage rows; a dry run records nothing, so it has no observer.
     """
-    observers = () if dry_run else (TriageKeeper(store, clock=now_utc),)
+    docs = (ReadTheDocs(clients.rtd, store, write=not dry_run),)
+    observers = () if dry_run else (TriageKeeper(store, clock=now_utc, docs=docs),)
     return Cycle(
         github=clients.github,
-        rtd=clients.rtd,
+        docs=docs,
         store=store,
         renderer=renderer(settings),
         policy=settings.policy,
