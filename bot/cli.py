@@ -259,7 +259,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StateBusy as exc:
         _error(f"{exc}")
         return EXIT_FAIL
-    except (StoreError, OSError) as exc:
+    except StoreError as exc:  # the message names the state and the problem
+        _error(f"{exc}")
+        return EXIT_FAIL
+    except OSError as exc:
         _error(f"{exc.__class__.__name__}: {exc}")
         return EXIT_FAIL
     except KeyboardInterrupt:
