@@ -21,20 +21,23 @@ import cmarkgfm
 import jinja2
 import pytest
 from cmarkgfm.cmark import Options
-from support import cli, seed_case, write_config
-from test_reconcile import (
+from support import (
     BUILD_URL,
     DOCS,
     NOW,
     PR_URL,
     SHA,
+    TESTS,
     at,
     build,
+    cli,
     lookup,
     run,
+    seed_case,
     seed_report,
     snapshot,
     status,
+    write_config,
 )
 
 from bot.core.model import MARKER, Policy, Report, RtdLookup, Signal, Verdict
@@ -63,7 +66,7 @@ from bot.render.comment import (
 )
 from bot_sandbox import Sandbox, World
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = TESTS / "golden"
 LAST_LINE = "This bot reads CI state and retriggers nothing."
 HEADLINE = "### ⚪ Incomplete · 1 cancelled · 4 passing"
 DAY = "2026\u201110\u201105"  # 2026-10-05 with non-breaking hyphens
