@@ -27,6 +27,7 @@ from support import (
     status,
 )
 
+from bot.core.facts import facts_key
 from bot.core.model import (
     RTD_PROJECT_KEY,
     Kind,
@@ -46,7 +47,6 @@ from bot.core.reconcile import (
     rtd_project_of,
 )
 from bot.docs.readthedocs.rules import Target, settle_status, target_of
-from bot.render.comment import facts_key
 
 # --- GitHub's raw values -------------------------------------------------------------------
 
