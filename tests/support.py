@@ -20,8 +20,10 @@ from typing import Any
 import httpx
 from github.Requester import Requester
 
-from bot.core.model import MARKER, Kind, Policy, PullSnapshot, Report, RtdBuild, RtdLookup, Signal
+from bot.core.model import MARKER, Kind, Policy, PullSnapshot, Report, Signal
 from bot.core.reconcile import reconcile
+from bot.docs.readthedocs.rows import RtdLookup
+from bot.docs.readthedocs.rules import RtdBuild
 from bot.guard import Guard
 from bot_sandbox import Recorded, Sandbox, World
 
