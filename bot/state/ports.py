@@ -39,6 +39,12 @@ class StoredComment:
     head_sha: str
     updated_at: datetime
     node_id: str = ""
+    checked_at: datetime | None = None  # last re-read that found it as written (None: not since)
+
+    @property
+    def last_known_good(self) -> datetime:
+        """When the comment was last known to say what the bot wrote."""
+        return self.updated_at if self.checked_at is None else max(self.checked_at, self.updated_at)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +86,18 @@ class StoredTriage:
     comment_id: int | None
 
 
+@dataclass(frozen=True, slots=True)
+class MarkRow:
+    """A webhook mark left in a shared state: a pull request (by number or head) to refresh."""
+
+    repo: str
+    number: int | None
+    sha: str | None
+    closed: bool
+    head_known: bool
+    marked_at: datetime
+
+
 class CommentState(Protocol):
     """The cycle's record of its own comments."""
 
@@ -101,6 +119,9 @@ class CommentState(Protocol):
         node_id: str = "",
     ) -> None:
         """Record a write (or adoption) of the comment, with its audit row."""
+
+    def mark_checked(self, comments: Iterable[tuple[str, int]], *, now: datetime) -> None:
+        """These (repo, number) comments were re-read and found as the bot wrote them."""
 
     def forget_comment(self, repo: str, number: int) -> None:
         """The comment is gone on GitHub: drop the record."""
@@ -213,6 +234,16 @@ class DeliveryState(Protocol):
 
     def forget_deliveries(self, before: datetime) -> int:
         """Drop deliveries received before `before`."""
+
+
+class MarkState(Protocol):
+    """Webhook marks left for the replica that works their repository."""
+
+    def add_marks(self, marks: Iterable[MarkRow]) -> None:
+        """Leave marks."""
+
+    def take_marks(self, repos: Iterable[str]) -> list[MarkRow]:
+        """Take the marks left for these repositories."""
 
 
 class CycleState(

@@ -15,7 +15,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select
 from sqlalchemy.exc import DBAPIError
 
 from bot.state import schema
@@ -33,10 +33,14 @@ from bot.state.ports import (
 class ReadOnlyState:
     """The state, read where it is; every recording method records nothing."""
 
-    def __init__(self, reads: s.Store, tables: frozenset[str]) -> None:
-        """Wrap a store on a read-only engine; use `ReadOnlyState.open` or `.empty`."""
+    def __init__(self, reads: s.Store, tables: frozenset[str], *, current: bool = True) -> None:
+        """Wrap a store on a read-only engine; use `ReadOnlyState.open` or `.empty`.
+
+        `current`: the state has this bot's schema (else a table may lack newer columns).
+        """
         self._reads = reads
         self._tables = tables
+        self._current = current
 
     @classmethod
     def open(cls, where: Path | str) -> Self:
@@ -49,7 +53,8 @@ class ReadOnlyState:
                 raise StoreError(f"no state at {where}: run `ci-status-bot once` or `run` first")
             engine = s.sqlite_engine(where, read_only=True)
         try:
-            return cls(s.Store(engine, where), _check(engine, where))
+            tables, version = _check(engine, where)
+            return cls(s.Store(engine, where), tables, current=version == s.HEAD)
         except BaseException:
             engine.dispose()
             raise
@@ -97,7 +102,11 @@ class ReadOnlyState:
 
     def get_comment(self, repo: str, number: int) -> StoredComment | None:
         """The recorded comment."""
-        return self._reads.get_comment(repo, number) if self._has("comments") else None
+        if not self._has("comments"):
+            return None
+        if self._current:
+            return self._reads.get_comment(repo, number)
+        return _old_comment(self._reads, repo, number)
 
     def known_without_comment(self, repo: str, number: int) -> bool:
         """Whether a listing found no comment of the bot's own."""
@@ -158,6 +167,9 @@ class ReadOnlyState:
     ) -> None:
         """Record nothing."""
 
+    def mark_checked(self, comments: Iterable[tuple[str, int]], *, now: datetime) -> None:
+        """Record nothing."""
+
     def forget_comment(self, repo: str, number: int) -> None:
         """Record nothing."""
 
@@ -212,11 +224,28 @@ class ReadOnlyState:
         return 0
 
 
-def _check(engine: Engine, where: str) -> frozenset[str]:
-    """The state's tables; StoreError when it cannot be read or is newer than this bot."""
+def _old_comment(reads: s.Store, repo: str, number: int) -> StoredComment | None:
+    """A comment row of an older schema: the columns it has (the others as a new row has them)."""
+    c = schema.comments.c
+    query = select(
+        c.comment_id, c.body_hash, c.facts_key, c.observed_at, c.head_sha, c.updated_at, c.node_id
+    ).where(c.repo == repo, c.number == number)
+    with reads.reading() as conn:
+        row = conn.execute(query).first()
+    if row is None:
+        return None
+    return StoredComment(
+        repo, number, row.comment_id, row.body_hash, row.facts_key, s.from_text(row.observed_at),
+        row.head_sha, s.from_text(row.updated_at), row.node_id,
+    )  # fmt: skip
+
+
+def _check(engine: Engine, where: str) -> tuple[frozenset[str], int]:
+    """The state's tables and version; StoreError when unreadable or newer than this bot."""
     try:
         with engine.connect() as conn:
-            s.refuse_newer(s.schema_version(conn), where)
+            version = s.schema_version(conn)
+            s.refuse_newer(version, where)
             tables = frozenset(conn.dialect.get_table_names(conn))
             if "comments" in tables:
                 columns = {c["name"] for c in conn.dialect.get_columns(conn, "comments")}
@@ -225,6 +254,6 @@ def _check(engine: Engine, where: str) -> frozenset[str]:
                         f"the state at {s.describe(where)} is from before schema version 2: "
                         "run `ci-status-bot once` to upgrade it"
                     )
-            return tables
+            return tables, version
     except DBAPIError as exc:
         raise s.state_error(where, exc) from None

@@ -35,6 +35,7 @@ comments = Table(
     Column("head_sha", Text, nullable=False),
     Column("updated_at", Text, nullable=False),
     Column("node_id", Text, nullable=False, server_default=""),
+    Column("checked_at", Text),  # last re-read that found it as written (NULL: not since)
 )
 
 audit = Table(
@@ -124,4 +125,37 @@ no_comment = Table(
     Column("repo", Text, primary_key=True),
     Column("number", Integer, primary_key=True),
     Column("looked_at", Text, nullable=False),
+)
+
+# -- several replicas on one (PostgreSQL) state ----------------------------------------------
+
+leases = Table(
+    "leases",
+    metadata,
+    Column("repo", Text, primary_key=True),
+    Column("holder", Text, nullable=False),
+    Column("generation", BigInteger, nullable=False),  # one more at every take: the fence
+    Column("expires_at", Text, nullable=False),
+    Column("taken_at", Text, nullable=False),
+)
+
+replicas = Table(
+    "replicas",
+    metadata,
+    Column("holder", Text, primary_key=True),
+    Column("seen_at", Text, nullable=False),  # the heartbeat: live while recent
+)
+
+marks = Table(
+    "marks",
+    metadata,
+    Column("id", ID, primary_key=True, autoincrement=True),
+    Column("repo", Text, nullable=False),
+    Column("number", Integer),
+    Column("sha", Text),
+    Column("closed", Integer, nullable=False, server_default="0"),
+    Column("head_known", Integer, nullable=False, server_default="0"),
+    Column("marked_at", Text, nullable=False),
+    Index("marks_repo", "repo"),
+    sqlite_autoincrement=True,
 )

@@ -15,7 +15,18 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from sqlalchemy import Connection, Engine, create_engine, delete, event, func, select, text
+from sqlalchemy import (
+    Connection,
+    Engine,
+    bindparam,
+    create_engine,
+    delete,
+    event,
+    func,
+    select,
+    text,
+    update,
+)
 from sqlalchemy import insert as sa_insert
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
@@ -27,6 +38,7 @@ from bot.state.ports import (
     REQUIRED_TTL,
     Action,
     AuditRow,
+    MarkRow,
     RtdRead,
     StoredComment,
     StoredTriage,
@@ -35,7 +47,7 @@ from bot.state.ports import (
 
 _WRITE_ACTIONS = ("created", "edited")
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
-HEAD = 7  # the schema version this bot writes: the newest revision in migrations/versions
+HEAD = 9  # the schema version this bot writes: the newest revision in migrations/versions
 SCHEMA_VERSION = HEAD
 _ADVISORY_MIGRATION_KEY = 0x43495342  # one transaction-scoped lock while a PostgreSQL migrates
 
@@ -266,6 +278,12 @@ class Store:
             return schema_version(conn)
 
     @contextmanager
+    def reading(self) -> Iterator[Connection]:
+        """A connection for reads; a database failure becomes StoreError."""
+        with self._read() as conn:
+            yield conn
+
+    @contextmanager
     def _read(self) -> Iterator[Connection]:
         """A connection for reads; a database failure becomes StoreError."""
         with self._serial:
@@ -285,6 +303,16 @@ class Store:
             except DBAPIError as exc:
                 raise state_error(self.where, exc) from None
 
+    @contextmanager
+    def writing(self) -> Iterator[Connection]:
+        """One write transaction; a database failure becomes StoreError."""
+        with self._write() as conn:
+            yield conn
+
+    def insert(self, table: Any) -> Any:
+        """The dialect's INSERT, which knows ON CONFLICT."""
+        return self._insert(table)
+
     def _insert(self, table: Any) -> Any:
         """The dialect's INSERT, which knows ON CONFLICT."""
         return (postgresql.insert if self.dialect == "postgresql" else sqlite.insert)(table)
@@ -296,7 +324,7 @@ class Store:
         c = t.comments.c
         query = select(
             c.comment_id, c.body_hash, c.facts_key, c.observed_at, c.head_sha, c.updated_at,
-            c.node_id,
+            c.node_id, c.checked_at,
         ).where(c.repo == repo, c.number == number)  # fmt: skip
         with self._read() as conn:
             row = conn.execute(query).first()
@@ -312,7 +340,18 @@ class Store:
             head_sha=row.head_sha,
             updated_at=from_text(row.updated_at),
             node_id=row.node_id,
+            checked_at=None if row.checked_at is None else from_text(row.checked_at),
         )
+
+    def mark_checked(self, comments: Iterable[tuple[str, int]], *, now: datetime) -> None:
+        """These (repo, number) comments were re-read and found as the bot wrote them."""
+        c, at = t.comments.c, to_text(now)
+        rows = [{"r": repo, "n": number, "at": at} for repo, number in comments]
+        if not rows:
+            return
+        query = update(t.comments).where(c.repo == bindparam("r"), c.number == bindparam("n"))
+        with self._write() as conn:
+            conn.execute(query.values(checked_at=bindparam("at")), rows)
 
     def record_write(
         self,
@@ -622,6 +661,37 @@ class Store:
         gone = delete(t.deliveries).where(d.received_at < to_text(before)).returning(d.delivery_id)
         with self._write() as conn:
             return len(conn.execute(gone).all())
+
+    # -- webhook marks for the repository's lease holder (several replicas) --------------
+
+    def add_marks(self, marks: Iterable[MarkRow]) -> None:
+        """Leave a delivery's marks for whichever replica works their repository."""
+        rows = [
+            {"repo": m.repo, "number": m.number, "sha": m.sha, "closed": int(m.closed),
+             "head_known": int(m.head_known), "marked_at": to_text(m.marked_at)}
+            for m in marks
+        ]  # fmt: skip
+        if rows:
+            with self._write() as conn:
+                conn.execute(sa_insert(t.marks), rows)
+
+    def take_marks(self, repos: Iterable[str]) -> list[MarkRow]:
+        """The marks left for these repositories, oldest first, taken out of the state."""
+        wanted, m = sorted(set(repos)), t.marks.c
+        if not wanted:
+            return []
+        taken = (
+            delete(t.marks)
+            .where(m.repo.in_(wanted))
+            .returning(m.id, m.repo, m.number, m.sha, m.closed, m.head_known, m.marked_at)
+        )
+        with self._write() as conn:
+            rows = sorted(conn.execute(taken).all(), key=lambda r: r.id)
+        return [
+            MarkRow(r.repo, r.number, r.sha, bool(r.closed), bool(r.head_known),
+                    from_text(r.marked_at))
+            for r in rows
+        ]  # fmt: skip
 
 
 def triage_rows(conn: Connection) -> list[StoredTriage]:

@@ -1,7 +1,7 @@
 """The PostgreSQL state against a real server (issue 18): schema, read-only, bad input, a cycle.
 
 Each test gets its own database (the `postgres_url` fixture in conftest.py creates and drops
-it); without CI_STATUS_BOT_TEST_POSTGRES_URL these are skipped, and in CI that fails the run.
+it); without CISB_TEST_POSTGRES_URL these are skipped, and in CI that fails the run.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Tests of the state (SQLite here; the same against PostgreSQL in test_postgres.py): round
+"""Tests of the state (SQLite here; the same against PostgreSQL, and e2e/test_postgres.py): round
 trips, first-seen times, write pacing, migrations from the hand-rolled era, the read-only
 state, kill -9."""
 
@@ -15,13 +15,13 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from support import ROOT, TESTS
 
 from bot.state.ports import AuditRow, RtdRead, StoredComment
 from bot.state.readonly import ReadOnlyState
 from bot.state.store import SCHEMA_VERSION, Store, StoreError
 
-ROOT = Path(__file__).resolve().parent.parent
-LEGACY = ROOT / "tests" / "data" / "legacy_state"  # states the hand-rolled migrations wrote
+LEGACY = TESTS / "data" / "legacy_state"  # states the hand-rolled migrations wrote
 
 
 def legacy_state(path: Path, version: int) -> Path:
@@ -63,7 +63,7 @@ def write(store: Store, number: int, *, action: str = "created", at: datetime = 
 def test_open_creates_parent_dirs_and_file(tmp_path: Path) -> None:
     path = tmp_path / "state" / "deep" / "bot.sqlite3"
     with Store.open(path) as store:
-        assert store.schema_version == SCHEMA_VERSION == 7
+        assert store.schema_version == SCHEMA_VERSION == 8
     assert path.is_file()
 
 

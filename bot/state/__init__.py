@@ -1,0 +1,1 @@
+"""The state: the ports the rest uses, the SQLite or PostgreSQL store, the read-only state."""
