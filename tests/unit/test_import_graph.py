@@ -8,6 +8,7 @@ named here with the heavy third-party library it keeps off the start-up path.
 from __future__ import annotations
 
 import ast
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -41,6 +42,7 @@ def _lint(
 
 
 def test_the_import_contracts_are_kept() -> None:
+    assert importlib.util.find_spec("importlinter"), "pip install -e '.[test]' (import-linter)"
     result = _lint(PYPROJECT, cwd=ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 broken" in result.stdout
