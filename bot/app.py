@@ -49,7 +49,7 @@ class Clients:
         self.rtd.close()
 
 
-def _common(settings: Settings) -> dict[str, Any]:
+def pygithub_options(settings: Settings) -> dict[str, Any]:
     """PyGithub options: no retries and no built-in pacing (the bot does both)."""
     return {
         "base_url": settings.github.api_url,
@@ -208,7 +208,7 @@ class _InstallationRouter:
                 api = self.by_installation.get(iid)
                 if api is None:
                     auth = self.app_auth.get_installation_auth(iid)
-                    gh = Github(auth=auth, lazy=True, **_common(self.settings))
+                    gh = Github(auth=auth, lazy=True, **pygithub_options(self.settings))
                     api = GitHubApi(gh, **self.options)
                     if self.shared is not None:
                         api.usage = self.shared.usage  # one budget view for the service
@@ -227,17 +227,19 @@ def _github(settings: Settings, stop: threading.Event) -> tuple[BotGitHub, str |
     }
     token = cfg.token.get_secret_value()
     if token:
-        gh = Github(auth=Auth.Token(token), lazy=True, **_common(settings))
+        gh = Github(auth=Auth.Token(token), lazy=True, **pygithub_options(settings))
         return BotGitHub(gh, **options), None
     app_auth = Auth.AppAuth(cfg.app_id, read_private_key(cfg.private_key_path))
-    integration = GithubIntegration(auth=app_auth, **_common(settings))
+    integration = GithubIntegration(auth=app_auth, **pygithub_options(settings))
     try:
         login = f"{integration.get_app().slug}[bot]"
     except GithubException as exc:
         raise GitHubError(f"GitHub App {cfg.app_id}: GitHub answered {exc.status}") from exc
     router = _InstallationRouter(settings, integration, app_auth, options)
     # The shell's own requester is never used for a repository: every call is routed.
-    shell = BotGitHub(Github(lazy=True, **_common(settings)), installation_for=router, **options)
+    shell = BotGitHub(
+        Github(lazy=True, **pygithub_options(settings)), installation_for=router, **options
+    )
     router.shared = shell
     return shell, login
 
