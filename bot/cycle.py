@@ -5,16 +5,16 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Literal, Protocol
 
+from bot.core.evidence import Evidence
 from bot.core.facts import facts_key
-from bot.core.model import MARKER, PullSnapshot, Report, RtdLookup, Verdict
+from bot.core.model import MARKER, PullSnapshot, Report, Verdict
 from bot.core.reconcile import reconcile
-from bot.docs.readthedocs.client import RtdApi
-from bot.docs.readthedocs.rules import evidence
+from bot.docs.provider import DocsProvider
 from bot.github.client import Comment, GitHubApi, GitHubError, RateLimited, ReadOnlyRequired
 from bot.github.parse import PullFailure
 from bot.render.comment import Renderer
@@ -22,7 +22,6 @@ from bot.render.stamp import parse_facts_stamp
 from bot.retry import Retryable, RetryPolicy, Stopped, pause, run_with_retries
 from bot.settings import PolicySettings, RepoSettings
 from bot.state.sqlite import Store
-from bot.triage.view import keep_triage, prune_triage
 
 log = logging.getLogger(__name__)
 
@@ -108,19 +107,14 @@ def selected(snapshot: PullSnapshot, policy: PolicySettings) -> bool:
     return not {label.casefold() for label in snapshot.labels} & skip_labels
 
 
-def read_rtd(
-    snapshot: PullSnapshot,
-    repo: RepoSettings,
-    *,
-    rtd: RtdApi,
-    now: datetime,
-    store: Store | None = None,
-    write: bool = True,
-) -> dict[str, RtdLookup]:
-    """What Read the Docs says about each RTD status of the head (the RTD rules' evidence)."""
-    return evidence(
-        snapshot, rtd_project=repo.rtd_project, api=rtd, now=now, store=store, write=write
-    )
+def read_docs(
+    snapshot: PullSnapshot, repo: RepoSettings, docs: Sequence[DocsProvider], *, now: datetime
+) -> dict[str, Evidence]:
+    """What every docs provider says about the head's statuses, by context."""
+    found: dict[str, Evidence] = {}
+    for provider in docs:
+        found.update(provider.evidence(snapshot, repo, now=now))
+    return found
 
 
 def needs_first_seen(snapshot: PullSnapshot) -> list[str]:
@@ -137,6 +131,16 @@ def is_own(comment: Comment, login: str) -> bool:
     return comment.author == login and comment.body.startswith(MARKER)
 
 
+class CycleObserver(Protocol):
+    """What a writing cycle tells the rest of the bot (the triage rows, metrics) as it goes."""
+
+    def pull_done(self, snapshot: PullSnapshot, report: Report) -> None:
+        """A selected pull request was reconciled into `report`."""
+
+    def repo_done(self, repo: str, seen: Iterable[int]) -> None:
+        """Every open pull request of `repo` was listed; `seen` are the numbers kept."""
+
+
 class Cycle:
     """One pass over repositories; one pull request's failure never stops the others."""
 
@@ -144,7 +148,7 @@ class Cycle:
         self,
         *,
         github: GitHubApi,
-        rtd: RtdApi,
+        docs: Sequence[DocsProvider],
         store: Store,
         renderer: Renderer,
         policy: PolicySettings,
@@ -155,8 +159,9 @@ class Cycle:
         sleep: Callable[[float], None] | None = None,
         should_stop: Callable[[], bool] = lambda: False,
         stop: threading.Event | None = None,
+        observers: Sequence[CycleObserver] = (),
     ) -> None:
-        self.github, self.rtd, self.store, self.renderer = github, rtd, store, renderer
+        self.github, self.docs, self.store, self.renderer = github, tuple(docs), store, renderer
         self.policy = policy
         self.core_policy = policy.core()
         self.login = login
@@ -166,6 +171,7 @@ class Cycle:
         self.sleep = sleep  # None: wait on `stop`; either way a wait ends on a stop request
         self.should_stop = should_stop
         self.stop = stop or threading.Event()
+        self.observers = tuple(observers)
 
     # -- the pass ------------------------------------------------------------------------
 
@@ -179,7 +185,7 @@ class Cycle:
         summary = Summary()
         plans: list[Plan] = []
         gh_before, points_before = self.github.usage.total, self.github.usage.graphql_points
-        rtd_before = self.rtd.requests
+        rtd_before = self._docs_requests()
         for index, repo in enumerate(repos):
             if self.stopping():
                 self._not_read(repos[index:], summary, "not read: the bot is stopping")
@@ -205,8 +211,11 @@ class Cycle:
         self._publish_all(plans, summary)
         summary.github_requests = self.github.usage.total - gh_before
         summary.graphql_points = self.github.usage.graphql_points - points_before
-        summary.rtd_requests = self.rtd.requests - rtd_before
+        summary.rtd_requests = self._docs_requests() - rtd_before
         return summary
+
+    def _docs_requests(self) -> int:
+        return sum(provider.requests for provider in self.docs)
 
     def stopping(self) -> bool:
         """Whether a stop was requested (the service's flag or the Event handed down)."""
@@ -223,7 +232,11 @@ class Cycle:
             plan = self._plan_one(snapshot, repo, summary)
             if plan is not None:
                 yield plan
-        prune_triage(self.store, repo.name, summary.verdicts, summary.failed, dry_run=self.dry_run)
+        prefix = f"{repo.name}#"  # the pull requests kept: planned, or failed this time
+        labels = [label for group in (summary.verdicts, summary.failed) for label in group]
+        seen = {int(label[len(prefix) :]) for label in labels if label.startswith(prefix)}
+        for observer in self.observers:
+            observer.repo_done(repo.name, seen)
 
     def _plan_one(
         self, snapshot: PullSnapshot | PullFailure, repo: RepoSettings, summary: Summary
@@ -248,7 +261,8 @@ class Cycle:
             log.debug("could not process %s", label, exc_info=True)
             return None
         summary.verdicts[plan.label] = str(plan.report.verdict)
-        keep_triage(self.store, snapshot, plan.report, dry_run=self.dry_run, now=self.clock())
+        for observer in self.observers:
+            observer.pull_done(snapshot, plan.report)
         if plan.action == "adopt" and plan.found is not None and not self.dry_run:
             self._record(plan, plan.found, "adopted")
         if plan.action in ("leave", "adopt"):
@@ -256,6 +270,21 @@ class Cycle:
             self._show(plan)
             return None
         return plan
+
+    def read_reports(
+        self, repos: Sequence[RepoSettings]
+    ) -> Iterator[tuple[PullSnapshot, Report, int | None]]:
+        """Every selected open pull request's report now, with its comment's id (reads only)."""
+        if not self.dry_run:
+            raise ValueError("read_reports reads only: use a dry-run cycle")
+        required = ReadOnlyRequired(self.store)
+        for repo in repos:
+            for snapshot in self.github.open_pulls(repo.name, now=self.clock(), required=required):
+                if isinstance(snapshot, PullFailure) or not selected(snapshot, self.policy):
+                    continue  # a pull request that could not be read is named by `once`
+                report, _ = self.report_for(snapshot, repo)
+                stored = self.store.get_comment(repo.name, snapshot.number)
+                yield snapshot, report, None if stored is None else stored.comment_id
 
     def report_for(self, snapshot: PullSnapshot, repo: RepoSettings) -> tuple[Report, str]:
         """Reconcile one pull request with a stable observation time; also its facts key."""
@@ -268,10 +297,8 @@ class Cycle:
                 self.store.mark_seen(*args, keys, now=now)
             first_seen = self.store.first_seen(*args)
             first_seen = {k: first_seen.get(k, now) for k in keys}
-        lookups = read_rtd(
-            snapshot, repo, rtd=self.rtd, now=now, store=self.store, write=not self.dry_run
-        )
-        report = reconcile(snapshot, lookups, self.core_policy, now=now, first_seen=first_seen)
+        docs = read_docs(snapshot, repo, self.docs, now=now)
+        report = reconcile(snapshot, docs, self.core_policy, now=now, first_seen=first_seen)
         key = facts_key(report)
         known = self.store.get_facts(repo.name, snapshot.number)
         if known is not None and known[0] == key:
@@ -511,10 +538,10 @@ class Cycle:
         """Plan and publish already-read pull requests through the same rules as `run`."""
         summary = Summary()
         gh_before, points_before = self.github.usage.total, self.github.usage.graphql_points
-        rtd_before = self.rtd.requests
+        rtd_before = self._docs_requests()
         plans = [p for s, r in pulls if (p := self._plan_one(s, r, summary)) is not None]
         self._publish_all(plans, summary)
         summary.github_requests = self.github.usage.total - gh_before
         summary.graphql_points = self.github.usage.graphql_points - points_before
-        summary.rtd_requests = self.rtd.requests - rtd_before
+        summary.rtd_requests = self._docs_requests() - rtd_before
         return summary

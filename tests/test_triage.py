@@ -20,7 +20,7 @@ import pytest
 from support import REPO, bot_comments, clean_env, cli, seed_case, write_config, writes
 
 from bot.core.model import Kind, PullSnapshot, Report, Row, Signal, SinceSource, State, Verdict
-from bot.triage.view import TriageEntry, entry_for, ordered
+from bot.triage.rows import TriageEntry, entry_for, ordered
 from bot_sandbox import Sandbox, World
 
 NOW = datetime.now(UTC).replace(microsecond=0)
@@ -364,7 +364,7 @@ def _entry(number: int, verdict: Verdict, *rows: Row) -> TriageEntry:
     )  # fmt: skip
     snapshot = PullSnapshot(repo=REPO, number=number, title=f"t{number}", author="a",
                             draft=False, head_sha="a" * 40, url=f"https://x/{number}")  # fmt: skip
-    return entry_for(snapshot, report_)
+    return entry_for(snapshot, report_, docs=())
 
 
 def test_a_required_failure_comes_first_and_is_named() -> None:
