@@ -156,7 +156,7 @@ def cmd_demo(_: Settings | None, args: argparse.Namespace) -> int:
     """Run the bot against the built-in loopback sandbox and print what it posted."""
     from bot.demo import run_demo
 
-    return run_demo(out=print)
+    return run_demo(out=print, serve=args.serve)
 
 
 def cmd_report(settings: Settings, args: argparse.Namespace) -> int:
@@ -233,7 +233,10 @@ def _parser() -> argparse.ArgumentParser:
         "check-config", parents=[common], help="validate the settings and ask the services"
     )
     check.add_argument("--offline", action="store_true", help="ask no service (no request)")
-    sub.add_parser("demo", parents=[common], help="run against the offline sandbox")
+    demo = sub.add_parser("demo", parents=[common], help="run against the offline sandbox")
+    demo.add_argument(
+        "--serve", action="store_true", help="then keep the sandbox and `run`'s page up (Ctrl-C)"
+    )
     report = sub.add_parser("report", parents=[common], help="the triage view, most urgent first")
     report.add_argument("--repo", action="append", metavar="OWNER/NAME", help="only these")
     report.add_argument("--verdict", metavar="V[,V]", help="only these verdicts")

@@ -17,8 +17,7 @@ from github import Auth, Github, GithubIntegration
 from github.GithubException import GithubException
 
 from bot.app import pygithub_options
-from bot.docs.readthedocs.client import RtdApi
-from bot.docs.readthedocs.rules import RtdError
+from bot.docs.readthedocs.client import RtdApi, RtdError
 from bot.github.client import GitHubApi, GitHubError, Probe
 from bot.guard import Guard, install_github_guard
 from bot.settings import Settings, read_private_key
