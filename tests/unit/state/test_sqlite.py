@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from support import ROOT
 
 from bot.state.sqlite import (
     _MIGRATIONS,
@@ -24,7 +25,6 @@ from bot.state.sqlite import (
     StoreError,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
 T0 = datetime(2026, 10, 5, 14, 3, tzinfo=UTC)
 SHA_A = "a" * 40
 SHA_B = "b" * 40
