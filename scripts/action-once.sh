@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The command of the GitHub Action (action.yml's last step runs this file; tests/test_action.py
-# runs that step as written): one cycle of the bot, configured from the action's inputs.
+# The command of the GitHub Action (action.yml's last step runs this file, and
+# tests/e2e/test_action.py runs that step as written): one cycle of the bot, configured from
+# the action's inputs.
 # Secrets reach the bot only through the environment, and only when the input is not empty
 # (an empty input never overrides a key of the configuration file).
 set -euo pipefail

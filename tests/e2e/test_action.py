@@ -17,7 +17,7 @@ from support import REPO, bot_comments, clean_env, outside_allowlist, seed_case,
 
 from bot_sandbox import Sandbox, World
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ACTIONS_TOKEN = "ghs_actions-token-of-this-workflow-run"
 ACTIONS_LOGIN = "github-actions[bot]"
 _INPUT = re.compile(r"\$\{\{\s*inputs\.([A-Za-z0-9_-]+)\s*\}\}")

@@ -17,7 +17,7 @@ from support import clean_env, seed_case, write_config
 
 from bot_sandbox import Sandbox, World
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def instructions() -> list[tuple[str, str]]:
