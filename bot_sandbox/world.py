@@ -209,6 +209,8 @@ class CommentRec:
     created_at: datetime
     updated_at: datetime
     deleted: bool = False
+    last_edited_at: datetime | None = None  # GraphQL lastEditedAt: None until someone edits it
+    editor: str | None = None  # GraphQL editor: who made the last edit
 
 
 @dataclass
@@ -780,12 +782,16 @@ class World:
             pull.updated_at = max(pull.updated_at, when)
             return comment_json(self, rec)
 
-    def edit_comment(self, comment_id: int, body: str) -> JSON:
-        """Replace a comment's body."""
+    def edit_comment(self, comment_id: int, body: str, *, editor: str | None = None) -> JSON:
+        """Replace a comment's body, as `editor` (default: its author; a maintainer may edit
+        anyone's comment on GitHub)."""
         with self.lock:
             rec = self.comment_recs[comment_id]
+            if editor is not None:
+                self.user(editor)
             rec.body = body
             rec.updated_at = self.now()
+            rec.last_edited_at, rec.editor = rec.updated_at, editor or rec.author
             pull = self.repo(rec.repo).pulls.get(rec.number)
             if pull is not None:
                 pull.updated_at = max(pull.updated_at, rec.updated_at)

@@ -36,6 +36,7 @@ from bot.github.parse import (
 from bot.github.query import (
     COMMENTS_QUERY,
     MORE_LABELS_QUERY,
+    PAGE,
     VIEWER_QUERY,
     more_contexts_query,
     pull_query,
@@ -595,7 +596,14 @@ class GitHubApi:
         return comments
 
     def read_comments(self, node_ids: Sequence[str]) -> dict[str, Comment | None]:
-        """Re-read many comments in one GraphQL query; None for one that no longer exists."""
+        """Re-read comments, 100 per GraphQL query (one point each); None for one that no
+        longer exists."""
+        found: dict[str, Comment | None] = {}
+        for start in range(0, len(node_ids), PAGE):
+            found.update(self._read_comments(node_ids[start : start + PAGE]))
+        return found
+
+    def _read_comments(self, node_ids: Sequence[str]) -> dict[str, Comment | None]:
         if not node_ids:
             return {}
         data, errors = self._graphql(
