@@ -64,14 +64,26 @@ def _select_repos(settings: Settings, names: Sequence[str] | None) -> list[RepoS
 # -- commands ----------------------------------------------------------------------------
 
 
-def cmd_check_config(settings: Settings, _: argparse.Namespace) -> int:
-    """Validate and print the effective settings, secrets masked."""
+def cmd_check_config(settings: Settings, args: argparse.Namespace) -> int:
+    """Validate and print the effective settings, secrets masked; then, unless --offline, ask
+    GitHub and Read the Docs (reads only) and print every finding, then a summary."""
     settings.require_github_auth()
     _check_templates(settings)
     settings.require_repos()
     print(describe(settings))
-    print("configuration OK")
-    return EXIT_OK
+    if args.offline:
+        print("configuration OK (offline: no service was asked)")
+        return EXIT_OK
+    from bot.preflight import check_services
+
+    print("asking the services (reads only):")
+    report = check_services(settings)
+    for finding in report.findings:
+        print(redact(finding.line()))
+    print(report.summary())
+    if any(f.outcome == "problem" for f in report.findings):
+        return EXIT_USAGE
+    return EXIT_FAIL if report.problems else EXIT_OK
 
 
 def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
@@ -146,7 +158,7 @@ def cmd_demo(_: Settings | None, args: argparse.Namespace) -> int:
     """Run the bot against the built-in loopback sandbox and print what it posted."""
     from bot.demo import run_demo
 
-    return run_demo(out=print)
+    return run_demo(out=print, serve=args.serve)
 
 
 def cmd_report(settings: Settings, args: argparse.Namespace) -> int:
@@ -232,8 +244,14 @@ def _parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", parents=[common], help="print one pull request's report")
     show.add_argument("pull", metavar="OWNER/NAME#N")
     show.add_argument("--format", choices=("markdown", "json"), default="markdown")
-    sub.add_parser("check-config", parents=[common], help="validate and print the settings")
-    sub.add_parser("demo", parents=[common], help="run against the offline sandbox")
+    check = sub.add_parser(
+        "check-config", parents=[common], help="validate the settings and ask the services"
+    )
+    check.add_argument("--offline", action="store_true", help="ask no service (no request)")
+    demo = sub.add_parser("demo", parents=[common], help="run against the offline sandbox")
+    demo.add_argument(
+        "--serve", action="store_true", help="then keep the sandbox and `run`'s page up (Ctrl-C)"
+    )
     report = sub.add_parser("report", parents=[common], help="the triage view, most urgent first")
     report.add_argument("--repo", action="append", metavar="OWNER/NAME", help="only these")
     report.add_argument("--verdict", metavar="V[,V]", help="only these verdicts")

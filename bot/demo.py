@@ -69,8 +69,9 @@ def _rerun_passes(world: World, seeded: dict[str, Any]) -> None:
     )  # fmt: skip
 
 
-def run_demo(*, out: Callable[[str], None] = print) -> int:
-    """Seed the sandbox, run three real cycles of the bot, print what it posted."""
+def run_demo(*, out: Callable[[str], None] = print, serve: bool = False) -> int:
+    """Seed the sandbox, run three real cycles of the bot, print what it posted; with
+    `serve`, then keep the sandbox up and run the service (`run`, its page) until Ctrl-C."""
     world = World()
     seeded = seed_demo(world, now=now_utc() - timedelta(minutes=1))
     with Sandbox(world) as sandbox, tempfile.TemporaryDirectory() as tmp:
@@ -104,9 +105,38 @@ def run_demo(*, out: Callable[[str], None] = print) -> int:
             f"of which {len(others)} were not issue comments. "
             "This bot reads CI state and retriggers nothing."
         )
-    out(triage_view)
-    failed = {**first.failed, **second.failed, **third.failed}
+        out(triage_view)
+        failed = {**first.failed, **second.failed, **third.failed}
+        if serve and not failed and webhook_ok:
+            return serve_demo(sandbox, settings, out=out)
     return 1 if failed or not webhook_ok else 0
+
+
+def serve_demo(sandbox: Sandbox, settings: Settings, *, out: Callable[[str], None]) -> int:
+    """`ci-status-bot run` against the demo's sandbox and state until SIGINT/SIGTERM."""
+    import socket
+
+    from bot.app import hold_state
+    from bot.service.scheduler import run_service
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    served = settings.model_copy(
+        update={
+            "server": settings.server.model_copy(update={"host": "127.0.0.1", "port": port}),
+            "schedule": settings.schedule.model_copy(
+                update={"interval_seconds": 60, "jitter_seconds": 0}
+            ),
+        }
+    )
+    out(
+        f"[serve] `ci-status-bot run` against the sandbox: the triage page is at "
+        f"http://127.0.0.1:{port}/ (and /livez, /readyz, /metrics); a cycle every 60 s; "
+        f"the sandbox's GitHub stays at {sandbox.github_url}. Press Ctrl-C to stop."
+    )
+    with hold_state(served):
+        return run_service(served, list(served.repos))
 
 
 def _triage_view(store: Store, settings: Settings) -> str:
