@@ -17,10 +17,11 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from pydantic import SecretStr
 
-from bot.app import Clients, build_clients, make_cycle, now_utc
+from bot.app import Clients, build_clients, hold_state, make_cycle, now_utc
 from bot.core.model import MARKER
 from bot.cycle import Summary
 from bot.service.http import Monitor, serve
+from bot.service.scheduler import run_service
 from bot.service.webhooks import Webhooks
 from bot.settings import Settings
 from bot.state.sqlite import Store
@@ -114,14 +115,7 @@ def run_demo(*, out: Callable[[str], None] = print, serve: bool = False) -> int:
 
 def serve_demo(sandbox: Sandbox, settings: Settings, *, out: Callable[[str], None]) -> int:
     """`ci-status-bot run` against the demo's sandbox and state until SIGINT/SIGTERM."""
-    import socket
-
-    from bot.app import hold_state
-    from bot.service.scheduler import run_service
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
+    port = _free_port()
     served = settings.model_copy(
         update={
             "server": settings.server.model_copy(update={"host": "127.0.0.1", "port": port}),

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,7 @@ LAZY_ALLOWED: dict[tuple[str, str], str] = {
     ("bot/cli.py", "bot.docs.readthedocs.provider"): "httpx (the RTD client), only for `show`",
     ("bot/cli.py", "bot.render.comment"): "jinja2, only for commands that render a comment",
     ("bot/cli.py", "bot.service.scheduler"): "APScheduler, Starlette, uvicorn, only for `run`",
+    ("bot/cli.py", "bot.preflight"): "PyGithub and httpx, only for `check-config` online",
     ("bot/cli.py", "bot.demo"): "the loopback fake (Starlette, graphql-core), only for `demo`",
     ("bot/cli.py", "bot.triage.formats"): "jinja2 (the page), only when `report` formats",
 }
@@ -106,3 +108,16 @@ def test_the_lazy_import_scan_sees_a_function_level_import(tmp_path: Path, sourc
     path = tmp_path / "m.py"
     path.write_text(source, encoding="utf-8")
     assert _lazy_imports(path)
+
+
+def test_every_part_of_the_bot_has_its_place_in_the_layers() -> None:
+    """A new module or package of bot/ must be placed in the layers (else nothing checks it)."""
+    config = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["tool"]["importlinter"]
+    layers = next(c for c in config["contracts"] if c["type"] == "layers")["layers"]
+    placed = {name.strip() for layer in layers for name in layer.split("|")}
+    parts = {
+        f"bot.{path.stem if path.is_file() else path.name}"
+        for path in (ROOT / "bot").iterdir()
+        if (path.suffix == ".py" and path.stem != "__init__") or (path / "__init__.py").is_file()
+    }
+    assert sorted(parts - placed) == []
