@@ -10,9 +10,9 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
-from bot.core.model import PullSnapshot, Signal, parse_time
+from bot.core.model import PullSnapshot, Signal, parse_optional_time
 from bot.docs.readthedocs.client import RtdApi, RtdError, is_transient
 from bot.docs.readthedocs.rows import RtdLookup
 from bot.docs.readthedocs.rules import (
@@ -268,10 +268,6 @@ def _iso(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat()
 
 
-def _time(value: Any) -> datetime | None:
-    return None if value is None else parse_time(str(value))
-
-
 def _dump(read: CommitRead) -> str:
     """A read as JSON text for the state."""
     builds = [
@@ -314,15 +310,15 @@ def _load(text: str) -> CommitRead | None:
                 state=str(b["state"]),
                 success=b["success"],
                 version=b["version"],
-                created=_time(b["created"]),
-                finished=_time(b["finished"]),
+                created=parse_optional_time(b["created"]),
+                finished=parse_optional_time(b["finished"]),
                 duration=b["duration"],
                 url=b["url"],
             )
             for b in data["builds"]
         )
         notes = {int(k): tuple(str(i) for i in v) for k, v in data["notes"].items()}
-        read_at = _time(data["read_at"])
+        read_at = parse_optional_time(data["read_at"])
         if read_at is None:
             return None
         return CommitRead(
