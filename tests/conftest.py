@@ -16,11 +16,13 @@ from support import Env, clean_env, sandbox_env
 
 from bot_sandbox import Sandbox, World
 
-# CI runs the property tests with a fixed seed, so a landing never hangs on a new random draw;
-# developers' runs keep exploring (a failure they find becomes an @example).
-settings.register_profile("ci", derandomize=True)
-if os.environ.get("CI"):
-    settings.load_profile("ci")
+# The property tests' time is bounded by their example counts (max_examples), not by a
+# per-example deadline, which a shared two-core machine running four workers misses at random.
+# CI runs them with a fixed seed, so a landing never hangs on a new random draw; developers'
+# runs keep exploring (a failure they find becomes an @example).
+settings.register_profile("suite", deadline=None)
+settings.register_profile("ci", parent=settings.get_profile("suite"), derandomize=True)
+settings.load_profile("ci" if os.environ.get("CI") else "suite")
 
 
 @pytest.fixture
