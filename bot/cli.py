@@ -170,7 +170,10 @@ def cmd_report(settings: Settings, args: argparse.Namespace) -> int:
             try:
                 cycle = make_cycle(settings, clients, store, dry_run=True)
                 reports = cycle.read_reports(repos)
-                entries = [rows.entry_for(s, r, comment_id=c) for s, r, c in reports]
+                read_at = datetime.now(UTC)
+                entries = [
+                    rows.entry_for(s, r, comment_id=c, read_at=read_at) for s, r, c in reports
+                ]
             finally:
                 store.close()
                 clients.close()
