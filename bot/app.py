@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -17,13 +18,14 @@ from github.GithubException import GithubException
 from bot.core.model import PullSnapshot
 from bot.cycle import Cycle
 from bot.docs.readthedocs.client import RtdApi
+from bot.docs.readthedocs.provider import ReadTheDocs
 from bot.github.client import Comment, GitHubApi, GitHubError, NotFound, RequiredCache
 from bot.github.parse import PullFailure
 from bot.guard import Guard, install_github_guard
 from bot.logs import register_secrets
 from bot.render.comment import Renderer
-from bot.settings import RepoSettings, Settings, read_private_key
-from bot.state.sqlite import StateLock, Store
+from bot.settings import ConfigError, RepoSettings, Settings, read_private_key
+from bot.state.sqlite import StateLock, Store, StoreError
 from bot.triage.keeper import TriageKeeper
 
 log = logging.getLogger(__name__)
@@ -289,10 +291,11 @@ def make_cycle(
 
     A writing cycle keeps the triage rows; a dry run records nothing, so it has no observer.
     """
-    observers = () if dry_run else (TriageKeeper(store, clock=now_utc),)
+    docs = (ReadTheDocs(clients.rtd, store, write=not dry_run),)
+    observers = () if dry_run else (TriageKeeper(store, clock=now_utc, docs=docs),)
     return Cycle(
         github=clients.github,
-        rtd=clients.rtd,
+        docs=docs,
         store=store,
         renderer=renderer(settings),
         policy=settings.policy,
@@ -306,14 +309,46 @@ def make_cycle(
     )
 
 
+CONTAINER_UID = 10001  # the Dockerfile's user
+
+
+class StatePathError(StoreError):
+    """The state cannot be created where state.path points; the message says what to do."""
+
+
+def state_path_error(path: str, exc: OSError) -> Exception:
+    """A clear error naming state.path, the folder and what to do (ConfigError: exit 2)."""
+    folder = Path(path).parent
+    if isinstance(exc, FileExistsError | NotADirectoryError):
+        blocker = exc.filename or folder
+        return ConfigError(
+            f"state.path = {path!r}: {blocker} is not a folder (a file is in the way); "
+            "set state.path to a file inside a folder, or remove what is in the way"
+        )
+    if isinstance(exc, PermissionError):
+        return StatePathError(
+            f"state.path = {path!r}: the folder {folder} cannot be written by this process "
+            f"(uid {os.getuid()}; the container image runs as uid {CONTAINER_UID}): make it "
+            f"writable by that user (for a bind mount: `chown {CONTAINER_UID} <host folder>` "
+            "on the host) or set state.path to a writable place"
+        )
+    return StatePathError(f"state.path = {path!r}: {exc.strerror or exc} ({folder})")
+
+
 def hold_state(settings: Settings) -> StateLock:
     """Take the one-writer lock of the configured state (raises StateBusy when held)."""
-    return StateLock.acquire(settings.state.path)
+    try:
+        return StateLock.acquire(settings.state.path)
+    except OSError as exc:
+        raise state_path_error(settings.state.path, exc) from None
 
 
 def open_store(settings: Settings, *, dry_run: bool = False) -> Store:
     """The state store; a dry run reads an existing state and never creates one."""
     path = settings.state.path
-    if dry_run:  # a private copy: works on a read-only state and writes nothing to it
-        return Store.open_readonly(path) if Path(path).exists() else Store.open(":memory:")
-    return Store.open(path)
+    try:
+        if dry_run:  # a private copy: works on a read-only state and writes nothing to it
+            return Store.open_readonly(path) if Path(path).exists() else Store.open(":memory:")
+        return Store.open(path)
+    except OSError as exc:
+        raise state_path_error(path, exc) from None

@@ -74,7 +74,8 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
     """Fetch, reconcile and print one pull request's report; never writes."""
     from bot.app import build_clients, now_utc
     from bot.core.reconcile import reconcile
-    from bot.cycle import read_rtd
+    from bot.cycle import read_docs
+    from bot.docs.readthedocs.provider import ReadTheDocs
     from bot.render.report import report_json
 
     match = _PR_REF.match(args.pull)
@@ -87,8 +88,8 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
     try:
         now = now_utc()
         snapshot = clients.github.pull(repo_name, number, now=now)
-        lookups = read_rtd(snapshot, repo, rtd=clients.rtd, now=now)
-        report = reconcile(snapshot, lookups, settings.policy_model(), now=now)
+        docs = read_docs(snapshot, repo, [ReadTheDocs(clients.rtd)], now=now)
+        report = reconcile(snapshot, docs, settings.policy_model(), now=now)
     finally:
         clients.close()
     if args.format == "json":
@@ -170,9 +171,10 @@ def cmd_report(settings: Settings, args: argparse.Namespace) -> int:
             try:
                 cycle = make_cycle(settings, clients, store, dry_run=True)
                 reports = cycle.read_reports(repos)
-                read_at = datetime.now(UTC)
+                docs, read_at = cycle.docs, datetime.now(UTC)
                 entries = [
-                    rows.entry_for(s, r, comment_id=c, read_at=read_at) for s, r, c in reports
+                    rows.entry_for(s, r, docs=docs, comment_id=c, read_at=read_at)
+                    for s, r, c in reports
                 ]
             finally:
                 store.close()
@@ -260,7 +262,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StateBusy as exc:
         _error(f"{exc}")
         return EXIT_FAIL
-    except (StoreError, OSError) as exc:
+    except StoreError as exc:  # the message names the state and the problem
+        _error(f"{exc}")
+        return EXIT_FAIL
+    except OSError as exc:
         _error(f"{exc.__class__.__name__}: {exc}")
         return EXIT_FAIL
     except KeyboardInterrupt:

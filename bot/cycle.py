@@ -10,11 +10,11 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Literal, Protocol
 
+from bot.core.evidence import Evidence
 from bot.core.facts import facts_key
-from bot.core.model import MARKER, PullSnapshot, Report, RtdLookup, Verdict
+from bot.core.model import MARKER, PullSnapshot, Report, Verdict
 from bot.core.reconcile import reconcile
-from bot.docs.readthedocs.client import RtdApi
-from bot.docs.readthedocs.rules import evidence
+from bot.docs.provider import DocsProvider
 from bot.github.client import Comment, GitHubApi, GitHubError, RateLimited, ReadOnlyRequired
 from bot.github.parse import PullFailure
 from bot.render.comment import Renderer
@@ -107,19 +107,14 @@ def selected(snapshot: PullSnapshot, policy: PolicySettings) -> bool:
     return not {label.casefold() for label in snapshot.labels} & skip_labels
 
 
-def read_rtd(
-    snapshot: PullSnapshot,
-    repo: RepoSettings,
-    *,
-    rtd: RtdApi,
-    now: datetime,
-    store: Store | None = None,
-    write: bool = True,
-) -> dict[str, RtdLookup]:
-    """What Read the Docs says about each RTD status of the head (the RTD rules' evidence)."""
-    return evidence(
-        snapshot, rtd_project=repo.rtd_project, api=rtd, now=now, store=store, write=write
-    )
+def read_docs(
+    snapshot: PullSnapshot, repo: RepoSettings, docs: Sequence[DocsProvider], *, now: datetime
+) -> dict[str, Evidence]:
+    """What every docs provider says about the head's statuses, by context."""
+    found: dict[str, Evidence] = {}
+    for provider in docs:
+        found.update(provider.evidence(snapshot, repo, now=now))
+    return found
 
 
 def needs_first_seen(snapshot: PullSnapshot) -> list[str]:
@@ -156,7 +151,7 @@ class Cycle:
         self,
         *,
         github: GitHubApi,
-        rtd: RtdApi,
+        docs: Sequence[DocsProvider],
         store: Store,
         renderer: Renderer,
         policy: PolicySettings,
@@ -169,7 +164,7 @@ class Cycle:
         stop: threading.Event | None = None,
         observers: Sequence[CycleObserver] = (),
     ) -> None:
-        self.github, self.rtd, self.store, self.renderer = github, rtd, store, renderer
+        self.github, self.docs, self.store, self.renderer = github, tuple(docs), store, renderer
         self.policy = policy
         self.core_policy = policy.core()
         self.login = login
@@ -193,7 +188,7 @@ class Cycle:
         summary = Summary()
         plans: list[Plan] = []
         gh_before, points_before = self.github.usage.total, self.github.usage.graphql_points
-        rtd_before = self.rtd.requests
+        rtd_before = self._docs_requests()
         for index, repo in enumerate(repos):
             if self.stopping():
                 self._not_read(repos[index:], summary, "not read: the bot is stopping")
@@ -219,8 +214,11 @@ class Cycle:
         self._publish_all(plans, summary)
         summary.github_requests = self.github.usage.total - gh_before
         summary.graphql_points = self.github.usage.graphql_points - points_before
-        summary.rtd_requests = self.rtd.requests - rtd_before
+        summary.rtd_requests = self._docs_requests() - rtd_before
         return summary
+
+    def _docs_requests(self) -> int:
+        return sum(provider.requests for provider in self.docs)
 
     def stopping(self) -> bool:
         """Whether a stop was requested (the service's flag or the Event handed down)."""
@@ -307,10 +305,8 @@ class Cycle:
                 self.store.mark_seen(*args, keys, now=now)
             first_seen = self.store.first_seen(*args)
             first_seen = {k: first_seen.get(k, now) for k in keys}
-        lookups = read_rtd(
-            snapshot, repo, rtd=self.rtd, now=now, store=self.store, write=not self.dry_run
-        )
-        report = reconcile(snapshot, lookups, self.core_policy, now=now, first_seen=first_seen)
+        docs = read_docs(snapshot, repo, self.docs, now=now)
+        report = reconcile(snapshot, docs, self.core_policy, now=now, first_seen=first_seen)
         key = facts_key(report)
         known = self.store.get_facts(repo.name, snapshot.number)
         if known is not None and known[0] == key:
@@ -550,10 +546,10 @@ class Cycle:
         """Plan and publish already-read pull requests through the same rules as `run`."""
         summary = Summary()
         gh_before, points_before = self.github.usage.total, self.github.usage.graphql_points
-        rtd_before = self.rtd.requests
+        rtd_before = self._docs_requests()
         plans = [p for s, r in pulls if (p := self._plan_one(s, r, summary)) is not None]
         self._publish_all(plans, summary)
         summary.github_requests = self.github.usage.total - gh_before
         summary.graphql_points = self.github.usage.graphql_points - points_before
-        summary.rtd_requests = self.rtd.requests - rtd_before
+        summary.rtd_requests = self._docs_requests() - rtd_before
         return summary

@@ -27,14 +27,14 @@ from bot.core.model import (
     Policy,
     PullSnapshot,
     Report,
-    RtdBuild,
-    RtdLookup,
     Signal,
     State,
     Verdict,
 )
 from bot.core.reconcile import reconcile
 from bot.docs.readthedocs.client import RtdError, parse_build
+from bot.docs.readthedocs.rows import RtdLookup
+from bot.docs.readthedocs.rules import RtdBuild
 from bot.github import client as github_io
 from bot_sandbox import Sandbox, World
 

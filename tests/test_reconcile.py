@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from bot.core.facts import facts_key
 from bot.core.model import (
-    RTD_PROJECT_KEY,
     Kind,
     Policy,
     PullSnapshot,
     Report,
-    RtdBuild,
-    RtdLookup,
     Signal,
     SinceSource,
     State,
@@ -26,9 +25,11 @@ from bot.core.reconcile import (
     NO_SIGNALS_NOTE,
     TRUNCATED_NOTE,
     reconcile,
-    rtd_project_of,
 )
-from bot.docs.readthedocs.rules import Target, settle_status, target_of
+from bot.docs.readthedocs.rows import RtdLookup, settle_status
+from bot.docs.readthedocs.rules import PROJECT_KEY as RTD_PROJECT_KEY
+from bot.docs.readthedocs.rules import RtdBuild, Target, target_of
+from bot.docs.readthedocs.rules import project_of as rtd_project_of
 
 NOW = datetime(2026, 10, 5, 14, 3, tzinfo=UTC)
 SHA = "eb46d06c1f3a9b25e8d7c4f0a6b3e9d2c5f8a1b4"
@@ -1014,3 +1015,15 @@ def test_facts_key_ignores_the_title_and_the_rtd_fetch_time() -> None:
     }
     again = reconcile(retitled, later_rtd, Policy(), now=NOW)
     assert facts_key(report) == facts_key(again)
+
+
+def test_the_pure_core_loads_no_io_module() -> None:
+    """Importing the reconciliation loads neither the state (sqlite3, fcntl) nor any transport."""
+    probe = (
+        "import sys, bot.core.reconcile, bot.core.facts; "
+        "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('sqlite3', 'fcntl', 'httpx', 'github', 'jinja2') or m.startswith('bot.') "
+        "and not m.startswith('bot.core'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == []

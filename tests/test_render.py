@@ -38,8 +38,9 @@ from test_reconcile import (
 )
 
 from bot.core.facts import facts_key
-from bot.core.model import MARKER, Policy, Report, RtdLookup, Signal, Verdict, format_utc
+from bot.core.model import MARKER, Policy, Report, Signal, Verdict, format_utc
 from bot.core.reconcile import NO_SIGNALS_NOTE, TRUNCATED_NOTE, reconcile
+from bot.docs.readthedocs.rows import RtdLookup
 from bot.render.comment import COMMENT_LIMIT, Renderer, TemplateInvalid, first_meaningful_line
 from bot.render.escape import (
     NB_HYPHEN,

@@ -364,7 +364,7 @@ def _entry(number: int, verdict: Verdict, *rows: Row) -> TriageEntry:
     )  # fmt: skip
     snapshot = PullSnapshot(repo=REPO, number=number, title=f"t{number}", author="a",
                             draft=False, head_sha="a" * 40, url=f"https://x/{number}")  # fmt: skip
-    return entry_for(snapshot, report_)
+    return entry_for(snapshot, report_, docs=())
 
 
 def test_a_required_failure_comes_first_and_is_named() -> None:
