@@ -29,6 +29,8 @@ PRIORITY = {Verdict.FAILING: 0, Verdict.INCOMPLETE: 1, Verdict.PENDING: 2, Verdi
 # Comments to be edited are re-read in batches (one GraphQL query each) just before the batch's
 # writes; writes are >= 1 s apart, so a re-read is at most about this many seconds old.
 REREAD_BATCH = 50
+# The bot's comments left as they are are re-read this many per GraphQL query (one point).
+CHECK_BATCH = 100
 # A failed create is tried twice more, each time only after looking that it did not land.
 CREATE_POLICY = RetryPolicy(attempts=3, backoff_s=1.0, jitter_s=1.0)
 
@@ -126,6 +128,16 @@ def needs_first_seen(snapshot: PullSnapshot) -> list[str]:
     ]
 
 
+def due_for_check(
+    last_good: Mapping[tuple[str, int], datetime], *, per_query: int = CHECK_BATCH
+) -> list[tuple[str, int]]:
+    """Which comments to re-read this pass: all of them when that takes no more queries than
+    half of them would, else the least recently known good, whole queries, at least half."""
+    queries = -(-len(last_good) // (2 * per_query))
+    ordered = sorted(last_good, key=lambda key: (last_good[key], key))
+    return ordered[: queries * per_query]
+
+
 def is_own(comment: Comment, login: str) -> bool:
     """The bot's comment: it carries the marker AND the bot wrote it."""
     return comment.author == login and comment.body.startswith(MARKER)
@@ -174,6 +186,7 @@ class Cycle:
         self.sleep = sleep  # None: wait on `stop`; either way a wait ends on a stop request
         self.should_stop = should_stop
         self.stop = stop or threading.Event()
+        self._left: list[Plan] = []  # this pass's comments left as they are (to be checked)
         self.observers = tuple(observers)
 
     # -- the pass ------------------------------------------------------------------------
@@ -187,6 +200,7 @@ class Cycle:
         """
         summary = Summary()
         plans: list[Plan] = []
+        self._left = []
         gh_before, points_before = self.github.usage.total, self.github.usage.graphql_points
         rtd_before = self._docs_requests()
         for index, repo in enumerate(repos):
@@ -211,6 +225,7 @@ class Cycle:
             except Exception as exc:  # one repository's failure never loses the cycle
                 self._repo_failed(repo.name, summary, f"{exc.__class__.__name__}: {exc}")
                 log.warning("could not read %s", repo.name, exc_info=True)
+        plans.extend(self._check_left(summary))
         self._publish_all(plans, summary)
         summary.github_requests = self.github.usage.total - gh_before
         summary.graphql_points = self.github.usage.graphql_points - points_before
@@ -276,6 +291,8 @@ class Cycle:
         if plan.action in ("leave", "adopt"):
             summary.left += 1
             self._show(plan)
+            if plan.action == "leave":
+                self._left.append(plan)
             return None
         return plan
 
@@ -328,7 +345,7 @@ class Cycle:
             return self._plan_unknown(report, key, repo.name)
         comment_key = self._comment_key(report, key)
         if stored.facts_key == comment_key:
-            return Plan(report, "leave", "", comment_key, stored.comment_id)
+            return Plan(report, "leave", "", comment_key, stored.comment_id, stored.node_id)
         if self.dry_run:  # the write would re-read the comment first: so does the prediction
             current = self.github.get_comment(repo.name, stored.comment_id)
             if current is None or not is_own(current, self.login):
@@ -360,6 +377,48 @@ class Cycle:
         action: Literal["edit", "adopt"] = "adopt" if own.body == body else "edit"
         comment_key = self._comment_key(report, key)
         return Plan(report, action, body, comment_key, own.id, own.node_id, found=own, looked=True)
+
+    # -- the comment stays true ----------------------------------------------------------------
+
+    def _check_left(self, summary: Summary) -> list[Plan]:
+        """Re-read the comments this pass leaves as they are (the least recently checked, at
+        least half of them: each is checked every second pass or more often, 100 per GraphQL
+        point); plan a create for one deleted and an edit for one someone else changed."""
+        left = {(p.report.repo, p.report.number): p for p in self._left if p.node_id}
+        stored = {key: self.store.get_comment(*key) for key in left}
+        kept = {key: s for key, s in stored.items() if s is not None and s.node_id}
+        due = due_for_check({key: s.last_known_good for key, s in kept.items()})
+        if not due:
+            return []
+        try:
+            found = self.github.read_comments([kept[key].node_id for key in due])
+        except RateLimited as exc:  # checked again next pass; the writes meet the limit too
+            summary.rate_limited_s = exc.wait_s
+            log.warning("rate limited while checking the bot's comments: %s", exc)
+            return []
+        except GitHubError as exc:  # checked again next pass; nothing is written on a guess
+            log.warning("could not check the bot's comments: %s", exc)
+            return []
+        plans: list[Plan] = []
+        good: list[tuple[str, int]] = []
+        for key in due:
+            record, plan = kept[key], left[key]
+            current = found.get(record.node_id)
+            if current is not None and is_own(current, self.login):
+                if sha256(current.body) == record.body_hash:
+                    good.append(key)
+                    continue
+                log.info("comment on %s was edited by %s: restoring it", plan.label, current.editor)
+                plans.append(replace(plan, action="edit"))
+            else:
+                log.info("comment on %s is gone (or no longer the bot's): posting it", plan.label)
+                if not self.dry_run:
+                    self.store.forget_comment(*key)
+                plans.append(replace(plan, action="create", comment_id=None, node_id=""))
+            summary.left -= 1
+        if not self.dry_run:
+            self.store.mark_checked(good, now=self.clock())
+        return plans
 
     def rendered(self, plan: Plan) -> Plan:
         """The plan with its comment body (rendered only when it is about to be written)."""
@@ -545,6 +604,7 @@ class Cycle:
     ) -> Summary:
         """Plan and publish already-read pull requests through the same rules as `run`."""
         summary = Summary()
+        self._left = []  # a refresh checks no comment: the pass does
         gh_before, points_before = self.github.usage.total, self.github.usage.graphql_points
         rtd_before = self._docs_requests()
         plans = [p for s, r in pulls if (p := self._plan_one(s, r, summary)) is not None]
