@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import yaml
 from github.Requester import Requester
 
 from bot.core.model import MARKER, Kind, Policy, PullSnapshot, Report, Signal
@@ -340,3 +342,25 @@ def seed_report() -> Report:
 
 
 PENDING_RAW = ("queued", "in_progress", "waiting", "pending", "requested")
+
+
+# -- the GitHub Action (tests/e2e/test_action.py, benchmarks/action.py) ---------------------
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+_INPUT = re.compile(r"\$\{\{\s*inputs\.([A-Za-z0-9_-]+)\s*\}\}")
+
+
+def action_metadata() -> dict[str, Any]:
+    """action.yml, parsed."""
+    return dict(yaml.safe_load((REPOSITORY / "action.yml").read_text(encoding="utf-8")))
+
+
+def action_step(inputs: dict[str, str]) -> tuple[str, dict[str, str]]:
+    """The action's last step: its `run:` text and its `env:`, the inputs substituted as the
+    runner would (an input not given takes its default)."""
+    meta = action_metadata()
+    values = {name: str(spec.get("default", "")) for name, spec in meta["inputs"].items()}
+    values.update(inputs)
+    step = meta["runs"]["steps"][-1]
+    env = {k: _INPUT.sub(lambda m: values[m[1]], str(v)) for k, v in step["env"].items()}
+    return str(step["run"]), env
