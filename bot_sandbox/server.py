@@ -511,7 +511,7 @@ class _Handler(BaseHTTPRequestHandler):
             kind = found[0].kind if found else "unknown"
             auth = found[0].auth if found else "token"
             resource = "core"
-        problem = self._authenticate(world, call, auth)
+        problem = self._authenticate(world, call, auth) or _lacks_permission(world, call, kind)
         if problem is not None:
             return (
                 self._github_reply(sandbox, call, problem, resource, charged=False),
@@ -685,6 +685,32 @@ def _outside_installation(world: World, token: str, path: str) -> Answer | None:
 
 
 _REPO_PATH = re.compile(r"/repos/([^/]+)/([^/]+)")
+
+# The permission (and level) each REST route needs of a fine-grained or installation token.
+_NEEDS = {
+    "repo": ("metadata", "read"),
+    "pulls.list": ("pull_requests", "read"), "pulls.get": ("pull_requests", "read"),
+    "check-runs.list": ("checks", "read"), "check-runs.get": ("checks", "read"),
+    "check-suites.list": ("checks", "read"), "check-suites.get": ("checks", "read"),
+    "status.combined": ("statuses", "read"), "statuses.list": ("statuses", "read"),
+    "issues.get": ("issues", "read"), "comments.list": ("issues", "read"),
+    "comments.get": ("issues", "read"), "comments.create": ("issues", "write"),
+    "comments.edit": ("issues", "write"), "comments.delete": ("issues", "write"),
+}  # fmt: skip
+_LEVELS = {"read": 1, "write": 2}
+
+
+def _lacks_permission(world: World, call: Call, kind: str) -> Answer | None:
+    """GitHub's 403 for a token whose permissions (when it has a list) do not cover the route."""
+    rec = world.token_record(call.token) if call.token else None
+    need = _NEEDS.get(kind)
+    if rec is None or rec.permissions is None or need is None:
+        return None
+    permission, level = need
+    if _LEVELS.get(rec.permissions.get(permission, ""), 0) >= _LEVELS[level]:
+        return None
+    who = "integration" if rec.installation_id is not None else "personal access token"
+    return rest_api.error(403, f"Resource not accessible by {who}")
 
 
 def _jwt_app(world: World, token: str) -> str | None:
