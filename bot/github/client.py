@@ -25,6 +25,7 @@ from bot.github.parse import (
     PullFailure,
     Unreadable,
     get,
+    normal_login,
     parse_contexts,
     parse_graphql_comment,
     parse_labels,
@@ -36,12 +37,13 @@ from bot.github.query import (
     COMMENTS_QUERY,
     MORE_LABELS_QUERY,
     PAGE,
+    VIEWER_QUERY,
     more_contexts_query,
     pull_query,
     pulls_by_number_query,
     pulls_page_query,
 )
-from bot.guard import Pages, last_page, same_origin
+from bot.guard import Page, Pages, last_page, link_url, same_origin
 from bot.retry import (
     TRANSIENT_STATUSES,
     Retryable,
@@ -107,6 +109,21 @@ class Usage:
     def total(self) -> int:
         """All GitHub requests sent."""
         return sum(self.requests.values())
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """What GitHub answered one read: status (None: no answer), headers (lower case), body."""
+
+    status: int | None
+    headers: dict[str, str]
+    data: Any
+
+    @property
+    def message(self) -> str:
+        """GitHub's own message (`Bad credentials`, `Not Found`, ...), or the status."""
+        message = self.data.get("message") if isinstance(self.data, dict) else None
+        return str(message) if message else f"HTTP {self.status}"
 
 
 def _never(error: dict[str, Any]) -> bool:
@@ -316,12 +333,33 @@ class GitHubApi:
 
     # -- reads -----------------------------------------------------------------------------
 
+    def probe(self, path: str) -> Probe:
+        """One REST read for check-config, never retried: what GitHub answered, errors included."""
+        self.usage.requests["probe"] += 1  # `path` is below the API root; the guard checks it
+        try:
+            headers, data = self._requester.requestJsonAndCheck("GET", path)
+        except GithubException as exc:
+            return Probe(exc.status, _lower_headers(exc.headers), exc.data)
+        except (requests.Timeout, requests.ConnectionError) as exc:
+            return Probe(None, {}, {"message": f"no answer ({exc.__class__.__name__})"})
+        return Probe(200, _lower_headers(headers), data)
+
     def viewer_login(self) -> str:
-        """The login of the token's user (the bot's own comments carry it)."""
-        _, data = self._send("GET", "/user", kind="rest_get")
+        """The login the token acts as, in REST's form (the bot's own comments carry it).
+
+        `GET /user`; an installation token (a workflow's GITHUB_TOKEN, an App's token) is
+        refused it (403) but has a GraphQL `viewer`, which is asked then.
+        """
+        try:
+            _, data = self._send("GET", "/user", kind="rest_get")
+        except GitHubError as exc:
+            if exc.status != 403 or isinstance(exc, RateLimited):
+                raise
+            viewer = _get(self.graphql(VIEWER_QUERY, {}), "viewer")
+            data = {"login": normal_login(_get(viewer, "login"), _get(viewer, "__typename"))}
         login = _get(data, "login")
         if not isinstance(login, str):
-            raise MalformedAnswer("GET /user has no login")
+            raise MalformedAnswer("GitHub did not say the token's login")
         return login
 
     def open_pulls(
@@ -502,23 +540,21 @@ class GitHubApi:
 
     def list_comments(self, repo: str, number: int) -> list[Comment]:
         """Every comment of the pull request's conversation, oldest first."""
-        url: str | None = f"/repos/{repo}/issues/{number}/comments"
-        params: dict[str, Any] | None = {"per_page": 100}
-        comments: list[Comment] = []
         pages = Pages(
             f"the comments of {repo}#{number}",
             origin=self._requester.base_url,
             error=PaginationLoop,
             refused=ForeignLink,
         )
-        while url:
-            headers, data = self._send("GET", url, kind="rest_get", parameters=params)
-            if not isinstance(data, list):
-                raise MalformedAnswer("the comment list is not a list")
-            comments.extend(_comment(c) for c in data)
-            pages.expect(last_page(headers.get("link", "")))
-            url, params = pages.follow(_next_link(headers.get("link", ""))), None
-        return comments
+        url = f"/repos/{repo}/issues/{number}/comments"
+        return pages.read_all(url, {"per_page": 100}, self._comment_page)
+
+    def _comment_page(self, url: str, params: dict[str, Any] | None) -> Page[Comment]:
+        headers, data = self._send("GET", url, kind="rest_get", parameters=params)
+        if not isinstance(data, list):
+            raise MalformedAnswer("the comment list is not a list")
+        link = headers.get("link", "")
+        return Page([_comment(c) for c in data], link_url(link, "next"), last_page(link))
 
     def read_comments(self, node_ids: Sequence[str]) -> dict[str, Comment | None]:
         """Re-read comments, 100 per GraphQL query (one point each); None for one that no
@@ -669,12 +705,3 @@ def _graphql_comment(node: Any, node_id: str) -> Comment:
         return parse_graphql_comment(node, node_id)
     except Unreadable as exc:
         raise MalformedAnswer(str(exc)) from exc
-
-
-def _next_link(link: str) -> str | None:
-    """The rel="next" URL of a Link header, followed as given."""
-    for part in link.split(","):
-        section = part.split(";")
-        if len(section) >= 2 and section[1].strip() == 'rel="next"':
-            return section[0].strip().strip("<>")
-    return None

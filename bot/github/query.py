@@ -129,3 +129,12 @@ query Comments($ids: [ID!]!) {{
   }}
 }}
 """
+
+# Who the token acts as, where REST's GET /user refuses the token (an
+# installation token: a workflow's GITHUB_TOKEN, an App's): GraphQL's viewer answers it.
+VIEWER_QUERY = f"""
+query Viewer {{
+  {RATE}
+  viewer {{ __typename login }}
+}}
+"""

@@ -201,6 +201,9 @@ class TriageRows(Protocol):
     def triage_rows(self) -> list[StoredTriage]:
         """Every row, with the bot's comment id where one is recorded."""
 
+    def unread_repos(self) -> dict[str, tuple[datetime, str]]:
+        """Repositories whose last read failed: since when, and what failed."""
+
 
 class TriageState(TriageRows, Protocol):
     """The triage rows the cycle keeps."""
@@ -224,6 +227,12 @@ class TriageState(TriageRows, Protocol):
 
     def prune_triage(self, repo: str, *, keep: Iterable[int]) -> int:
         """Drop the repository's rows except `keep` (pull requests still open)."""
+
+    def repo_read_failed(self, repo: str, *, now: datetime, failure: str) -> None:
+        """The repository could not be read (the first failure's time stands)."""
+
+    def repo_read_ok(self, repo: str) -> None:
+        """The repository was read completely."""
 
 
 class DeliveryState(Protocol):

@@ -145,6 +145,10 @@ class ReadOnlyState:
             return {}
         return self._reads.required_known(repo, bases, now=now, max_age=max_age)
 
+    def unread_repos(self) -> dict[str, tuple[datetime, str]]:
+        """Repositories whose last read failed (none in a state from before that table)."""
+        return self._reads.unread_repos() if self._has("repo_reads") else {}
+
     def triage_rows(self) -> list[StoredTriage]:
         """The triage rows (none in a state from before the triage view)."""
         return self._reads.triage_rows() if self._has("triage") else []
@@ -222,6 +226,12 @@ class ReadOnlyState:
     def prune_triage(self, repo: str, *, keep: Iterable[int]) -> int:
         """Record nothing."""
         return 0
+
+    def repo_read_failed(self, repo: str, *, now: datetime, failure: str) -> None:
+        """Record nothing."""
+
+    def repo_read_ok(self, repo: str) -> None:
+        """Record nothing."""
 
 
 def _old_comment(reads: s.Store, repo: str, number: int) -> StoredComment | None:

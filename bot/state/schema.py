@@ -127,6 +127,14 @@ no_comment = Table(
     Column("looked_at", Text, nullable=False),
 )
 
+repo_reads = Table(
+    "repo_reads",
+    metadata,
+    Column("repo", Text, primary_key=True),
+    Column("failing_since", Text, nullable=False),
+    Column("failure", Text, nullable=False),
+)
+
 # -- several replicas on one (PostgreSQL) state ----------------------------------------------
 
 leases = Table(

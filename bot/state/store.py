@@ -47,7 +47,7 @@ from bot.state.ports import (
 
 _WRITE_ACTIONS = ("created", "edited")
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
-HEAD = 9  # the schema version this bot writes: the newest revision in migrations/versions
+HEAD = 10  # the schema version this bot writes: the newest revision in migrations/versions
 SCHEMA_VERSION = HEAD
 _ADVISORY_MIGRATION_KEY = 0x43495342  # one transaction-scoped lock while a PostgreSQL migrates
 
@@ -601,6 +601,31 @@ class Store:
         """Every triage row, with the bot's comment id where one is recorded."""
         with self._read() as conn:
             return triage_rows(conn)
+
+    # -- repositories whose last read failed -------------------------------------------
+
+    def repo_read_failed(self, repo: str, *, now: datetime, failure: str) -> None:
+        """Note that `repo` could not be read: the first failure's time stands, the text is new."""
+        upsert = self._insert(t.repo_reads).values(
+            repo=repo, failing_since=to_text(now), failure=failure
+        )
+        upsert = upsert.on_conflict_do_update(
+            index_elements=["repo"], set_={"failure": upsert.excluded.failure}
+        )
+        with self._write() as conn:
+            conn.execute(upsert)
+
+    def repo_read_ok(self, repo: str) -> None:
+        """`repo` was read completely: it no longer fails."""
+        with self._write() as conn:
+            conn.execute(delete(t.repo_reads).where(t.repo_reads.c.repo == repo))
+
+    def unread_repos(self) -> dict[str, tuple[datetime, str]]:
+        """Repositories whose last read failed: since when, and what failed."""
+        r = t.repo_reads.c
+        with self._read() as conn:
+            rows = conn.execute(select(r.repo, r.failing_since, r.failure)).all()
+        return {row.repo: (from_text(row.failing_since), row.failure) for row in rows}
 
     # -- required checks (learned from GitHub's isRequired, per base branch and name) ----
 

@@ -1,4 +1,4 @@
-"""9: several replicas on one state: a lease per repository, replicas' heartbeats, webhook marks.
+"""10: several replicas on one state: a lease per repository, replicas' heartbeats, webhook marks.
 
 A lease row says which replica works a repository until when, and its generation (a fencing
 token, one more at every take); a replica's heartbeat says it is alive (the leases balance
@@ -11,8 +11,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0009"
-down_revision = "0008"
+revision = "0010"
+down_revision = "0009"
 branch_labels = None
 depends_on = None
 
