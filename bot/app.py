@@ -186,8 +186,11 @@ def state_path_error(path: str, exc: OSError) -> Exception:
     return StatePathError(f"state.path = {path!r}: {exc.strerror or exc} ({folder})")
 
 
-def hold_state(settings: Settings) -> StateLock:
-    """Take the one-writer lock of the configured state (raises StateBusy when held)."""
+def hold_state(settings: Settings) -> StateLock | None:
+    """Take the one-writer lock of the configured state (raises StateBusy when held); None
+    with no state at all (nothing on disk to hold)."""
+    if settings.state.stateless:
+        return None
     try:
         return StateLock.acquire(settings.state.path)
     except OSError as exc:
@@ -197,6 +200,8 @@ def hold_state(settings: Settings) -> StateLock:
 def open_store(settings: Settings, *, dry_run: bool = False) -> Store:
     """The state store; a dry run reads an existing state and never creates one."""
     path = settings.state.path
+    if settings.state.stateless:  # this run's memory only: nothing is created anywhere
+        return Store.open(":memory:")
     try:
         if dry_run:  # a private copy: works on a read-only state and writes nothing to it
             return Store.open_readonly(path) if Path(path).exists() else Store.open(":memory:")

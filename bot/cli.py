@@ -136,7 +136,14 @@ def cmd_run(settings: Settings, _: argparse.Namespace) -> int:
     repos = _select_repos(settings, None)
     settings.require_github_auth()
     _check_templates(settings)
-    with hold_state(settings):
+    if settings.state.stateless:
+        raise UsageError(
+            'state.path = "": no state at all is for `once` (a fresh folder each run); '
+            "`run` keeps its state between cycles: name a file"
+        )
+    lock = hold_state(settings)
+    assert lock is not None  # a state on disk is held
+    with lock:
         return run_service(settings, repos)
 
 
@@ -160,6 +167,10 @@ def cmd_report(settings: Settings, args: argparse.Namespace) -> int:
     configured = [r.name for r in settings.repos]
     filters = rows.Filters(frozenset(named or configured), verdicts, args.drafts)
     path = settings.state.path
+    if settings.state.stateless and not args.live:
+        raise UsageError(
+            'report: state.path = "": there is no state to read; --live reads GitHub instead'
+        )
     try:
         if args.live:
             settings.require_github_auth()
@@ -167,7 +178,8 @@ def cmd_report(settings: Settings, args: argparse.Namespace) -> int:
 
             repos = _select_repos(settings, args.repo)
             clients = build_clients(settings, repos)
-            store = Store.open_readonly(path) if Path(path).exists() else Store.open(":memory:")
+            on_disk = path and Path(path).exists()
+            store = Store.open_readonly(path) if on_disk else Store.open(":memory:")
             try:
                 cycle = make_cycle(settings, clients, store, dry_run=True)
                 reports = cycle.read_reports(repos)
