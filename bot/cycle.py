@@ -286,7 +286,9 @@ class Cycle:
         if not numbers:
             return
         try:
-            listed = self.github.pulls_comments(repo, numbers)
+            listed = self.github.pulls_comments(
+                repo, numbers, until=lambda c: is_own(c, self.login)
+            )
         except RateLimited:
             raise
         except GitHubError as exc:  # each is listed over REST when planned

@@ -558,9 +558,16 @@ class GitHubApi:
             url, params = pages.follow(_next_link(headers.get("link", ""))), None
         return comments
 
-    def pulls_comments(self, repo: str, numbers: Sequence[int]) -> dict[int, list[Comment]]:
-        """Every comment of these pull requests, oldest first, over GraphQL (ALIAS_BATCH pull
-        requests and 100 comments a query). A pull request whose comments could not all be
+    def pulls_comments(
+        self,
+        repo: str,
+        numbers: Sequence[int],
+        *,
+        until: Callable[[Comment], bool] | None = None,
+    ) -> dict[int, list[Comment]]:
+        """The comments of these pull requests, oldest first, over GraphQL (PULLS_PER_QUERY
+        pull requests and 100 comments a query, one point), each up to the first that `until`
+        accepts (all of them without `until`). A pull request whose comments could not be
         read is left out: the caller lists it over REST."""
         owner, name = repo.split("/", 1)
         found: dict[int, list[Comment]] = {n: [] for n in dict.fromkeys(numbers)}
@@ -568,8 +575,8 @@ class GitHubApi:
         pages = {n: Pages(f"the comments of {repo}#{n}", error=PaginationLoop) for n in found}
         while cursors:
             asking = list(cursors.items())
-            for start in range(0, len(asking), ALIAS_BATCH):
-                chunk = asking[start : start + ALIAS_BATCH]
+            for start in range(0, len(asking), PULLS_PER_QUERY):
+                chunk = asking[start : start + PULLS_PER_QUERY]
                 variables: dict[str, Any] = {"owner": owner, "name": name}
                 for i, (number, cursor) in enumerate(chunk):
                     variables[f"n{i}"], variables[f"c{i}"] = number, cursor
@@ -582,8 +589,10 @@ class GitHubApi:
                         if f"p{i}" in broken or not isinstance(conn, dict):
                             raise MalformedAnswer("the comments came back missing")
                         pages[number].expect(_get(conn, "totalCount"), PAGE)
-                        found[number].extend(_graphql_comments(conn))
-                        more = _get(conn, "pageInfo", "hasNextPage")
+                        page = _graphql_comments(conn)
+                        found[number].extend(page)
+                        done = until is not None and any(until(c) for c in page)
+                        more = not done and _get(conn, "pageInfo", "hasNextPage")
                         cursor = _get(conn, "pageInfo", "endCursor") if more else None
                         cursors[number] = pages[number].follow(cursor)
                     except MalformedAnswer as exc:  # that pull request only: listed over REST

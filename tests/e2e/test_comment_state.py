@@ -296,3 +296,19 @@ def test_an_old_v1_stamp_is_adopted_not_re_dated(stateless: Env) -> None:
     env.sandbox.clear_requests()
     once(env)
     assert writes(env.sandbox) == []
+
+
+def test_a_stateless_run_finds_its_comment_past_the_first_hundred(stateless: Env) -> None:
+    env = stateless
+    env.world.add_user(login="carol")
+    for i in range(150):  # a busy thread: the bot's comment is on the second page
+        env.world.add_comment(REPO, 7430, author="carol", body=f"comment {i}")
+    once(env)
+    first = own(env)
+    env.sandbox.clear_requests()
+    once(env)
+    assert writes(env.sandbox) == []
+    assert own(env)["id"] == first["id"]
+    listings = [r for r in env.sandbox.requests if b"PullComments" in r.body]
+    assert len(listings) == 2  # both pull requests' first pages, then 7430's second
+    assert not [r for r in env.sandbox.requests if r.path.endswith("/comments")]
