@@ -50,7 +50,7 @@ class Clients:
         self.rtd.close()
 
 
-def _common(settings: Settings) -> dict[str, Any]:
+def pygithub_options(settings: Settings) -> dict[str, Any]:
     """PyGithub options: no retries and no built-in pacing (the bot does both)."""
     return {
         "base_url": settings.github.api_url,
@@ -71,10 +71,10 @@ def _github(settings: Settings, stop: threading.Event) -> tuple[BotGitHub, str |
     }
     token = cfg.token.get_secret_value()
     if token:
-        gh = Github(auth=Auth.Token(token), lazy=True, **_common(settings))
+        gh = Github(auth=Auth.Token(token), lazy=True, **pygithub_options(settings))
         return BotGitHub(gh, **options), None
     app_auth = Auth.AppAuth(cfg.app_id, read_private_key(cfg.private_key_path))
-    integration = GithubIntegration(auth=app_auth, **_common(settings))
+    integration = GithubIntegration(auth=app_auth, **pygithub_options(settings))
     try:
         login = f"{integration.get_app().slug}[bot]"
     except GithubException as exc:
@@ -82,7 +82,7 @@ def _github(settings: Settings, stop: threading.Event) -> tuple[BotGitHub, str |
     shell: BotGitHub | None = None
 
     def connect(auth: Auth.Auth) -> GitHubApi:
-        api = GitHubApi(Github(auth=auth, lazy=True, **_common(settings)), **options)
+        api = GitHubApi(Github(auth=auth, lazy=True, **pygithub_options(settings)), **options)
         if shell is not None:
             api.usage = shell.usage  # one budget view for the service
         return api
@@ -91,7 +91,7 @@ def _github(settings: Settings, stop: threading.Event) -> tuple[BotGitHub, str |
     installations = Installations(integration, app_auth, connect=connect, installation_id=pinned)
     # The shell's own requester is never used for a repository: every call is routed.
     shell = BotGitHub(
-        Github(lazy=True, **_common(settings)), installations=installations, **options
+        Github(lazy=True, **pygithub_options(settings)), installations=installations, **options
     )
     return shell, login
 
@@ -186,11 +186,8 @@ def state_path_error(path: str, exc: OSError) -> Exception:
     return StatePathError(f"state.path = {path!r}: {exc.strerror or exc} ({folder})")
 
 
-def hold_state(settings: Settings) -> StateLock | None:
-    """Take the one-writer lock of the configured state (raises StateBusy when held); None
-    with no state at all (nothing on disk to hold)."""
-    if settings.state.stateless:
-        return None
+def hold_state(settings: Settings) -> StateLock:
+    """Take the one-writer lock of the configured state (raises StateBusy when held)."""
     try:
         return StateLock.acquire(settings.state.path)
     except OSError as exc:

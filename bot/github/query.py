@@ -130,6 +130,15 @@ query Comments($ids: [ID!]!) {{
 }}
 """
 
+# Who the token acts as, where REST's GET /user refuses the token (an
+# installation token: a workflow's GITHUB_TOKEN, an App's): GraphQL's viewer answers it.
+VIEWER_QUERY = f"""
+query Viewer {{
+  {RATE}
+  viewer {{ __typename login }}
+}}
+"""
+
 
 def pull_comments_query(count: int) -> str:
     """A page of the comments of `count` pull requests (`$n<i>`, `$c<i>`) at once, 100 each:

@@ -189,7 +189,7 @@ def test_a_port_in_use_is_an_error_naming_it(tmp_path: Path) -> None:
 def test_the_server_binds_to_loopback_by_default(tmp_path: Path, sandbox: Sandbox) -> None:
     config = write_config(tmp_path, sandbox)
     config.write_text(config.read_text().replace("[server]\nport = 0\n", ""))
-    shown = cli("check-config", "--config", str(config))
+    shown = cli("check-config", "--offline", "--config", str(config))
     assert shown.returncode == 0, shown.stderr
     assert '[server]\nhost = "127.0.0.1"\nport = 8080' in shown.stdout
 

@@ -228,6 +228,14 @@ class RtdApi:
         ids = (r.get("message", {}).get("id") for r in results if isinstance(r, dict))
         return tuple(i for i in ids if isinstance(i, str))
 
+    def own_projects(self, host: str) -> int:
+        """How many projects the token's user maintains on `host` (RTD refuses a bad token: 401)."""
+        page = self._get(f"{self._root(host)}/projects/", {"limit": 1})
+        count = page.get("count") if isinstance(page, dict) else None
+        if not isinstance(count, int):
+            raise RtdError("the project list has no count")
+        return count
+
     def _root(self, host: str) -> str:
         base = self._api_urls.get(host)
         if base is None:
