@@ -251,7 +251,15 @@ class Cycle:
     def _plan_repo(self, repo: RepoSettings, summary: Summary) -> Iterable[Plan]:
         required = ReadOnlyRequired(self.store) if self.dry_run else self.store
         chunk: list[PullSnapshot | PullFailure] = []
-        for snapshot in self.github.open_pulls(repo.name, now=self.clock(), required=required):
+        pulls = iter(self.github.open_pulls(repo.name, now=self.clock(), required=required))
+        while True:
+            try:
+                snapshot = next(pulls)
+            except StopIteration:
+                break
+            except Exception:  # what was read before the failure is still planned
+                yield from self._plan_chunk(chunk, repo, summary)
+                raise
             chunk.append(snapshot)
             if len(chunk) == LIST_BATCH:
                 yield from self._plan_chunk(chunk, repo, summary)
@@ -289,9 +297,7 @@ class Cycle:
             listed = self.github.pulls_comments(
                 repo, numbers, until=lambda c: is_own(c, self.login)
             )
-        except RateLimited:
-            raise
-        except GitHubError as exc:  # each is listed over REST when planned
+        except GitHubError as exc:  # each is listed over REST when planned (or fails alone)
             log.warning("could not list the comments of %s over GraphQL: %s", repo, exc)
             return
         for number, comments in listed.items():
