@@ -22,6 +22,7 @@ from bot.github.installations import BotGitHub, Installations
 from bot.guard import Guard, install_github_guard
 from bot.logs import register_secrets
 from bot.render.comment import Renderer
+from bot.retry import Sleep
 from bot.settings import ConfigError, RepoSettings, Settings, read_private_key
 from bot.state.lock import StateLock
 from bot.state.ports import CycleState, StoreError
@@ -47,6 +48,7 @@ class Clients:
     rtd: RtdApi
     login: str
     stop: threading.Event = field(default_factory=threading.Event)
+    sleep: Sleep | None = None  # how every wait waits; None: on `stop`, so a stop ends it
 
     def close(self) -> None:
         """Release connections."""
@@ -65,12 +67,15 @@ def pygithub_options(settings: Settings) -> dict[str, Any]:
     }
 
 
-def _github(settings: Settings, stop: threading.Event) -> tuple[BotGitHub, str | None]:
+def _github(
+    settings: Settings, stop: threading.Event, sleep: Sleep | None
+) -> tuple[BotGitHub, str | None]:
     """The bot's GitHub client and an App's login `<slug>[bot]` (None: a token's user)."""
     cfg = settings.github
     options: dict[str, Any] = {
         "with_labels": bool(settings.policy.skip_labels),
         "stop": stop,  # every wait (retry, Retry-After, rate limit) ends on a stop request
+        "sleep": sleep,
     }
     token = cfg.token.get_secret_value()
     if token:
@@ -100,16 +105,24 @@ def _github(settings: Settings, stop: threading.Event) -> tuple[BotGitHub, str |
 
 
 def build_clients(
-    settings: Settings, repos: Sequence[RepoSettings], *, stop: threading.Event | None = None
+    settings: Settings,
+    repos: Sequence[RepoSettings],
+    *,
+    stop: threading.Event | None = None,
+    sleep: Sleep | None = None,
 ) -> Clients:
-    """Install the request guard, then build the GitHub and Read the Docs clients."""
+    """Install the request guard, then build the GitHub and Read the Docs clients.
+
+    `sleep` is how they (and a cycle made from them) wait: retry backoff, a server's
+    Retry-After, write pacing; None waits on `stop`, so that a stop request ends every wait.
+    """
     stop = stop or threading.Event()
     register_secrets(settings.secret_values())
     rtd_cfg = settings.readthedocs
     rtd_urls = {"org": rtd_cfg.api_url, "com": rtd_cfg.business_api_url, "self": rtd_cfg.api_url}
     guard = Guard.for_urls(settings.github.api_url, tuple(rtd_urls.values()))
     install_github_guard(guard)
-    github, login = _github(settings, stop)
+    github, login = _github(settings, stop, sleep)
     if login is None:  # a token's user, read through GitHubApi so the request is counted
         login = github.viewer_login()
     rtd = RtdApi(
@@ -123,8 +136,9 @@ def build_clients(
         timeout_s=settings.readthedocs.timeout_seconds,
         max_retries=settings.readthedocs.max_retries,
         stop=stop,
+        sleep=sleep,
     )
-    return Clients(github, rtd, login, stop)
+    return Clients(github, rtd, login, stop, sleep)
 
 
 def renderer(settings: Settings) -> Renderer:
@@ -157,6 +171,7 @@ def make_cycle(
         clock=now_utc,
         dry_run=dry_run,
         out=out,
+        sleep=clients.sleep,
         should_stop=clients.stop.is_set,
         stop=clients.stop,
         observers=observers,
@@ -192,9 +207,10 @@ def state_path_error(path: str, exc: OSError) -> Exception:
 def hold_state(settings: Settings) -> StateLock | None:
     """Take the one-writer lock of a SQLite state (raises StateBusy when held).
 
-    A PostgreSQL state has no such lock: its replicas share the repositories by lease.
+    A PostgreSQL state has no such lock (its replicas share the repositories by lease), and
+    no state at all has nothing to hold.
     """
-    if settings.state.shared:
+    if settings.state.shared or settings.state.stateless:  # no file to hold
         return None
     try:
         return StateLock.acquire(settings.state.path)
@@ -203,7 +219,8 @@ def hold_state(settings: Settings) -> StateLock | None:
 
 
 def open_store(settings: Settings) -> Store:
-    """The writable state (created and migrated on first use)."""
+    """The writable state (created and migrated on first use; with no state at all, this
+    run's memory only: nothing is created anywhere)."""
     try:
         return Store.open(settings.state.location)
     except OSError as exc:

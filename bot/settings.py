@@ -260,9 +260,10 @@ class WebhooksSettings(_Section):
 
 
 class StateSettings(_Section):
-    """[state]: where the state lives: a SQLite file (the default) or a PostgreSQL URL."""
+    """[state]: where the state lives: a SQLite file (the default), a PostgreSQL URL (several
+    `run` replicas share it), or nothing at all (an empty path: `once` only)."""
 
-    path: str = Field(default="state/ci-status-bot.sqlite3", min_length=1)
+    path: str = "state/ci-status-bot.sqlite3"
     # postgresql://user:password@host:port/database: several `run` replicas share it
     url: SecretStr = SecretStr("")
     # a repository's lease not renewed for this long is taken over by another replica
@@ -271,7 +272,14 @@ class StateSettings(_Section):
     @field_validator("path")
     @classmethod
     def _check_path(cls, value: str) -> str:
+        if value and not value.strip():
+            raise ValueError('blank: name a file, or "" for no state at all')
         return _no_control(value)
+
+    @property
+    def stateless(self) -> bool:
+        """No state at all: each run reads what it needs from the bot's comments."""
+        return not self.path and not self.shared
 
     @field_validator("url")
     @classmethod
@@ -283,8 +291,9 @@ class StateSettings(_Section):
 
     @property
     def location(self) -> str:
-        """Where the state is: the PostgreSQL URL when set, else the SQLite path."""
-        return self.url.get_secret_value() or self.path
+        """Where the state is: the PostgreSQL URL when set, else the SQLite path (or, with no
+        state at all, this run's memory)."""
+        return self.url.get_secret_value() or self.path or ":memory:"
 
     @property
     def shared(self) -> bool:
