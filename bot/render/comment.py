@@ -27,6 +27,7 @@ from bot.core.model import (
     SinceSource,
     State,
     Verdict,
+    group_of,
 )
 from bot.render import escape, stamp
 from bot.render.escape import Md, code, prose, quoted, safe_url, short_sha, utc
@@ -133,14 +134,15 @@ def comment_view(report: Report) -> CommentView:
         edited=Md(_EDITED_NOTE),
         rows=tuple(row_view(row, report.stale_after) for row in shown),
         passing=tuple(_passing_name(row) for row in passing),
-        passing_more=len(passing) < sum(1 for r in report.rows if _group(r.state) == "passing"),
+        passing_more=len(passing)
+        < sum(1 for r in report.rows if group_of(r.state) is Verdict.PASSING),
         notes=tuple(prose(note, FINDING_LIMIT) for note in report.notes),
     )
 
 
 def is_row(row: Row) -> bool:
     """True when a signal gets its own row: not passing, or passing but differing from GitHub."""
-    if _group(row.state) != "passing":
+    if group_of(row.state) is not Verdict.PASSING:
         return True
     return row.reconciliation is not None and row.reconciliation.divergent
 
@@ -158,7 +160,7 @@ def headline_counts(rows: Sequence[Row]) -> Md:
         count = sum(1 for row in rows if row.state in states)
         if count:
             parts.append(f"{count} {word}")
-    passing = sum(1 for row in rows if _group(row.state) == "passing")
+    passing = sum(1 for row in rows if group_of(row.state) is Verdict.PASSING)
     if passing:
         parts.append(f"{passing} passing")
     return Md(" · ".join(parts))
@@ -196,7 +198,7 @@ def row_view(row: Row, stale_after: timedelta) -> RowView:
             said.append(f"[RTD build]({build})")
         details = details or build
     name = code(signal.name)
-    glyph = GLYPHS[_verdict_of_state(row.state)]
+    glyph = GLYPHS[group_of(row.state)]
     return RowView(
         glyph=Md(glyph),
         name=Md(f"[{name}]({details})" if details else name),
@@ -266,18 +268,6 @@ def _state_words(raw: str) -> Md:
 def _passing_name(row: Row) -> Md:
     name = code(row.signal.name)
     return name if row.state is State.SUCCESS else Md(f"{name} ({STATE_WORDS[row.state]})")
-
-
-def _group(state: State) -> str:
-    if state in FAILING_STATES:
-        return "failing"
-    if state in (State.CANCELLED, State.STALE, State.UNKNOWN):
-        return "incomplete"
-    return "pending" if state is State.PENDING else "passing"
-
-
-def _verdict_of_state(state: State) -> Verdict:
-    return Verdict(_group(state))
 
 
 def _required_rank(required: bool | None) -> int:

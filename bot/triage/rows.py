@@ -17,6 +17,7 @@ from bot.core.model import (
     State,
     Verdict,
     as_utc,
+    group_of,
 )
 from bot.docs.provider import DocsProvider
 from bot.render.escape import iso_utc
@@ -131,7 +132,7 @@ def entry_for(
     unsettled: list[Unsettled] = []
     docs_stuck = 0
     for row in report.rows:
-        counts[_group(row.state)] += 1
+        counts[group_of(row.state).value] += 1
         if row.state in FAILING_STATES:
             (required if row.signal.required else optional).append(row.signal.name)
         if row.signal.github_state == NEVER_REPORTED_STATE:
@@ -161,14 +162,6 @@ def entry_for(
         failing=(*required, *optional),
         never_reported=tuple(s.name for s in never),
     )
-
-
-def _group(state: State) -> str:
-    if state in FAILING_STATES:
-        return "failing"
-    if state in INCOMPLETE_STATES:
-        return "incomplete"
-    return "pending" if state is State.PENDING else "passing"
 
 
 def _since_key(item: Unsettled) -> str:
