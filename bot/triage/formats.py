@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import unicodedata
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
@@ -251,18 +252,76 @@ class PageRenderer:
         self._env.globals.update(not_read_sentence=_not_read_sentence, shortlist=shortlist)
 
     def render(
-        self, entries: Sequence[TriageEntry], *, now: datetime, refresh_seconds: int = 0
+        self,
+        entries: Sequence[TriageEntry],
+        *,
+        now: datetime,
+        refresh_seconds: int = 0,
+        freshness: Freshness | None = None,
     ) -> str:
-        """The page for entries already in order; it re-reads itself every `refresh_seconds`."""
+        """The page for entries already in order; it re-reads itself every `refresh_seconds`.
+
+        With `freshness` (the service's page) "as of" is when its data was read, and the page
+        says so before the first cycle, after a failed one and while GitHub's budget is out.
+        """
+        as_of = now if freshness is None else data_time(entries, freshness)
         return self._env.get_template(PAGE_TEMPLATE).render(
             entries=entries,
             unread=unread_repos(entries),
             totals=totals(entries),
             verdicts=VERDICTS,
-            now=now,
+            now=as_of,
+            waiting=freshness is not None and freshness.last_finished is None and not entries,
+            notes=freshness_notes(entries, freshness),
             refresh_seconds=refresh_seconds,
             schema=TRIAGE_SCHEMA,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Freshness:
+    """How current the served page's data is: what the service knows of its own cycles."""
+
+    started_at: datetime  # when the service started
+    last_finished: datetime | None = None  # the last cycle that finished
+    failed_at: datetime | None = None  # a cycle failed after that one
+    exhausted: tuple[tuple[str, datetime | None], ...] = ()  # GitHub budgets at 0, until when
+
+
+def data_time(entries: Sequence[TriageEntry], freshness: Freshness | None) -> datetime | None:
+    """When the view's data was read: the last finished cycle, else the newest row's read."""
+    if freshness is not None and freshness.last_finished is not None:
+        return freshness.last_finished
+    times = [e.read_at for e in entries if e.read_at is not None]
+    return max(times, default=None)
+
+
+def freshness_notes(entries: Sequence[TriageEntry], freshness: Freshness | None) -> list[str]:
+    """What the page says about its data's age (pure): before the first cycle, after a failed
+    cycle, while GitHub's budget is exhausted. Nothing when the last cycle simply finished."""
+    if freshness is None:
+        return []
+    notes = []
+    started = format_utc(freshness.started_at)
+    read = data_time(entries, freshness)
+    data = "" if read is None else f"; the data was read at {format_utc(read)}"
+    if freshness.last_finished is None:
+        if entries:
+            notes.append(
+                f"No cycle has finished since the service started at {started}: these rows "
+                f"are kept from an earlier run{data}."
+            )
+        else:
+            notes.append(
+                f"No cycle has finished yet (the service started at {started}); the pull "
+                "requests appear here when the first one does."
+            )
+    if freshness.failed_at is not None:
+        notes.append(f"The last cycle failed at {format_utc(freshness.failed_at)}{data}.")
+    for resource, until in freshness.exhausted:
+        when = "" if until is None else f" until {format_utc(until)}"
+        notes.append(f"GitHub's {resource} budget is exhausted{when}{data}.")
+    return notes
 
 
 def _not_read_sentence(since: datetime) -> str:
