@@ -18,7 +18,7 @@ from bot.docs.provider import DocsProvider
 from bot.github.client import Comment, GitHubApi, GitHubError, RateLimited
 from bot.github.parse import PullFailure
 from bot.render.comment import Renderer
-from bot.render.stamp import Stamp, parse_stamp
+from bot.render.stamp import Stamp, generation_of, parse_stamp
 from bot.retry import Retryable, RetryPolicy, Stopped, pause, run_with_retries
 from bot.settings import PolicySettings, RepoSettings
 from bot.state.ports import CycleState
@@ -158,6 +158,10 @@ class CycleObserver(Protocol):
         """`repo` could not be read (renamed, access removed, an error): what failed."""
 
 
+class LeaseLost(Exception):
+    """A comment write refused: another replica works the repository now (fencing)."""
+
+
 class Cycle:
     """One pass over repositories; one pull request's failure never stops the others."""
 
@@ -178,6 +182,7 @@ class Cycle:
         stop: threading.Event | None = None,
         observers: Sequence[CycleObserver] = (),
         generation: Callable[[str], int] = lambda _repo: 0,
+        fence: Callable[[str], int | None] | None = None,
     ) -> None:
         self.github, self.docs, self.store, self.renderer = github, tuple(docs), store, renderer
         self.policy = policy
@@ -194,6 +199,9 @@ class Cycle:
         self._listed: dict[tuple[str, int], Comment | None] = {}
         # The lease generation a write to a repository's comments carries (0: no lease).
         self.generation = generation
+        # Several replicas: the generation this replica may write under now, read from the
+        # state just before each write (None: its lease is lost: no write). None: one process.
+        self.fence = fence
         self.observers = tuple(observers)
 
     # -- the pass ------------------------------------------------------------------------
@@ -608,6 +616,7 @@ class Cycle:
         repo, number = plan.report.repo, plan.report.number
 
         def attempt() -> Comment:
+            self._check_fence(plan, None)
             try:
                 return self.github.create_comment(repo, number, plan.body)
             except RateLimited:
@@ -629,9 +638,26 @@ class Cycle:
         if current.body == plan.body:
             self._record(plan, current, "adopted")
             return "left"
+        self._check_fence(plan, current)
         self.github.edit_comment(plan.report.repo, current.id, plan.body)
         self._record(plan, current, "edited")
         return "edited"
+
+    def _check_fence(self, plan: Plan, current: Comment | None) -> None:
+        """Raise LeaseLost unless this replica still holds the repository's lease, under the
+        generation the body carries, and the comment is not stamped by a newer one."""
+        if self.fence is None:
+            return
+        held = self.fence(plan.report.repo)
+        if held is None:
+            raise LeaseLost(f"{plan.label}: the lease of {plan.report.repo} is not held")
+        if generation_of(plan.body) not in (None, held):
+            raise LeaseLost(f"{plan.label}: rendered under another lease generation")
+        stamped = None if current is None else generation_of(current.body)
+        if stamped is not None and stamped > held:
+            raise LeaseLost(
+                f"{plan.label}: the comment is stamped by generation {stamped}, newer than {held}"
+            )
 
     def _find_own(self, repo: str, number: int) -> Comment | None:
         """The bot's oldest own comment on the pull request, if any."""

@@ -86,6 +86,9 @@ class Monitor:
         self.metrics = metrics or Metrics()
         self.clock = clock
         self.alive = alive
+        # several replicas: what this one holds, and why it is not ready (bot.service.replicas)
+        self.leases: Callable[[], list[str]] | None = None
+        self.lease_problem: Callable[[], str | None] = lambda: None
         self.started_at = clock()
         self.last_finished: datetime | None = None
         self.failed_at: datetime | None = None  # a cycle failed after the last that finished
@@ -160,7 +163,7 @@ class Monitor:
             remaining=usage.remaining,
             reset_at=usage.reset_at,
             state_problem=self.state_problem(),
-        )
+        ) + [p for p in (self.lease_problem(),) if p is not None]
 
 
 def build_app(monitor: Monitor, *, extra_routes: Sequence[BaseRoute] = ()) -> Starlette:
@@ -197,9 +200,14 @@ def build_app(monitor: Monitor, *, extra_routes: Sequence[BaseRoute] = ()) -> St
             return PlainTextResponse(
                 "not ready: " + "; ".join(problems) + "\n", 503, headers=_HEADERS
             )
+        if monitor.leases is not None:
+            held = ", ".join(monitor.leases()) or "none"
+            return PlainTextResponse(f"ready; leases held: {held}\n", headers=_HEADERS)
         return PlainTextResponse("ready\n", headers=_HEADERS)
 
     def metrics(_: Request) -> Response:
+        if monitor.leases is not None:
+            monitor.metrics.leases_held.set(len(monitor.leases()))
         return Response(monitor.metrics.exposition(), media_type=CONTENT_TYPE, headers=_HEADERS)
 
     routes: list[BaseRoute] = [

@@ -78,6 +78,15 @@ class Metrics:
             ["event", "outcome"],
             registry=r,
         )
+        # several replicas on a PostgreSQL state (0 and none with one process)
+        self.leases_held = Gauge(
+            PREFIX + "leases_held", "Repository leases this replica holds.", registry=r
+        )
+        self.lease_takeovers = Gauge(
+            PREFIX + "lease_takeovers",
+            "Leases this replica took over from a replica that did not renew them.",
+            registry=r,
+        )
 
     def cycle_finished(
         self, summary: Summary, usage: Usage, *, seconds: float, finished_at: datetime

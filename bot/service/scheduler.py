@@ -21,6 +21,7 @@ from bot import app as wiring
 from bot.cycle import Summary
 from bot.github.client import Usage
 from bot.service.http import HttpServer, Monitor, serve
+from bot.service.replicas import Replicas
 from bot.service.webhooks import attach_webhooks
 from bot.settings import RepoSettings, Settings
 from bot.state.ports import StoreError
@@ -92,9 +93,15 @@ def run_service(
     state = wiring.ServiceState(settings)
     if settings.state.shared:  # an unreachable server at start: exit 1 naming it
         state()
+    sharing: Replicas | None = None
+    if settings.state.shared:  # several replicas: work only the repositories leased
+        sharing = Replicas(
+            state, [r.name for r in repos], lease_seconds=settings.state.lease_seconds,
+            stop=stop, on_taken=lambda: _now(scheduler, one_cycle),
+        )  # fmt: skip
     webhooks = attach_webhooks(
         settings, repos, scheduler=scheduler, clients=clients, make_cycle=wiring.make_cycle,
-        stop=stop, state=state,
+        stop=stop, state=state, sharing=sharing,
     )  # fmt: skip
 
     def cycle_body() -> None:
@@ -105,8 +112,11 @@ def run_service(
             tracker.update({STATE_PROBLEM: str(exc)})
             monitor.cycle_failed()
             return
+        mine = repos if sharing is None else _leased(repos, sharing.claim())
+        leases = None if sharing is None else sharing.leases
         try:
-            summary = wiring.make_cycle(settings, clients, store, dry_run=False).run(repos)
+            cycle = wiring.make_cycle(settings, clients, store, dry_run=False, leases=leases)
+            summary = cycle.run(mine)
         except Exception:
             log.exception("the cycle failed")
             monitor.cycle_failed()
@@ -116,7 +126,7 @@ def run_service(
         log.info(summary.line(), extra={"event": "cycle"})
         monitor.cycle_finished(summary, clients.github.usage)
         if webhooks is not None:
-            webhooks.after_cycle(summary, repos)
+            webhooks.after_cycle(summary, mine)
         tracker.update(summary.failed)
         if not stop.is_set():  # a stopped scheduler takes no new run time
             _hold_if_over_budget(scheduler, summary, clients.github.usage)
@@ -143,6 +153,11 @@ def run_service(
         deliveries = monitor.metrics.webhook_deliveries
         webhooks.receiver.observers.append(lambda e, o: deliveries.labels(e, o).inc())
         webhooks.observers.append(lambda s: monitor.metrics.spent(s, clients.github.usage))
+    if sharing is not None:
+        sharing.start()
+        monitor.leases, monitor.lease_problem = sharing.held, sharing.readiness
+        takeovers = monitor.metrics.lease_takeovers
+        takeovers.set_function(lambda: sharing.leases.takeovers if sharing else 0)
     scheduler.start()
     log.info(
         "service started: %d repositories, every %d s",
@@ -156,10 +171,23 @@ def run_service(
     scheduler.shutdown(wait=False)
     _finish_cycle(worker, clients)
     stop_http(http)
+    if sharing is not None:
+        sharing.close()
     state.close()
     clients.close()
     log.info("stopped")
     return 0
+
+
+def _leased(repos: Sequence[RepoSettings], held: Sequence[str]) -> list[RepoSettings]:
+    """The configured repositories this replica holds the lease of."""
+    names = set(held)
+    return [r for r in repos if r.name in names]
+
+
+def _now(scheduler: BackgroundScheduler, job: Callable[[], None]) -> None:
+    """Run `job` on the cycles' worker as soon as it is free (a lease was just taken)."""
+    scheduler.add_job(job, "date", run_date=datetime.now(UTC), id="takeover", replace_existing=True)
 
 
 def _finish_cycle(worker: Sequence[threading.Thread], clients: wiring.Clients) -> None:

@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
@@ -32,11 +32,14 @@ from bot.core.model import PullSnapshot
 from bot.cycle import Cycle, Summary
 from bot.github.client import RateLimited
 from bot.github.parse import PullFailure
+from bot.service.replicas import Replicas
 from bot.settings import RepoSettings, Settings
+from bot.state.ports import MarkRow, StoreError
 from bot.state.store import Store
 
 log = logging.getLogger(__name__)
 
+MARKS_POLL_S = 0.25  # several replicas: how often each takes the marks of its repositories
 MAX_BODY_BYTES = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB
 EVENTS = frozenset({"pull_request", "check_run", "check_suite", "status"})
 PULL_ACTIONS = frozenset(
@@ -175,6 +178,13 @@ def _get(node: Any, *path: str) -> Any:
 # -- the inbox of marks ----------------------------------------------------------------------
 
 
+class MarkSink(Protocol):
+    """Where the receiver puts a delivery's marks (the Inbox, or the shared state)."""
+
+    def add(self, marks: Iterable[Mark], *, now: datetime) -> bool:
+        """Add marks; True when a refresh is to be scheduled."""
+
+
 class Inbox:
     """Marked pull requests waiting for the debounced refresh, and the open heads known."""
 
@@ -277,7 +287,7 @@ class Receiver:
         *,
         secrets: Sequence[str],
         repos: Iterable[str],
-        inbox: Inbox,
+        inbox: MarkSink,
         note_delivery: Callable[[str, str, datetime], bool],
         on_first_mark: Callable[[], None],
         clock: Callable[[], datetime],
@@ -397,6 +407,20 @@ def refresh(
 # -- the service wiring: receiver, server and refresh job on the cycles' single worker ------
 
 
+class SharedMarks:
+    """Several replicas: a delivery's marks left in the state for the repository's holder."""
+
+    def __init__(self, state: Callable[[], Store]) -> None:
+        """Write through `state`."""
+        self.state = state
+
+    def add(self, marks: Iterable[Mark], *, now: datetime) -> bool:
+        """Leave the marks; False: the holder's own poll schedules its refresh."""
+        rows = [MarkRow(m.repo, m.number, m.sha, m.closed, m.head_known, now) for m in marks]
+        self.state().add_marks(rows)
+        return False
+
+
 class Webhooks:
     """The webhook receiver and its debounced refresh job, on the cycles' single worker."""
 
@@ -410,19 +434,24 @@ class Webhooks:
         make_cycle: Callable[..., Any],
         stop: threading.Event,
         state: Callable[[], Store],
+        sharing: Replicas | None = None,
     ) -> None:
-        """Build the receiver (not yet serving) on the service's state."""
+        """Build the receiver (not yet serving) on the service's state.
+
+        With several replicas (`sharing`) a delivery's marks go into the state, and each
+        replica takes those of the repositories it holds the lease of.
+        """
         self.settings, self.repos, self.scheduler = settings, list(repos), scheduler
         self.clients, self.make_cycle, self.stop = clients, make_cycle, stop
         self.debounce_s = settings.webhooks.debounce_seconds
         # told what each refresh wrote and asked (the service counts it in /metrics)
         self.observers: list[Callable[[Summary], None]] = []
         self.inbox = Inbox()
-        self.state = state
+        self.state, self.sharing = state, sharing
         self.receiver = Receiver(
             secrets=[s.get_secret_value() for s in settings.webhooks.secrets],
             repos=[r.name for r in repos],
-            inbox=self.inbox,
+            inbox=self.inbox if sharing is None else SharedMarks(state),
             note_delivery=lambda delivery, event, now: self.state().note_delivery(
                 delivery, event, now=now
             ),
@@ -439,6 +468,8 @@ class Webhooks:
         self.scheduler.add_job(
             self._forget_old_deliveries, IntervalTrigger(hours=1), id="forget-deliveries"
         )
+        if self.sharing is not None:
+            threading.Thread(target=self._take_marks, name="marks", daemon=True).start()
         cfg = self.settings.server
         log.info(
             "webhooks: POST /webhook on %s:%d, refresh %g s after the first mark",
@@ -466,7 +497,10 @@ class Webhooks:
         if not batch:
             return
         by_name = {r.name: r for r in self.repos}
-        cycle = self.make_cycle(self.settings, self.clients, self.state(), dry_run=False)
+        cycle = self.make_cycle(
+            self.settings, self.clients, self.state(), dry_run=False,
+            leases=None if self.sharing is None else self.sharing.leases,
+        )  # fmt: skip
         cycle.should_stop = self.stop.is_set
         remark = [Mark(repo, n) for repo, numbers in batch.items() for n in numbers]
         try:
@@ -494,6 +528,21 @@ class Webhooks:
         log.warning("webhook refresh held %.0f s: %s", wait_s, why)
         self.schedule(wait_s)
 
+    def _take_marks(self) -> None:
+        """Several replicas: move the marks of the repositories held into the inbox."""
+        while not self.stop.wait(MARKS_POLL_S):
+            held = self.sharing.held() if self.sharing is not None else []
+            try:
+                rows = self.state().take_marks(held)
+            except StoreError as exc:
+                log.debug("could not take the webhook marks: %s", exc)
+                continue
+            for row in rows:
+                mark = Mark(row.repo, row.number, row.sha, row.closed, row.head_known)
+                if self.inbox.add([mark], now=row.marked_at):
+                    waited = (datetime.now(UTC) - row.marked_at).total_seconds()
+                    self.schedule(max(0.0, self.debounce_s - waited))
+
     def _forget_old_deliveries(self) -> None:
         self.state().forget_deliveries(datetime.now(UTC) - timedelta(days=1))
 
@@ -515,6 +564,7 @@ def attach_webhooks(
     make_cycle: Callable[..., Any],
     stop: threading.Event,
     state: Callable[[], Store],
+    sharing: Replicas | None = None,
 ) -> Webhooks | None:
     """Start the webhook fast path when secrets are configured and the server is on."""
     if not settings.webhooks.enabled:
@@ -524,5 +574,5 @@ def attach_webhooks(
         return None
     return Webhooks(
         settings, repos, scheduler=scheduler, clients=clients, make_cycle=make_cycle, stop=stop,
-        state=state,
+        state=state, sharing=sharing,
     ).start()  # fmt: skip
