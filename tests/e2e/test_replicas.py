@@ -219,3 +219,55 @@ def test_kill_9_at_random_points_and_a_pause_past_the_lease(
     finally:
         sender.close()
     print(f"rounds worked again after {', '.join(f'{t:.1f}' for t in took)} s (bound {bound} s)")
+
+
+def test_readyz_names_the_leases_and_a_webhook_to_either_replica_is_refreshed_by_the_holder(
+    fleet: tuple[World, Sandbox, list[Replica]], tmp_path: Path, postgres_url: str
+) -> None:
+    world, sandbox, replicas = fleet
+    first = Replica(tmp_path / "first", sandbox, postgres_url)
+    replicas.append(first)
+    wait_for(lambda: current(world, "tests"), 90, "every pull request commented once")
+    base = f"http://127.0.0.1:{first.port}"
+    answer = httpx.get(base + "/readyz", timeout=5)
+    assert answer.status_code == 200 and answer.text == f"ready; leases held: {', '.join(REPOS)}\n"
+    assert "ci_status_bot_leases_held 3.0" in httpx.get(base + "/metrics", timeout=5).text
+    second = Replica(tmp_path / "second", sandbox, postgres_url)
+    replicas.append(second)
+    wait_for(second.ready, 60, "the second replica serves")
+    # the first makes room within a third of the lease; the second takes what it gave up
+    wait_for(
+        lambda: "leases held: octo" in httpx.get(f"http://127.0.0.1:{second.port}/readyz").text,
+        LEASE_S * 3, "the second replica holds a lease",
+    )  # fmt: skip
+    held = httpx.get(base + "/readyz", timeout=5).text
+    assert held.startswith("ready; leases held: ") and held.count("octo/") <= 2
+    sender = WebhookSender(second.webhook, SECRET).attach(world)  # every delivery to one
+    try:
+        started = time.monotonic()
+        red(world, "hooked")
+        took = wait_for(lambda: current(world, "hooked"), 1 + 2, "refreshed by each holder")
+    finally:
+        sender.close()
+    assert took <= 0 + 1 + 2  # debounce_seconds (0) + 1 s, and the writes' 1 s pacing
+    assert time.monotonic() - started < INTERVAL_S  # no polling cycle did it
+    assert_no_duplicate_and_no_older_stamp(world, sandbox)
+
+
+def test_a_replica_holding_nothing_while_another_holds_all_is_not_ready(
+    fleet: tuple[World, Sandbox, list[Replica]], tmp_path: Path, postgres_url: str
+) -> None:
+    from bot.state.leases import Leases
+    from bot.state.store import Store
+
+    world, sandbox, replicas = fleet
+    with Store.open(postgres_url) as store:
+        hog = Leases(store, lease_seconds=3600, holder="another")
+        assert sorted(hog.claim(list(REPOS))) == list(REPOS)
+        replica = Replica(tmp_path / "starved", sandbox, postgres_url)
+        replicas.append(replica)
+        wait_for(replica.ready, 60, "it serves")
+        readyz = f"http://127.0.0.1:{replica.port}/readyz"
+        wait_for(lambda: "holds no lease" in httpx.get(readyz).text, 30, "not ready: no lease")
+        assert httpx.get(readyz).status_code == 503
+        assert not any(own(world, repo, n) for repo in REPOS for n in PULLS)  # it wrote nothing
