@@ -21,6 +21,17 @@ _WRITE_ACTIONS = ("created", "edited")
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 # Required-ness (branch protection, rulesets) changes rarely: it is learned again after this.
 REQUIRED_TTL = timedelta(hours=24)
+# What `prune` keeps (issue 17): webhook deliveries (ids and body digests) a day, the write
+# audit 30 days (the write budget looks back an hour), triage rows and first sightings of
+# pull requests no cycle has seen for 7 days (closed, or their repository unconfigured),
+# Read the Docs reads of commits last read 30 days ago.
+RETENTION = {
+    "deliveries": timedelta(days=1),
+    "audit": timedelta(days=30),
+    "triage": timedelta(days=7),
+    "first_seen": timedelta(days=7),
+    "rtd_reads": timedelta(days=30),
+}
 
 _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
@@ -740,6 +751,30 @@ class Store:
                 (delivery_id, event, _to_text(now)),
             )
             return cursor.rowcount == 1
+
+    def prune(self, *, now: datetime) -> dict[str, int]:
+        """Drop what is older than RETENTION; how many rows went, by table."""
+        cut = {table: _to_text(now - age) for table, age in RETENTION.items()}
+        statements = {
+            "deliveries": ("DELETE FROM deliveries WHERE received_at < ?", cut["deliveries"]),
+            "audit": ("DELETE FROM audit WHERE at < ?", cut["audit"]),
+            "triage": ("DELETE FROM triage WHERE updated_at < ?", cut["triage"]),
+            "first_seen": (
+                "DELETE FROM first_seen WHERE seen_at < ? AND NOT EXISTS (SELECT 1 FROM triage t "
+                "WHERE t.repo = first_seen.repo AND t.number = first_seen.number "
+                "AND t.head_sha = first_seen.head_sha)",
+                cut["first_seen"],
+            ),
+            "rtd_reads": (
+                "DELETE FROM rtd_reads WHERE max(coalesce(read_at, ''), coalesce(failing_since, '')) < ?",
+                cut["rtd_reads"],
+            ),
+        }
+        dropped: dict[str, int] = {}
+        with self._transaction() as db:
+            for table, (sql, before) in statements.items():
+                dropped[table] = db.execute(sql, (before,)).rowcount
+        return dropped
 
     def forget_deliveries(self, before: datetime) -> int:
         """Drop deliveries received before `before`; returns how many were dropped."""
