@@ -16,7 +16,7 @@ from github import Auth, Github, GithubIntegration
 from github.GithubException import GithubException
 
 from bot.core.model import PullSnapshot
-from bot.cycle import Cycle
+from bot.cycle import Cycle, WritePacing
 from bot.docs.readthedocs.client import RtdApi
 from bot.github.client import Comment, GitHubApi, GitHubError, NotFound, RequiredCache
 from bot.github.parse import PullFailure
@@ -45,6 +45,8 @@ class Clients:
     rtd: RtdApi
     login: str
     stop: threading.Event = field(default_factory=threading.Event)
+    # this process's writes on a monotonic clock, shared by every cycle and webhook refresh
+    pacing: WritePacing = field(default_factory=WritePacing)
 
     def close(self) -> None:
         """Release connections."""
@@ -304,6 +306,7 @@ def make_cycle(
         should_stop=clients.stop.is_set,
         stop=clients.stop,
         observers=observers,
+        pacing=clients.pacing,
     )
 
 

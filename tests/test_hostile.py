@@ -429,3 +429,41 @@ def test_the_points_bucket_refills_on_the_monotonic_clock_and_pays_overdrafts_ba
     assert bucket.available() == -30
     now[0] += 1000
     assert bucket.available() == 100  # never more than the burst
+
+
+# -- 8. a backward wall-clock step does not stall the writes ----------------------------------
+
+
+def test_a_backward_wall_clock_step_does_not_stall_comment_writes(tmp_path: Path) -> None:
+    from datetime import timedelta
+
+    from bot.app import build_clients, make_cycle
+    from bot.settings import load_settings
+    from bot.state.sqlite import Store
+
+    world = World()
+    seed_case(world, now=datetime.now(UTC))
+    for number in (1, 2, 3):
+        sha = f"{number:040x}"
+        world.add_pull(REPO, number, title=f"pr {number}", author="bob", head_sha=sha)
+    with Sandbox(world) as sandbox:
+        settings = load_settings(write_config(tmp_path, sandbox))
+        clients = build_clients(settings, settings.repos)
+        slept: list[float] = []
+
+        def wall() -> datetime:  # an NTP step one hour back once the first write is stamped
+            stepped = store.last_write_at() is not None
+            return datetime.now(UTC) - (timedelta(hours=1) if stepped else timedelta(0))
+
+        def sleep(seconds: float) -> None:
+            slept.append(seconds)
+            time.sleep(min(seconds, 1.0))
+
+        with Store.open(tmp_path / "state.sqlite3") as store:
+            cycle = make_cycle(settings, clients, store, dry_run=False, out=None)
+            cycle.clock, cycle.sleep = wall, sleep
+            summary = cycle.run(settings.repos)
+        clients.close()
+    assert summary.created == 4, summary.line()
+    assert all(len(bot_comments(world, n)) == 1 for n in (1, 2, 3, 7430))
+    assert max(slept) <= settings.policy.min_seconds_between_writes, slept
