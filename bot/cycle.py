@@ -12,11 +12,11 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Literal, Protocol
 
+from bot.core.evidence import Evidence
 from bot.core.facts import facts_key
-from bot.core.model import MARKER, PullSnapshot, Report, RtdLookup, Verdict
+from bot.core.model import MARKER, PullSnapshot, Report, Verdict
 from bot.core.reconcile import reconcile
-from bot.docs.readthedocs.client import RtdApi
-from bot.docs.readthedocs.rules import evidence
+from bot.docs.provider import DocsProvider
 from bot.github.client import Comment, GitHubApi, GitHubError, RateLimited, ReadOnlyRequired
 from bot.github.parse import PullFailure
 from bot.render.comment import Renderer
@@ -31,6 +31,8 @@ PRIORITY = {Verdict.FAILING: 0, Verdict.INCOMPLETE: 1, Verdict.PENDING: 2, Verdi
 # Comments to be edited are re-read in batches (one GraphQL query each) just before the batch's
 # writes; writes are >= 1 s apart, so a re-read is at most about this many seconds old.
 REREAD_BATCH = 50
+# The bot's comments left as they are are re-read this many per GraphQL query (one point).
+CHECK_BATCH = 100
 # A failed create is tried twice more, each time only after looking that it did not land.
 CREATE_POLICY = RetryPolicy(attempts=3, backoff_s=1.0, jitter_s=1.0)
 
@@ -142,19 +144,14 @@ def selected(snapshot: PullSnapshot, policy: PolicySettings) -> bool:
     return not {label.casefold() for label in snapshot.labels} & skip_labels
 
 
-def read_rtd(
-    snapshot: PullSnapshot,
-    repo: RepoSettings,
-    *,
-    rtd: RtdApi,
-    now: datetime,
-    store: Store | None = None,
-    write: bool = True,
-) -> dict[str, RtdLookup]:
-    """What Read the Docs says about each RTD status of the head (the RTD rules' evidence)."""
-    return evidence(
-        snapshot, rtd_project=repo.rtd_project, api=rtd, now=now, store=store, write=write
-    )
+def read_docs(
+    snapshot: PullSnapshot, repo: RepoSettings, docs: Sequence[DocsProvider], *, now: datetime
+) -> dict[str, Evidence]:
+    """What every docs provider says about the head's statuses, by context."""
+    found: dict[str, Evidence] = {}
+    for provider in docs:
+        found.update(provider.evidence(snapshot, repo, now=now))
+    return found
 
 
 def needs_first_seen(snapshot: PullSnapshot) -> list[str]:
@@ -164,6 +161,16 @@ def needs_first_seen(snapshot: PullSnapshot) -> list[str]:
         for s in snapshot.signals
         if s.started_at is None and s.completed_at is None and s.created_at is None
     ]
+
+
+def due_for_check(
+    last_good: Mapping[tuple[str, int], datetime], *, per_query: int = CHECK_BATCH
+) -> list[tuple[str, int]]:
+    """Which comments to re-read this pass: all of them when that takes no more queries than
+    half of them would, else the least recently known good, whole queries, at least half."""
+    queries = -(-len(last_good) // (2 * per_query))
+    ordered = sorted(last_good, key=lambda key: (last_good[key], key))
+    return ordered[: queries * per_query]
 
 
 def is_own(comment: Comment, login: str) -> bool:
@@ -188,7 +195,7 @@ class Cycle:
         self,
         *,
         github: GitHubApi,
-        rtd: RtdApi,
+        docs: Sequence[DocsProvider],
         store: Store,
         renderer: Renderer,
         policy: PolicySettings,
@@ -202,7 +209,7 @@ class Cycle:
         observers: Sequence[CycleObserver] = (),
         pacing: WritePacing | None = None,
     ) -> None:
-        self.github, self.rtd, self.store, self.renderer = github, rtd, store, renderer
+        self.github, self.docs, self.store, self.renderer = github, tuple(docs), store, renderer
         self.policy = policy
         self.pacing = pacing or WritePacing()  # the service shares one across its cycles
         self.core_policy = policy.core()
@@ -213,6 +220,7 @@ class Cycle:
         self.sleep = sleep  # None: wait on `stop`; either way a wait ends on a stop request
         self.should_stop = should_stop
         self.stop = stop or threading.Event()
+        self._left: list[Plan] = []  # this pass's comments left as they are (to be checked)
         self.observers = tuple(observers)
 
     # -- the pass ------------------------------------------------------------------------
@@ -226,8 +234,9 @@ class Cycle:
         """
         summary = Summary()
         plans: list[Plan] = []
+        self._left = []
         gh_before, points_before = self.github.usage.total, self.github.usage.graphql_points
-        rtd_before = self.rtd.requests
+        rtd_before = self._docs_requests()
         for index, repo in enumerate(repos):
             if self.stopping():
                 self._not_read(repos[index:], summary, "not read: the bot is stopping")
@@ -250,11 +259,15 @@ class Cycle:
             except Exception as exc:  # one repository's failure never loses the cycle
                 summary.failed[repo.name] = f"{exc.__class__.__name__}: {exc}"
                 log.warning("could not read %s", repo.name, exc_info=True)
+        plans.extend(self._check_left(summary))
         self._publish_all(plans, summary)
         summary.github_requests = self.github.usage.total - gh_before
         summary.graphql_points = self.github.usage.graphql_points - points_before
-        summary.rtd_requests = self.rtd.requests - rtd_before
+        summary.rtd_requests = self._docs_requests() - rtd_before
         return summary
+
+    def _docs_requests(self) -> int:
+        return sum(provider.requests for provider in self.docs)
 
     def stopping(self) -> bool:
         """Whether a stop was requested (the service's flag or the Event handed down)."""
@@ -307,6 +320,8 @@ class Cycle:
         if plan.action in ("leave", "adopt"):
             summary.left += 1
             self._show(plan)
+            if plan.action == "leave":
+                self._left.append(plan)
             return None
         return plan
 
@@ -336,10 +351,8 @@ class Cycle:
                 self.store.mark_seen(*args, keys, now=now)
             first_seen = self.store.first_seen(*args)
             first_seen = {k: first_seen.get(k, now) for k in keys}
-        lookups = read_rtd(
-            snapshot, repo, rtd=self.rtd, now=now, store=self.store, write=not self.dry_run
-        )
-        report = reconcile(snapshot, lookups, self.core_policy, now=now, first_seen=first_seen)
+        docs = read_docs(snapshot, repo, self.docs, now=now)
+        report = reconcile(snapshot, docs, self.core_policy, now=now, first_seen=first_seen)
         key = facts_key(report)
         known = self.store.get_facts(repo.name, snapshot.number)
         if known is not None and known[0] == key:
@@ -361,7 +374,7 @@ class Cycle:
             return self._plan_unknown(report, key, repo.name)
         comment_key = self._comment_key(report, key)
         if stored.facts_key == comment_key:
-            return Plan(report, "leave", "", comment_key, stored.comment_id)
+            return Plan(report, "leave", "", comment_key, stored.comment_id, stored.node_id)
         if self.dry_run:  # the write would re-read the comment first: so does the prediction
             current = self.github.get_comment(repo.name, stored.comment_id)
             if current is None or not is_own(current, self.login):
@@ -393,6 +406,48 @@ class Cycle:
         action: Literal["edit", "adopt"] = "adopt" if own.body == body else "edit"
         comment_key = self._comment_key(report, key)
         return Plan(report, action, body, comment_key, own.id, own.node_id, found=own, looked=True)
+
+    # -- the comment stays true ----------------------------------------------------------------
+
+    def _check_left(self, summary: Summary) -> list[Plan]:
+        """Re-read the comments this pass leaves as they are (the least recently checked, at
+        least half of them: each is checked every second pass or more often, 100 per GraphQL
+        point); plan a create for one deleted and an edit for one someone else changed."""
+        left = {(p.report.repo, p.report.number): p for p in self._left if p.node_id}
+        stored = {key: self.store.get_comment(*key) for key in left}
+        kept = {key: s for key, s in stored.items() if s is not None and s.node_id}
+        due = due_for_check({key: s.last_known_good for key, s in kept.items()})
+        if not due:
+            return []
+        try:
+            found = self.github.read_comments([kept[key].node_id for key in due])
+        except RateLimited as exc:  # checked again next pass; the writes meet the limit too
+            summary.rate_limited_s = exc.wait_s
+            log.warning("rate limited while checking the bot's comments: %s", exc)
+            return []
+        except GitHubError as exc:  # checked again next pass; nothing is written on a guess
+            log.warning("could not check the bot's comments: %s", exc)
+            return []
+        plans: list[Plan] = []
+        good: list[tuple[str, int]] = []
+        for key in due:
+            record, plan = kept[key], left[key]
+            current = found.get(record.node_id)
+            if current is not None and is_own(current, self.login):
+                if sha256(current.body) == record.body_hash:
+                    good.append(key)
+                    continue
+                log.info("comment on %s was edited by %s: restoring it", plan.label, current.editor)
+                plans.append(replace(plan, action="edit"))
+            else:
+                log.info("comment on %s is gone (or no longer the bot's): posting it", plan.label)
+                if not self.dry_run:
+                    self.store.forget_comment(*key)
+                plans.append(replace(plan, action="create", comment_id=None, node_id=""))
+            summary.left -= 1
+        if not self.dry_run:
+            self.store.mark_checked(good, now=self.clock())
+        return plans
 
     def rendered(self, plan: Plan) -> Plan:
         """The plan with its comment body (rendered only when it is about to be written)."""
@@ -590,11 +645,12 @@ class Cycle:
     ) -> Summary:
         """Plan and publish already-read pull requests through the same rules as `run`."""
         summary = Summary()
+        self._left = []  # a refresh checks no comment: the pass does
         gh_before, points_before = self.github.usage.total, self.github.usage.graphql_points
-        rtd_before = self.rtd.requests
+        rtd_before = self._docs_requests()
         plans = [p for s, r in pulls if (p := self._plan_one(s, r, summary)) is not None]
         self._publish_all(plans, summary)
         summary.github_requests = self.github.usage.total - gh_before
         summary.graphql_points = self.github.usage.graphql_points - points_before
-        summary.rtd_requests = self.rtd.requests - rtd_before
+        summary.rtd_requests = self._docs_requests() - rtd_before
         return summary

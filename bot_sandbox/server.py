@@ -20,13 +20,14 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from bot_sandbox import graphql_api, rest_api, rtd_api
-from bot_sandbox.world import API, RTD_API, Answer, Call, World
+from bot_sandbox.world import API, RTD_API, Answer, AppRec, Call, World
 
 logger = logging.getLogger(__name__)
 
 EXPOSED = (
     "ETag, Link, Location, Retry-After, X-GitHub-OTP, X-RateLimit-Limit, X-RateLimit-Remaining, "
-    "X-RateLimit-Used, X-RateLimit-Resource, X-RateLimit-Reset"
+    "X-RateLimit-Used, X-RateLimit-Resource, X-RateLimit-Reset, X-OAuth-Scopes, "
+    "X-Accepted-OAuth-Scopes"
 )
 GITHUB_PREFIX = "/api/v3"
 GRAPHQL_PATH = "/api/graphql"
@@ -515,7 +516,7 @@ class _Handler(BaseHTTPRequestHandler):
             kind = found[0].kind if found else "unknown"
             auth = found[0].auth if found else "token"
             resource = "core"
-        problem = self._authenticate(world, call, auth)
+        problem = self._authenticate(world, call, auth) or _lacks_permission(world, call, kind)
         if problem is not None:
             return (
                 self._github_reply(sandbox, call, problem, resource, charged=False),
@@ -598,6 +599,9 @@ class _Handler(BaseHTTPRequestHandler):
         self, sandbox: Sandbox, call: Call, answer: Answer, resource: str, *, charged: bool
     ) -> _Reply:
         headers = {**_github_headers(), **answer.headers}
+        token = sandbox.world.token_record(call.token) if call.token else None
+        if token is not None and token.scopes is not None:  # a classic token says its scopes
+            headers["X-OAuth-Scopes"] = token.scopes
         body = answer.raw if answer.raw is not None else _dump(answer.payload, call)
         status = answer.status
         if call.method == "GET" and status == 200:
@@ -687,6 +691,32 @@ def _outside_installation(world: World, token: str, path: str) -> Answer | None:
 
 _REPO_PATH = re.compile(r"/repos/([^/]+)/([^/]+)")
 
+# The permission (and level) each REST route needs of a fine-grained or installation token.
+_NEEDS = {
+    "repo": ("metadata", "read"),
+    "pulls.list": ("pull_requests", "read"), "pulls.get": ("pull_requests", "read"),
+    "check-runs.list": ("checks", "read"), "check-runs.get": ("checks", "read"),
+    "check-suites.list": ("checks", "read"), "check-suites.get": ("checks", "read"),
+    "status.combined": ("statuses", "read"), "statuses.list": ("statuses", "read"),
+    "issues.get": ("issues", "read"), "comments.list": ("issues", "read"),
+    "comments.get": ("issues", "read"), "comments.create": ("issues", "write"),
+    "comments.edit": ("issues", "write"), "comments.delete": ("issues", "write"),
+}  # fmt: skip
+_LEVELS = {"read": 1, "write": 2}
+
+
+def _lacks_permission(world: World, call: Call, kind: str) -> Answer | None:
+    """GitHub's 403 for a token whose permissions (when it has a list) do not cover the route."""
+    rec = world.token_record(call.token) if call.token else None
+    need = _NEEDS.get(kind)
+    if rec is None or rec.permissions is None or need is None:
+        return None
+    permission, level = need
+    if _LEVELS.get(rec.permissions.get(permission, ""), 0) >= _LEVELS[level]:
+        return None
+    who = "integration" if rec.installation_id is not None else "personal access token"
+    return rest_api.error(403, f"Resource not accessible by {who}")
+
 
 def _jwt_app(world: World, token: str) -> str | None:
     parts = token.split(".")
@@ -699,12 +729,32 @@ def _jwt_app(world: World, token: str) -> str | None:
     except (ValueError, AttributeError):
         issuer = ""
     with world.lock:
-        for app in world.apps.values():
-            if str(app.app_id) == issuer:
-                return app.slug
-        if len(world.apps) == 1:
-            return next(iter(world.apps))
-    return None
+        found = next((a for a in world.apps.values() if str(a.app_id) == issuer), None)
+        if found is None and len(world.apps) == 1:
+            found = next(iter(world.apps.values()))
+    if found is None or not _signed_by(found, token):
+        return None
+    return found.slug
+
+
+def _signed_by(app: AppRec, token: str) -> bool:
+    """Whether the JWT's RS256 signature verifies with the App's key (no key set: any)."""
+    if app.public_key_pem is None:
+        return True
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import padding, rsa
+    from cryptography.hazmat.primitives.serialization import load_pem_public_key
+
+    key = load_pem_public_key(app.public_key_pem.encode())
+    head, _, signature = token.rpartition(".")
+    try:
+        raw = base64.urlsafe_b64decode(signature + "=" * (-len(signature) % 4))
+        assert isinstance(key, rsa.RSAPublicKey)
+        key.verify(raw, head.encode(), padding.PKCS1v15(), hashes.SHA256())
+    except (InvalidSignature, ValueError):
+        return False
+    return True
 
 
 def _mentions(call: Call, text: str) -> bool:

@@ -11,13 +11,22 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from support import REPO, bot_comments, clean_env, cli, seed_case, write_config, writes
+from support import (
+    REPO,
+    Env,
+    bot_comments,
+    clean_env,
+    cli,
+    sandbox_env,
+    seed_case,
+    write_config,
+    writes,
+)
 
 from bot.core.model import Kind, PullSnapshot, Report, Row, Signal, SinceSource, State, Verdict
 from bot.triage.rows import TriageEntry, entry_for, ordered
@@ -65,34 +74,26 @@ def seed_triage(world: World) -> None:
     _pull(world, 106, draft=True)
 
 
-@dataclass
-class Env:
-    world: World
-    sandbox: Sandbox
-    config: Path
-    state: Path
-
-
-def _env(tmp: Path) -> Iterator[Env]:
-    world = World()
-    seed_triage(world)
-    with Sandbox(world) as sandbox:
-        config = write_config(tmp, sandbox)
-        result = cli("once", "--config", str(config))
-        assert result.returncode == 0, result.stderr
-        yield Env(world, sandbox, config, tmp / "state.sqlite3")
+def _once(env: Env) -> Env:
+    result = cli("once", "--config", str(env.config))
+    assert result.returncode == 0, result.stderr
+    return env
 
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     """One world after one real `once`, for the tests that only read."""
-    yield from _env(tmp_path_factory.mktemp("triage"))
+    world = World()
+    seed_triage(world)
+    with sandbox_env(world, tmp_path_factory.mktemp("triage"), datetime.now(UTC)) as env:
+        yield _once(env)
 
 
 @pytest.fixture
-def env(tmp_path: Path) -> Iterator[Env]:
-    """A world of its own, for tests that change it."""
-    yield from _env(tmp_path)
+def env(env: Env) -> Env:
+    """A world of its own after one real `once`, for tests that change it."""
+    seed_triage(env.world)
+    return _once(env)
 
 
 def report(env: Env, *args: str) -> subprocess.CompletedProcess[str]:
@@ -364,7 +365,7 @@ def _entry(number: int, verdict: Verdict, *rows: Row) -> TriageEntry:
     )  # fmt: skip
     snapshot = PullSnapshot(repo=REPO, number=number, title=f"t{number}", author="a",
                             draft=False, head_sha="a" * 40, url=f"https://x/{number}")  # fmt: skip
-    return entry_for(snapshot, report_)
+    return entry_for(snapshot, report_, docs=())
 
 
 def test_a_required_failure_comes_first_and_is_named() -> None:
@@ -389,17 +390,6 @@ def test_a_required_failure_comes_first_and_is_named() -> None:
     assert required.oldest_unsettled is not None and required.oldest_unsettled.name == "build"
     assert dict(required.counts) == {"failing": 1, "pending": 1, "incomplete": 0, "passing": 0}
     assert entries[1].required_failing == ()
-
-
-def test_demo_ends_with_the_triage_table_and_where_the_page_is_served() -> None:
-    result = cli("demo", timeout=180)
-    assert result.returncode == 0, result.stderr
-    tail = result.stdout[result.stdout.index("[triage]") :].splitlines()
-    assert tail[1].split()[:2] == ["VERDICT", "PULL"]
-    assert [line.split()[1] for line in tail[2:7]][:2] == ["octo/omni#7433", "octo/omni#7430"]
-    # after the demo's webhook step, #7430 also carries a failed `linkcheck`
-    assert "5 open pull requests: 2 failing, 0 incomplete, 0 pending, 3 passing." in tail
-    assert "serves this view as a page at http://127.0.0.1:8080/" in tail[-1]
 
 
 def test_a_state_from_before_the_triage_view_reports_empty_then_fills(

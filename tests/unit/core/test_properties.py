@@ -22,13 +22,13 @@ from bot.core.model import (
     Policy,
     PullSnapshot,
     Report,
-    RtdBuild,
-    RtdLookup,
     Signal,
     State,
     Verdict,
 )
 from bot.core.reconcile import dedupe, github_state, reconcile
+from bot.docs.readthedocs.rows import RtdLookup
+from bot.docs.readthedocs.rules import RtdBuild
 from bot.render.comment import Renderer
 
 NOW = datetime(2026, 10, 5, 14, 3, tzinfo=UTC)

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
+from support import ROOT
 
 from bot.core.model import Policy
 from bot.settings import (
@@ -26,7 +27,7 @@ from bot.settings import (
     load_settings,
 )
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "config" / "bot.example.toml"
+EXAMPLE = ROOT / "config" / "bot.example.toml"
 SECRET = "ghp_s3cr3tT0kenValue"
 
 
