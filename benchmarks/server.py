@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 import signal
 import socket
@@ -89,8 +90,9 @@ class Load:
     def start(self, *, slow: int, rate: float, pages: int) -> None:
         """Start every kind of client."""
         self._spawn(self._slow, slow)
-        for _ in range(4):
-            self._spawn(self._deliveries, rate / 4)
+        senders = max(1, math.ceil(rate / 10))  # each waits for its answers
+        for _ in range(senders):
+            self._spawn(self._deliveries, rate / senders)
         for index in range(pages):
             self._spawn(self._pages, index)
         self._spawn(self._probe)
@@ -360,13 +362,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--latency-ms", type=float, default=0.0, help="the sandbox's latency")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=600.0, help="for the first cycle")
+    parser.add_argument("--log", default="", help="keep the bot's and the sandbox's log here")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run once and print the figures (last line: JSON)."""
     args = parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp, (Path(tmp) / "log").open("wb") as log:
+    with tempfile.TemporaryDirectory() as tmp, Path(args.log or f"{tmp}/log").open("wb") as log:
         result = measure(args, Path(tmp), log)
     met = verdicts(result)
     print(f"/livez ms  p50/p95/max: {_triple(result['livez_ms'])}   (target p95 <= 100)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
 import threading
@@ -12,8 +13,9 @@ from typing import Final
 
 import uvicorn
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from bot.core.model import format_utc
@@ -192,27 +194,27 @@ class Monitor:
 
 def build_app(monitor: Monitor, *, extra_routes: Sequence[BaseRoute] = ()) -> Starlette:
     """The ASGI app: GET /, /triage.json, /livez, /readyz, /metrics, plus `extra_routes`."""
-    pages = PageCache(formats.PageRenderer())
+    rendered = Rendered(monitor)
 
-    def page(request: Request) -> Response:
-        generation = monitor.generation  # read first: newer rows never go under an older key
-        try:
-            entries = monitor.entries()
-        except (StoreError, sqlite3.Error) as exc:
-            return PlainTextResponse(f"the state cannot be read: {exc}\n", 503, headers=_HEADERS)
+    async def serve_rendered(kind: str, refresh: int, media_type: str) -> Response:
+        key = rendered.key(kind, refresh)  # taken first: newer rows never go under an older key
+        body = rendered.cached(key)  # a hit is answered on the event loop, no thread needed
+        if body is None:
+            try:
+                body = await run_in_threadpool(rendered.render, key, kind, refresh)
+            except (StoreError, sqlite3.Error) as exc:
+                text = f"the state cannot be read: {exc}\n"
+                return PlainTextResponse(text, 503, headers=_HEADERS)
+        return Response(body, media_type=media_type, headers=_HEADERS)
+
+    async def page(request: Request) -> Response:
         refresh = _refresh_seconds(request.query_params.get("refresh"))
-        html = pages.page(monitor, entries, refresh, generation=generation)
-        return HTMLResponse(html, headers=_HEADERS)
+        return await serve_rendered("page", refresh, "text/html; charset=utf-8")
 
-    def triage_document(_: Request) -> Response:
-        try:
-            entries = monitor.entries()
-        except (StoreError, sqlite3.Error) as exc:
-            return JSONResponse({"error": f"the state cannot be read: {exc}"}, 503)
-        document = formats.triage_document(entries, now=monitor.clock())
-        return JSONResponse(document, headers=_HEADERS)
+    async def triage_document(_: Request) -> Response:
+        return await serve_rendered("json", 0, "application/json")
 
-    def livez(_: Request) -> Response:
+    async def livez(_: Request) -> Response:  # on the event loop: answers while threads are busy
         if not monitor.alive():
             return PlainTextResponse("not alive: the scheduler stopped\n", 503, headers=_HEADERS)
         return PlainTextResponse("ok\n", headers=_HEADERS)
@@ -239,40 +241,45 @@ def build_app(monitor: Monitor, *, extra_routes: Sequence[BaseRoute] = ()) -> St
     return Starlette(routes=routes)
 
 
-class PageCache:
-    """The rendered page of the rows held, per refresh interval, until the rows change."""
+class Rendered:
+    """The page and the JSON document of the rows held, encoded once per rows generation
+    (and refresh interval) and kept until the rows change; nothing cached before a cycle."""
 
-    MAX_PAGES: Final = 8
+    MAX_KEPT: Final = 8
 
-    def __init__(self, renderer: formats.PageRenderer) -> None:
+    def __init__(self, monitor: Monitor) -> None:
         """Start empty."""
-        self.renderer = renderer
-        self._pages: dict[tuple[int, int, datetime], str] = {}
+        self.monitor = monitor
+        self.renderer = formats.PageRenderer()
+        self._kept: dict[tuple[str, int, int, datetime], bytes] = {}
         self._lock = threading.Lock()
 
-    def page(
-        self,
-        monitor: Monitor,
-        entries: Sequence[rows.TriageEntry],
-        refresh: int,
-        *,
-        generation: int,
-    ) -> str:
-        """The page as of the last cycle (rendered once per rows generation and interval)."""
-        as_of = monitor.last_finished
-        if as_of is None:  # no cycle yet: the state's rows, as of now
-            return self.renderer.render(entries, now=monitor.clock(), refresh_seconds=refresh)
-        key = (generation, refresh, as_of)
+    def key(self, kind: str, refresh: int = 0) -> tuple[str, int, int, datetime] | None:
+        """The cache key of what would be served now (None before the first cycle)."""
+        as_of = self.monitor.last_finished
+        return None if as_of is None else (kind, self.monitor.generation, refresh, as_of)
+
+    def cached(self, key: tuple[str, int, int, datetime] | None) -> bytes | None:
+        """What was rendered under `key`, if still kept."""
         with self._lock:
-            cached = self._pages.get(key)
-        if cached is not None:
-            return cached
-        html = self.renderer.render(entries, now=as_of, refresh_seconds=refresh)
-        with self._lock:
-            if len(self._pages) >= self.MAX_PAGES:
-                self._pages.clear()
-            self._pages[key] = html
-        return html
+            return None if key is None else self._kept.get(key)
+
+    def render(self, key: tuple[str, int, int, datetime] | None, kind: str, refresh: int) -> bytes:
+        """Render from the rows held (a thread's work), keep it under `key`."""
+        entries = self.monitor.entries()
+        as_of = self.monitor.last_finished or self.monitor.clock()  # the data's time
+        if kind == "page":
+            text = self.renderer.render(entries, now=as_of, refresh_seconds=refresh)
+        else:
+            document = formats.triage_document(entries, now=as_of)
+            text = json.dumps(document, ensure_ascii=False, separators=(",", ":"))
+        body = text.encode("utf-8")
+        if key is not None:
+            with self._lock:
+                if len(self._kept) >= self.MAX_KEPT:
+                    self._kept.clear()
+                self._kept[key] = body
+        return body
 
 
 def _refresh_seconds(value: str | None) -> int:
@@ -282,7 +289,7 @@ def _refresh_seconds(value: str | None) -> int:
     return min(3600, max(2, int(value)))
 
 
-SHUTDOWN_GRACE_S: Final = 2  # requests being answered get this long after a stop
+SHUTDOWN_GRACE_S: Final = 1  # requests being answered get this long after a stop
 
 
 class HttpServer:

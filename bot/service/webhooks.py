@@ -48,6 +48,7 @@ MAX_LARGE_BODIES = 2  # ... are read at most two at a time (the others get 503 a
 WEBHOOK_POINTS_PER_HOUR = 1000.0
 WEBHOOK_POINTS_BURST = 250.0
 MIN_REFRESH_GAP_S = 2.0
+CLOSE_WAIT_S = 0.5
 EVENTS = frozenset({"pull_request", "check_run", "check_suite", "status"})
 PULL_ACTIONS = frozenset(
     {
@@ -618,10 +619,13 @@ class Webhooks:
         log.info("webhook deliveries by event and outcome: %s", counts or "none")
 
     def close(self) -> None:
-        """Close the deliveries state."""
-        with self._store_lock:
-            if self._store is not None:
-                self._store.close()
+        """Close the deliveries state, waiting a moment at most (a delivery may be holding it
+        while SQLite waits for another writer; the process is ending, the state survives)."""
+        store = self._store
+        if store is not None:
+            closer = threading.Thread(target=store.close, name="close-deliveries", daemon=True)
+            closer.start()
+            closer.join(CLOSE_WAIT_S)
 
 
 def attach_webhooks(
