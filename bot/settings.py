@@ -43,7 +43,7 @@ CONFIG_ENV_VAR = f"{ENV_PREFIX}CONFIG"
 DEFAULT_CONFIG_PATH = Path("config/bot.toml")
 
 _REPO_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}/(?!\.\.?\Z)[A-Za-z0-9._-]{1,100}")
-# "" (none) or a slug as Read the Docs makes them (the rule bot/readthedocs.py checks too)
+# "" (none) or a slug as Read the Docs makes them (the rule docs/readthedocs/rules.py checks too)
 _RTD_SLUG = re.compile(r"(?:[A-Za-z0-9][A-Za-z0-9_-]{0,254})?")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _HOST_NAME = re.compile(
@@ -263,14 +263,21 @@ class WebhooksSettings(_Section):
 
 
 class StateSettings(_Section):
-    """[state]: where the SQLite state lives."""
+    """[state]: where the SQLite state lives; an empty path: no state at all (`once` only)."""
 
-    path: str = Field(default="state/ci-status-bot.sqlite3", min_length=1)
+    path: str = "state/ci-status-bot.sqlite3"
 
     @field_validator("path")
     @classmethod
     def _check_path(cls, value: str) -> str:
+        if value and not value.strip():
+            raise ValueError('blank: name a file, or "" for no state at all')
         return _no_control(value)
+
+    @property
+    def stateless(self) -> bool:
+        """No state at all: each run reads what it needs from the bot's comments."""
+        return not self.path
 
 
 class RenderSettings(_Section):

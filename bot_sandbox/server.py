@@ -58,7 +58,7 @@ class _Rule:
     path: re.Pattern[str]
     status: int
     times: int
-    body: bytes | None
+    body: bytes | Callable[[], Any] | None  # a callable is called for each answer
     headers: dict[str, str | Callable[[], str]]  # a callable is read when answering
     apply: bool
     delay_s: float
@@ -205,7 +205,7 @@ class Sandbox:
         status: int = 502,
         *,
         times: int = 1,
-        body: bytes | str | dict[str, Any] | None = None,
+        body: bytes | str | dict[str, Any] | Callable[[], Any] | None = None,
         headers: dict[str, str | Callable[[], str]] | None = None,
         apply: bool = False,
         delay_s: float = 0.0,
@@ -217,18 +217,13 @@ class Sandbox:
         The path may be given relative to the service root (/repos/...) or in full
         (/api/v3/repos/...); `times=-1` fails forever; `apply=True` performs the real
         operation first; `delay_s` sleeps before answering; status 0 closes the connection
-        without an answer. `when` limits the rule to
+        without an answer. A callable `body` is called for each answer (an error page that
+        differs per request, as a CDN's does). `when` limits the rule to
         requests whose body or query string contains that text (e.g. a GraphQL operation
         name); `transform` performs the real operation and rewrites its JSON payload (a
         repeated cursor, a foreign `next` link), keeping its status and headers.
         """
-        raw: bytes | None
-        if isinstance(body, dict):
-            raw = json.dumps(body).encode()
-        elif isinstance(body, str):
-            raw = body.encode()
-        else:
-            raw = body
+        raw = body if body is None or callable(body) else _as_bytes(body)
         rule = _Rule(
             method.upper() if method else None,
             re.compile(path),
@@ -778,12 +773,18 @@ def _transformed(rule: _Rule, answer: Answer) -> Answer:
     )
 
 
+def _as_bytes(body: bytes | str | dict[str, Any]) -> bytes:
+    if isinstance(body, dict):
+        return json.dumps(body).encode()
+    return body.encode() if isinstance(body, str) else body
+
+
 def _fault_answer(rule: _Rule, service: str) -> Answer:
     phrase = (
         HTTPStatus(rule.status).phrase if rule.status in HTTPStatus._value2member_map_ else "Error"
     )
     if rule.body is not None:
-        raw = rule.body
+        raw = _as_bytes(rule.body()) if callable(rule.body) else rule.body
     elif service == "rtd":
         raw = json.dumps({"detail": phrase}).encode()
     else:

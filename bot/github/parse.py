@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from bot.core.model import Kind, PullSnapshot, Signal, parse_time
+from bot.core.model import Kind, PullSnapshot, Signal, parse_optional_time
 
 log = logging.getLogger(__name__)
 
@@ -92,10 +92,8 @@ def get(node: Any, *path: str) -> Any:
 
 def _time(value: Any, what: str) -> datetime | None:
     """A timestamp, or None when absent or unparseable (that one field, never the read)."""
-    if value is None:
-        return None
     try:
-        return parse_time(value)
+        return parse_optional_time(value)
     except (TypeError, ValueError):
         log.warning("GitHub gave an unparseable %s %r: read as no time", what, value)
         return None

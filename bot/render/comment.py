@@ -27,10 +27,11 @@ from bot.core.model import (
     SinceSource,
     State,
     Verdict,
+    group_of,
 )
 from bot.render import escape, stamp
 from bot.render.escape import Md, code, prose, quoted, safe_url, short_sha, utc
-from bot.render.stamp import with_facts_stamp
+from bot.render.stamp import Stamp, stamp_of, with_stamp
 
 COMMENT_LIMIT: Final = 65_536
 TEMPLATE_NAME: Final = "status_comment.md.j2"
@@ -133,14 +134,15 @@ def comment_view(report: Report) -> CommentView:
         edited=Md(_EDITED_NOTE),
         rows=tuple(row_view(row, report.stale_after) for row in shown),
         passing=tuple(_passing_name(row) for row in passing),
-        passing_more=len(passing) < sum(1 for r in report.rows if _group(r.state) == "passing"),
+        passing_more=len(passing)
+        < sum(1 for r in report.rows if group_of(r.state) is Verdict.PASSING),
         notes=tuple(prose(note, FINDING_LIMIT) for note in report.notes),
     )
 
 
 def is_row(row: Row) -> bool:
     """True when a signal gets its own row: not passing, or passing but differing from GitHub."""
-    if _group(row.state) != "passing":
+    if group_of(row.state) is not Verdict.PASSING:
         return True
     return row.reconciliation is not None and row.reconciliation.divergent
 
@@ -158,7 +160,7 @@ def headline_counts(rows: Sequence[Row]) -> Md:
         count = sum(1 for row in rows if row.state in states)
         if count:
             parts.append(f"{count} {word}")
-    passing = sum(1 for row in rows if _group(row.state) == "passing")
+    passing = sum(1 for row in rows if group_of(row.state) is Verdict.PASSING)
     if passing:
         parts.append(f"{passing} passing")
     return Md(" · ".join(parts))
@@ -196,7 +198,7 @@ def row_view(row: Row, stale_after: timedelta) -> RowView:
             said.append(f"[RTD build]({build})")
         details = details or build
     name = code(signal.name)
-    glyph = GLYPHS[_verdict_of_state(row.state)]
+    glyph = GLYPHS[group_of(row.state)]
     return RowView(
         glyph=Md(glyph),
         name=Md(f"[{name}]({details})" if details else name),
@@ -266,18 +268,6 @@ def _state_words(raw: str) -> Md:
 def _passing_name(row: Row) -> Md:
     name = code(row.signal.name)
     return name if row.state is State.SUCCESS else Md(f"{name} ({STATE_WORDS[row.state]})")
-
-
-def _group(state: State) -> str:
-    if state in FAILING_STATES:
-        return "failing"
-    if state in (State.CANCELLED, State.STALE, State.UNKNOWN):
-        return "incomplete"
-    return "pending" if state is State.PENDING else "passing"
-
-
-def _verdict_of_state(state: State) -> Verdict:
-    return Verdict(_group(state))
 
 
 def _required_rank(required: bool | None) -> int:
@@ -357,32 +347,34 @@ class Renderer:
                 f"(write {{{{ marker }}}} on the first line); it renders {first[:60]!r}"
             )
 
-    def markdown(self, report: Report) -> str:
-        """Render the status comment, shrinking it to stay within GitHub's 65,536 characters."""
+    def markdown(self, report: Report, *, generation: int = 0) -> str:
+        """Render the status comment, shrinking it to stay within GitHub's 65,536 characters;
+        its stamp records `generation` (the lease's; 0 without one)."""
         view = comment_view(report)
-        body = self._render(report, view, shown=None)
+        stamp = stamp_of(report, generation=generation)
+        body = self._render(report, view, stamp, shown=None)
         if len(body) <= COMMENT_LIMIT:
             return body
         view = _without_passing_names(view)
-        body = self._render(report, view, shown=None)
+        body = self._render(report, view, stamp, shown=None)
         if len(body) <= COMMENT_LIMIT:
             return body
-        return self._render(report, view, shown=self._fitting_rows(report, view))
+        return self._render(report, view, stamp, shown=self._fitting_rows(report, view, stamp))
 
-    def _fitting_rows(self, report: Report, view: CommentView) -> int:
+    def _fitting_rows(self, report: Report, view: CommentView, stamp: Stamp) -> int:
         low, high = 0, len(view.rows)
         while low < high:
             mid = (low + high + 1) // 2
-            if len(self._render(report, view, shown=mid)) <= COMMENT_LIMIT:
+            if len(self._render(report, view, stamp, shown=mid)) <= COMMENT_LIMIT:
                 low = mid
             else:
                 high = mid - 1
         return low
 
-    def _render(self, report: Report, view: CommentView, *, shown: int | None) -> str:
+    def _render(self, report: Report, view: CommentView, stamp: Stamp, *, shown: int | None) -> str:
         """The template's output with the marker as its first line, and only there."""
         body = self._raw(report, view, shown=shown).removeprefix(MARKER).replace(MARKER, "")
-        return with_facts_stamp(report, f"{MARKER}\n{body.lstrip(chr(10))}")
+        return with_stamp(f"{MARKER}\n{body.lstrip(chr(10))}", stamp)
 
     def _raw(self, report: Report, view: CommentView, *, shown: int | None) -> str:
         rows = view.rows if shown is None else view.rows[:shown]

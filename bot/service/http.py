@@ -15,7 +15,7 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from bot.core.model import format_utc
@@ -91,6 +91,7 @@ class Monitor:
         self.alive = alive
         self.started_at = clock()
         self.last_finished: datetime | None = None
+        self.failed_at: datetime | None = None  # a cycle failed after the last that finished
         self._usage = Usage()
         self._cycle_began: float | None = None
         self._lock = threading.Lock()
@@ -112,12 +113,27 @@ class Monitor:
         now = self.clock()
         self.metrics.cycle_finished(summary, usage, seconds=self._elapsed(), finished_at=now)
         with self._lock:
-            self.last_finished = now
+            self.last_finished, self.failed_at = now, None
             self._usage = Usage(remaining=dict(usage.remaining), reset_at=dict(usage.reset_at))
 
     def cycle_failed(self) -> None:
         """A cycle raised before it finished."""
         self.metrics.cycle_failed(seconds=self._elapsed())
+        with self._lock:
+            self.failed_at = self.clock()
+
+    def freshness(self) -> formats.Freshness:
+        """How current the page's data is: the cycles seen, GitHub's budgets at zero."""
+        now = self.clock()
+        with self._lock:
+            usage, last, failed = self._usage, self.last_finished, self.failed_at
+        exhausted = tuple(
+            (resource, usage.reset_at.get(resource))
+            for resource in sorted(usage.remaining)
+            if usage.remaining[resource] <= 0
+            and (usage.reset_at.get(resource) is None or usage.reset_at[resource] > now)
+        )
+        return formats.Freshness(self.started_at, last, failed, exhausted)
 
     def load_entries(self, store: Store, *, only_first: bool = False) -> None:
         """Hold the triage rows of `store` in memory (the page answers from them, no copy)."""
@@ -196,23 +212,26 @@ def build_app(monitor: Monitor, *, extra_routes: Sequence[BaseRoute] = ()) -> St
     """The ASGI app: GET /, /triage.json, /livez, /readyz, /metrics, plus `extra_routes`."""
     rendered = Rendered(monitor)
 
-    async def serve_rendered(kind: str, refresh: int, media_type: str) -> Response:
-        key = rendered.key(kind, refresh)  # taken first: newer rows never go under an older key
-        body = rendered.cached(key)  # a hit is answered on the event loop, no thread needed
-        if body is None:
-            try:
-                body = await run_in_threadpool(rendered.render, key, kind, refresh)
-            except (StoreError, sqlite3.Error) as exc:
-                text = f"the state cannot be read: {exc}\n"
-                return PlainTextResponse(text, 503, headers=_HEADERS)
-        return Response(body, media_type=media_type, headers=_HEADERS)
+    async def body_of(kind: str, refresh: int = 0) -> bytes:
+        key = rendered.key(refresh)  # taken first: newer rows never go under an older key
+        body = rendered.cached(kind, key)  # a hit is answered on the event loop, no thread
+        return body if body is not None else await run_in_threadpool(rendered.render, kind, key)
 
     async def page(request: Request) -> Response:
         refresh = _refresh_seconds(request.query_params.get("refresh"))
-        return await serve_rendered("page", refresh, "text/html; charset=utf-8")
+        try:
+            body = await body_of("page", refresh)
+        except (StoreError, sqlite3.Error) as exc:
+            return PlainTextResponse(f"the state cannot be read: {exc}\n", 503, headers=_HEADERS)
+        return Response(body, media_type="text/html; charset=utf-8", headers=_HEADERS)
 
     async def triage_document(_: Request) -> Response:
-        return await serve_rendered("json", 0, "application/json")
+        try:
+            pulls = await body_of("json")
+        except (StoreError, sqlite3.Error) as exc:
+            return JSONResponse({"error": f"the state cannot be read: {exc}"}, 503)
+        document = rendered.document(pulls)
+        return Response(document, media_type="application/json", headers=_HEADERS)
 
     async def livez(_: Request) -> Response:  # on the event loop: answers while threads are busy
         if not monitor.alive():
@@ -241,9 +260,12 @@ def build_app(monitor: Monitor, *, extra_routes: Sequence[BaseRoute] = ()) -> St
     return Starlette(routes=routes)
 
 
+Key = tuple[int, int, formats.Freshness]  # rows generation, refresh interval, freshness
+
+
 class Rendered:
-    """The page and the JSON document of the rows held, encoded once per rows generation
-    (and refresh interval) and kept until the rows change; nothing cached before a cycle."""
+    """The page and the JSON document's rows, encoded once per rows generation (and refresh
+    interval and freshness) and kept until they change: requests never render them again."""
 
     MAX_KEPT: Final = 8
 
@@ -251,35 +273,40 @@ class Rendered:
         """Start empty."""
         self.monitor = monitor
         self.renderer = formats.PageRenderer()
-        self._kept: dict[tuple[str, int, int, datetime], bytes] = {}
+        self._kept: dict[tuple[str, Key], bytes] = {}
         self._lock = threading.Lock()
 
-    def key(self, kind: str, refresh: int = 0) -> tuple[str, int, int, datetime] | None:
-        """The cache key of what would be served now (None before the first cycle)."""
-        as_of = self.monitor.last_finished
-        return None if as_of is None else (kind, self.monitor.generation, refresh, as_of)
+    def key(self, refresh: int = 0) -> Key:
+        """What the answer depends on now (taken before the rows are read)."""
+        return (self.monitor.generation, refresh, self.monitor.freshness())
 
-    def cached(self, key: tuple[str, int, int, datetime] | None) -> bytes | None:
+    def cached(self, kind: str, key: Key) -> bytes | None:
         """What was rendered under `key`, if still kept."""
         with self._lock:
-            return None if key is None else self._kept.get(key)
+            return self._kept.get((kind, key))
 
-    def render(self, key: tuple[str, int, int, datetime] | None, kind: str, refresh: int) -> bytes:
-        """Render from the rows held (a thread's work), keep it under `key`."""
+    def render(self, kind: str, key: Key) -> bytes:
+        """Render from the rows held (a thread's work) and keep it under `key`."""
         entries = self.monitor.entries()
-        as_of = self.monitor.last_finished or self.monitor.clock()  # the data's time
         if kind == "page":
-            text = self.renderer.render(entries, now=as_of, refresh_seconds=refresh)
-        else:
-            document = formats.triage_document(entries, now=as_of)
-            text = json.dumps(document, ensure_ascii=False, separators=(",", ":"))
+            text = self.renderer.render(
+                entries, now=self.monitor.clock(), refresh_seconds=key[1], freshness=key[2]
+            )
+        else:  # the rows of the JSON document; `document` adds the time it is served
+            pulls = formats.triage_document(entries, now=self.monitor.clock())["pulls"]
+            text = json.dumps(pulls, ensure_ascii=False, separators=(",", ":"))
         body = text.encode("utf-8")
-        if key is not None:
-            with self._lock:
-                if len(self._kept) >= self.MAX_KEPT:
-                    self._kept.clear()
-                self._kept[key] = body
+        with self._lock:
+            if len(self._kept) >= self.MAX_KEPT:
+                self._kept.clear()
+            self._kept[(kind, key)] = body
         return body
+
+    def document(self, pulls: bytes) -> bytes:
+        """The ci-status-bot.triage/v1 document around its cached rows, generated now."""
+        head = formats.triage_document([], now=self.monitor.clock())
+        del head["pulls"]
+        return json.dumps(head, separators=(",", ":")).encode()[:-1] + b',"pulls":' + pulls + b"}"
 
 
 def _refresh_seconds(value: str | None) -> int:

@@ -11,9 +11,9 @@ from urllib.parse import urljoin
 
 import httpx
 
-from bot.core.model import parse_time
-from bot.docs.readthedocs.rules import RtdBuild
-from bot.guard import Guard, Pages, RefusedRequest
+from bot.core.model import parse_optional_time
+from bot.docs.readthedocs.rules import RtdBuild, describe_status
+from bot.guard import Guard, Page, Pages, RefusedRequest
 from bot.retry import (
     TOO_MANY_REQUESTS,
     TRANSIENT_STATUSES,
@@ -37,11 +37,6 @@ class RtdError(Exception):
         """`status`: the HTTP status RTD answered, when it answered one."""
         super().__init__(message)
         self.status = status
-
-
-def is_transient(exc: RtdError) -> bool:
-    """A failure to read, not an answer: anything but a 4xx other than 429 (e.g. 404, 401)."""
-    return exc.status is None or exc.status == 429 or not 400 <= exc.status < 500
 
 
 class _TokenPerHost(httpx.Auth):
@@ -68,10 +63,8 @@ class RtdForeignLink(RtdError):
 
 
 def _time(value: Any) -> datetime | None:
-    if value is None:
-        return None
     try:
-        return parse_time(value)
+        return parse_optional_time(value)
     except (TypeError, ValueError) as exc:
         raise RtdError(f"malformed timestamp {value!r}") from exc
 
@@ -177,13 +170,9 @@ class RtdApi:
                 raise Retryable(error) from exc
             if response.status_code in RETRY_STATUSES:
                 wait = _retry_after(response)
-                try:
-                    _json_or_error(response)
-                    error = RtdError(f"Read the Docs answered HTTP {response.status_code}")
-                except RtdError as exc:
-                    error = exc
+                error = _status_error(response.status_code)
                 if wait is not None and self._policy.too_long(wait):
-                    raise RtdError(f"{error} (it asked to wait {wait:.0f} s)")
+                    raise RtdError(f"{error} (it asked to wait {wait:.0f} s)", status=error.status)
                 raise Retryable(error, wait_s=wait)
             self._note_refusal(url, response.status_code)
             return _json_or_error(response)
@@ -211,25 +200,21 @@ class RtdApi:
 
     def commit_builds(self, host: str, project: str, commit: str) -> tuple[RtdBuild, ...]:
         """Every build of `project` for exactly `commit` (all versions), newest first."""
-        url: str | None = f"{self._root(host)}/projects/{project}/builds/"
-        params: dict[str, Any] | None = {"commit": commit, "limit": 100}
-        builds: list[RtdBuild] = []
+        url = f"{self._root(host)}/projects/{project}/builds/"
         pages = Pages(
             f"the builds of {project}", origin=url, error=RtdPaginationLoop, refused=RtdForeignLink
         )
-        while url:
-            page = self._get(url, params)
-            results = page.get("results") if isinstance(page, dict) else None
-            if not isinstance(results, list):
-                raise RtdError("the build list has no results")
-            builds.extend(parse_build(b) for b in results)
-            nxt = page.get("next")
-            pages.expect(page.get("count"), len(results))
-            url, params = (
-                pages.follow(urljoin(url, nxt) if isinstance(nxt, str) and nxt else None),
-                None,
-            )
+        builds = pages.read_all(url, {"commit": commit, "limit": 100}, self._build_page)
         return _newest_first([b for b in builds if b.commit == commit])
+
+    def _build_page(self, url: str, params: dict[str, Any] | None) -> Page[RtdBuild]:
+        page = self._get(url, params)
+        results = page.get("results") if isinstance(page, dict) else None
+        if not isinstance(results, list):
+            raise RtdError("the build list has no results")
+        nxt = page.get("next")
+        following = urljoin(url, nxt) if isinstance(nxt, str) and nxt else None
+        return Page([parse_build(b) for b in results], following, page.get("count"), len(results))
 
     def build(self, host: str, project: str, build_id: int) -> RtdBuild:
         """One build, by id (the build detail endpoint)."""
@@ -253,6 +238,16 @@ class RtdApi:
             raise RtdError("the project list has no count")
         return count
 
+    def project_exists(self, host: str, project: str) -> bool:
+        """Whether `project`'s builds can be read on `host` (False: RTD answered 404)."""
+        try:
+            self._get(f"{self._root(host)}/projects/{project}/builds/", {"limit": 1})
+        except RtdError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
     def _root(self, host: str) -> str:
         base = self._api_urls.get(host)
         if base is None:
@@ -265,19 +260,16 @@ def _retry_after(response: httpx.Response) -> float | None:
     return retry_after_s(response.headers.get("retry-after"), now=datetime.now(UTC))
 
 
+def _status_error(status: int) -> RtdError:
+    """An answer other than 200, in words that never change between answers: the status code
+    and what it means. Its body is never quoted (error pages differ per request, a CDN's block
+    page carries a new ray id each time; and the body is not Read the Docs' evidence)."""
+    return RtdError(describe_status(status), status=status)
+
+
 def _json_or_error(response: httpx.Response) -> Any:
     if response.status_code != 200:
-        detail = ""
-        try:
-            body = response.json()
-            detail = body.get("detail", "") if isinstance(body, dict) else ""
-        except ValueError:
-            detail = response.text[:120]
-        suffix = f": {detail}" if detail else ""
-        raise RtdError(
-            f"Read the Docs answered HTTP {response.status_code}{suffix}",
-            status=response.status_code,
-        )
+        raise _status_error(response.status_code)
     try:
         return response.json()
     except ValueError as exc:
