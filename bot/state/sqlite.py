@@ -821,7 +821,8 @@ class Store:
                 cut["first_seen"],
             ),
             "rtd_reads": (
-                "DELETE FROM rtd_reads WHERE max(coalesce(read_at, ''), coalesce(failing_since, '')) < ?",
+                "DELETE FROM rtd_reads "
+                "WHERE max(coalesce(read_at, ''), coalesce(failing_since, '')) < ?",
                 cut["rtd_reads"],
             ),
         }
