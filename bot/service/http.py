@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -23,7 +22,8 @@ from bot.cycle import Summary
 from bot.github.client import Usage
 from bot.service.limits import DROP_REASONS, DropLog, Limits, bounded_protocol
 from bot.service.metrics import CONTENT_TYPE, Metrics
-from bot.state.sqlite import Store, StoreError
+from bot.state.ports import StoreError, TriageRows
+from bot.state.readonly import ReadOnlyState
 from bot.triage import formats, rows
 from bot.triage.keeper import stored_entries
 
@@ -135,13 +135,13 @@ class Monitor:
         )
         return formats.Freshness(self.started_at, last, failed, exhausted)
 
-    def load_entries(self, store: Store, *, only_first: bool = False) -> None:
+    def load_entries(self, store: TriageRows, *, only_first: bool = False) -> None:
         """Hold the triage rows of `store` in memory (the page answers from them, no copy)."""
         if only_first and self._entries is not None:
             return
         try:
             entries = stored_entries(store)
-        except (StoreError, sqlite3.Error) as exc:
+        except StoreError as exc:
             log.warning("could not read the triage view: %s", exc)
             return
         self.set_entries(entries)
@@ -157,7 +157,7 @@ class Monitor:
     def entries(self) -> list[rows.TriageEntry]:
         """The triage view of the configured repositories, most urgent first (from memory).
 
-        Before any cycle has loaded them, the state is read once (a read-only copy).
+        Before any cycle has loaded them, the state is read once (read-only, where it is).
         """
         with self._lock:
             held = self._entries
@@ -165,8 +165,8 @@ class Monitor:
             return held
         with self._loading:  # one copy at a time, however many requests wait
             if self._entries is None:
-                with Store.open_readonly(self.state_path) as store:
-                    self.set_entries(stored_entries(store))
+                with ReadOnlyState.open(self.state_path) as reader:
+                    self.set_entries(stored_entries(reader))
         return self._entries or []
 
     def set_service_problems(self, problems: Mapping[str, str]) -> None:
@@ -177,8 +177,8 @@ class Monitor:
     def state_problem(self) -> str | None:
         """Why the state cannot be read, or None."""
         try:  # a probe every few seconds: open and read the schema, no copy of the state
-            Store.check_readable(self.state_path)
-        except (StoreError, sqlite3.Error) as exc:
+            ReadOnlyState.open(self.state_path).close()
+        except StoreError as exc:
             return str(exc)
         return None
 
@@ -221,14 +221,14 @@ def build_app(monitor: Monitor, *, extra_routes: Sequence[BaseRoute] = ()) -> St
         refresh = _refresh_seconds(request.query_params.get("refresh"))
         try:
             body = await body_of("page", refresh)
-        except (StoreError, sqlite3.Error) as exc:
+        except StoreError as exc:
             return PlainTextResponse(f"the state cannot be read: {exc}\n", 503, headers=_HEADERS)
         return Response(body, media_type="text/html; charset=utf-8", headers=_HEADERS)
 
     async def triage_document(_: Request) -> Response:
         try:
             pulls = await body_of("json")
-        except (StoreError, sqlite3.Error) as exc:
+        except StoreError as exc:
             return JSONResponse({"error": f"the state cannot be read: {exc}"}, 503)
         document = rendered.document(pulls)
         return Response(document, media_type="application/json", headers=_HEADERS)

@@ -25,7 +25,8 @@ from bot.service.http import HttpServer, Monitor, serve
 from bot.service.limits import Limits
 from bot.service.webhooks import Webhooks, attach_webhooks
 from bot.settings import RepoSettings, Settings
-from bot.state.sqlite import Store, StoreError
+from bot.state.ports import StoreError
+from bot.state.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -141,14 +142,17 @@ class Service:
         )
         self.worker: threading.Thread | None = None
         self.monitor = Monitor(
-            state_path=settings.state.path,
+            state_path=settings.state.location,
             interval_s=settings.schedule.interval_seconds,
             repos=[repo.name for repo in repos],
             alive=lambda: self.scheduler.running,
         )
+        self.state = wiring.ServiceState(settings)  # one state for the cycles and webhooks
+        if settings.state.shared:  # an unreachable server at start: exit 1 naming it
+            self.state()
         self.webhooks = attach_webhooks(
             settings, repos, scheduler=self.scheduler, clients=clients,
-            make_cycle=wiring.make_cycle, stop=stop, run=self.in_worker,
+            make_cycle=wiring.make_cycle, stop=stop, run=self.in_worker, state=self.state,
         )  # fmt: skip
         self.http: HttpServer | None = None
         self._pruned_at: float | None = None
@@ -201,7 +205,7 @@ class Service:
         """One cycle: open the state, run, record; its problems are logged as they start/end."""
         self.monitor.cycle_started()
         try:
-            store = wiring.open_store(self.settings)
+            store = self.state()
         except StoreError as exc:  # a problem of the service, logged when it starts and ends
             self._problems({STATE_PROBLEM: str(exc)})
             self.monitor.cycle_failed()
@@ -209,7 +213,7 @@ class Service:
         try:
             self._cycle(store)
         finally:
-            store.close()
+            self.state.release()
 
     def _cycle(self, store: Store) -> None:
         self.monitor.load_entries(store, only_first=True)  # the page shows the state at once
@@ -261,10 +265,19 @@ class Service:
         _finish_cycle(self.worker, self.clients)
         if self.http is not None:
             self.http.stop()
-        if self.webhooks is not None:
-            self.webhooks.close()
+        close_soon(self.state.close)  # a delivery may hold it while SQLite waits for a writer
         self.clients.close()
         log.info("stopped")
+
+
+CLOSE_WAIT_S = 0.5
+
+
+def close_soon(close: Callable[[], None]) -> None:
+    """Close in a daemon thread, waiting CLOSE_WAIT_S at most (the process is ending)."""
+    closer = threading.Thread(target=close, name="close-state", daemon=True)
+    closer.start()
+    closer.join(CLOSE_WAIT_S)
 
 
 def server_limits(settings: Settings) -> Limits:

@@ -15,7 +15,6 @@ import hashlib
 import hmac
 import json
 import logging
-import sqlite3
 import threading
 import time
 from collections import Counter
@@ -35,7 +34,8 @@ from bot.cycle import Cycle, Summary
 from bot.github.client import RateLimited
 from bot.github.parse import PullFailure
 from bot.settings import RepoSettings, Settings
-from bot.state.sqlite import Store, StoreError
+from bot.state.ports import StoreError
+from bot.state.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,6 @@ MAX_LARGE_BODIES = 2  # ... are read at most two at a time (the others get 503 a
 WEBHOOK_POINTS_PER_HOUR = 1000.0
 WEBHOOK_POINTS_BURST = 250.0
 MIN_REFRESH_GAP_S = 2.0
-CLOSE_WAIT_S = 0.5
 EVENTS = frozenset({"pull_request", "check_run", "check_suite", "status"})
 PULL_ACTIONS = frozenset(
     {
@@ -339,7 +338,7 @@ class Receiver:
         try:
             repeated = not self.note_delivery(delivery, event, now)
             repeated = not self.note_delivery(digest, event, now) or repeated
-        except (StoreError, sqlite3.Error) as exc:
+        except StoreError as exc:
             log.warning("webhook %s refused: the state cannot be used: %s", event, exc)
             return self._answer(event, Answer(503, "state-unusable"))
         if repeated:
@@ -487,8 +486,9 @@ class Webhooks:
         make_cycle: Callable[..., Any],
         stop: threading.Event,
         run: Callable[[Callable[[], None]], None] = lambda body: body(),
+        state: Callable[[], Store],
     ) -> None:
-        """Build the receiver (not yet serving); the state is opened when first needed.
+        """Build the receiver (not yet serving) on the service's state (opened when needed).
 
         `run(body)` runs a refresh on the service's worker (so a stop never waits for it).
         """
@@ -500,8 +500,7 @@ class Webhooks:
         self.observers: list[Callable[[Summary, Store], None]] = []
         self.inbox = Inbox()
         self.bucket = PointsBucket()
-        self._store: Store | None = None
-        self._store_lock = threading.Lock()
+        self.store = state  # the open state; StoreError while it is unusable
         self._last_refresh: float | None = None  # monotonic
         self.receiver = Receiver(
             secrets=[s.get_secret_value() for s in settings.webhooks.secrets],
@@ -513,13 +512,6 @@ class Webhooks:
             on_first_mark=lambda: self.schedule(self.debounce_s),
             clock=lambda: datetime.now(UTC),
         )
-
-    def store(self) -> Store:
-        """The deliveries state, opened on first use (StoreError while it is unusable)."""
-        with self._store_lock:
-            if self._store is None:
-                self._store = Store.open(self.settings.state.path)
-            return self._store
 
     def routes(self) -> list[Route]:
         """The routes to mount on the service's HTTP app (`POST /webhook`)."""
@@ -612,15 +604,6 @@ class Webhooks:
         counts = ", ".join(f"{e} {o}: {n}" for (e, o), n in sorted(self.receiver.counts.items()))
         log.info("webhook deliveries by event and outcome: %s", counts or "none")
 
-    def close(self) -> None:
-        """Close the deliveries state, waiting a moment at most (a delivery may be holding it
-        while SQLite waits for another writer; the process is ending, the state survives)."""
-        store = self._store
-        if store is not None:
-            closer = threading.Thread(target=store.close, name="close-deliveries", daemon=True)
-            closer.start()
-            closer.join(CLOSE_WAIT_S)
-
 
 def attach_webhooks(
     settings: Settings,
@@ -631,6 +614,7 @@ def attach_webhooks(
     make_cycle: Callable[..., Any],
     stop: threading.Event,
     run: Callable[[Callable[[], None]], None] = lambda body: body(),
+    state: Callable[[], Store],
 ) -> Webhooks | None:
     """Start the webhook fast path when secrets are configured and the server is on."""
     if not settings.webhooks.enabled:
@@ -640,5 +624,5 @@ def attach_webhooks(
         return None
     return Webhooks(
         settings, repos, scheduler=scheduler, clients=clients, make_cycle=make_cycle, stop=stop,
-        run=run,
+        run=run, state=state,
     ).start()  # fmt: skip

@@ -439,7 +439,7 @@ def test_a_backward_wall_clock_step_does_not_stall_comment_writes(tmp_path: Path
 
     from bot.app import build_clients, make_cycle
     from bot.settings import load_settings
-    from bot.state.sqlite import Store
+    from bot.state.store import Store
 
     world = World()
     seed_case(world, now=datetime.now(UTC))
