@@ -55,7 +55,7 @@ class Replicas:
             self.problem = str(exc)
             return []
         if self.problem is not None:
-            log.info("problem ended: leases (the state answers again)")
+            log.info("problem resolved: leases (the state answers again)")
             self.problem = None
         if set(held) - before and before is not None:
             log.info("leases held: %s", ", ".join(sorted(held)) or "none")

@@ -271,3 +271,43 @@ def test_a_replica_holding_nothing_while_another_holds_all_is_not_ready(
         wait_for(lambda: "holds no lease" in httpx.get(readyz).text, 30, "not ready: no lease")
         assert httpx.get(readyz).status_code == 503
         assert not any(own(world, repo, n) for repo in REPOS for n in PULLS)  # it wrote nothing
+
+
+def test_a_lost_database_is_a_problem_no_write_is_made_and_the_replica_recovers(
+    fleet: tuple[World, Sandbox, list[Replica]], tmp_path: Path, postgres_url: str
+) -> None:
+    import psycopg
+
+    world, sandbox, replicas = fleet
+    replica = Replica(tmp_path / "alone", sandbox, postgres_url)
+    replicas.append(replica)
+    wait_for(lambda: current(world, "tests"), 90, "every pull request commented once")
+    readyz = f"http://127.0.0.1:{replica.port}/readyz"
+    name = postgres_url.rsplit("/", 1)[1]
+    admin = os.environ["CISB_TEST_POSTGRES_URL"]
+
+    def refuse(allowed: bool) -> None:
+        with psycopg.connect(admin, autocommit=True) as db:
+            db.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS {str(allowed).lower()}')
+            if not allowed:  # and cut the replica's open connections
+                db.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                    (name,),
+                )
+
+    before = {(r, n): own(world, r, n)[0]["body"] for r in REPOS for n in PULLS}
+    refuse(False)
+    try:
+        wait_for(lambda: httpx.get(readyz).status_code == 503, 30, "/readyz 503")
+        assert "state unusable" in httpx.get(readyz).text
+        red(world, "while-down")
+        time.sleep(LEASE_S + 2)
+        assert {(r, n): own(world, r, n)[0]["body"] for r in REPOS for n in PULLS} == before
+    finally:
+        refuse(True)
+    wait_for(lambda: current(world, "while-down"), 60, "the change shown after recovery")
+    wait_for(lambda: httpx.get(readyz).status_code == 200, 30, "/readyz 200 again")
+    log = (tmp_path / "alone" / "stderr.txt").read_text()
+    assert "problem started: leases" in log and "problem resolved: leases" in log
+    assert "Traceback" not in log
+    assert_no_duplicate_and_no_older_stamp(world, sandbox)
