@@ -234,6 +234,9 @@ class Service:
             return
         try:
             self._cycle(store)
+        except StoreError as exc:  # lost while the cycle ran (a PostgreSQL server went away)
+            self._problems({STATE_PROBLEM: str(exc)})
+            self.monitor.cycle_failed()
         finally:
             self.state.release()
 
