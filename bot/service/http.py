@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -20,7 +19,8 @@ from bot.core.model import format_utc
 from bot.cycle import Summary
 from bot.github.client import Usage
 from bot.service.metrics import CONTENT_TYPE, Metrics
-from bot.state.sqlite import Store, StoreError
+from bot.state.ports import StoreError
+from bot.state.readonly import ReadOnlyState
 from bot.triage import formats, rows
 from bot.triage.keeper import stored_entries
 
@@ -88,6 +88,7 @@ class Monitor:
         self.alive = alive
         self.started_at = clock()
         self.last_finished: datetime | None = None
+        self.failed_at: datetime | None = None  # a cycle failed after the last that finished
         self._usage = Usage()
         self._cycle_began: float | None = None
         self._lock = threading.Lock()
@@ -105,11 +106,11 @@ class Monitor:
         now = self.clock()
         self.metrics.cycle_finished(summary, usage, seconds=self._elapsed(), finished_at=now)
         with self._lock:
-            self.last_finished = now
+            self.last_finished, self.failed_at = now, None
             self._usage = Usage(remaining=dict(usage.remaining), reset_at=dict(usage.reset_at))
         try:
             entries = self.entries()
-        except (StoreError, sqlite3.Error) as exc:
+        except StoreError as exc:
             log.warning("could not read the triage view for the metrics: %s", exc)
             return
         self.metrics.set_pulls(((e.repo, e.verdict.value) for e in entries), repos=self.repos)
@@ -117,18 +118,33 @@ class Monitor:
     def cycle_failed(self) -> None:
         """A cycle raised before it finished."""
         self.metrics.cycle_failed(seconds=self._elapsed())
+        with self._lock:
+            self.failed_at = self.clock()
+
+    def freshness(self) -> formats.Freshness:
+        """How current the page's data is: the cycles seen, GitHub's budgets at zero."""
+        now = self.clock()
+        with self._lock:
+            usage, last, failed = self._usage, self.last_finished, self.failed_at
+        exhausted = tuple(
+            (resource, usage.reset_at.get(resource))
+            for resource in sorted(usage.remaining)
+            if usage.remaining[resource] <= 0
+            and (usage.reset_at.get(resource) is None or usage.reset_at[resource] > now)
+        )
+        return formats.Freshness(self.started_at, last, failed, exhausted)
 
     def entries(self) -> list[rows.TriageEntry]:
         """The triage view of the configured repositories, most urgent first (read-only)."""
-        with Store.open_readonly(self.state_path) as store:
-            entries = stored_entries(store)
+        with ReadOnlyState.open(self.state_path) as reader:
+            entries = stored_entries(reader)
         return rows.ordered(entries, rows.Filters(repos=frozenset(self.repos)))
 
     def state_problem(self) -> str | None:
         """Why the state cannot be read, or None."""
         try:  # a probe every few seconds: open and read the schema, no copy of the state
-            Store.check_readable(self.state_path)
-        except (StoreError, sqlite3.Error) as exc:
+            ReadOnlyState.open(self.state_path).close()
+        except StoreError as exc:
             return str(exc)
         return None
 
@@ -154,17 +170,18 @@ def build_app(monitor: Monitor, *, extra_routes: Sequence[BaseRoute] = ()) -> St
     def page(request: Request) -> Response:
         try:
             entries = monitor.entries()
-        except (StoreError, sqlite3.Error) as exc:
+        except StoreError as exc:
             return PlainTextResponse(f"the state cannot be read: {exc}\n", 503, headers=_HEADERS)
         refresh = _refresh_seconds(request.query_params.get("refresh"))
-        as_of = monitor.last_finished or monitor.clock()  # the data is the last cycle's
-        html = renderer.render(entries, now=as_of, refresh_seconds=refresh)
+        html = renderer.render(
+            entries, now=monitor.clock(), refresh_seconds=refresh, freshness=monitor.freshness()
+        )
         return HTMLResponse(html, headers=_HEADERS)
 
     def triage_document(_: Request) -> Response:
         try:
             entries = monitor.entries()
-        except (StoreError, sqlite3.Error) as exc:
+        except StoreError as exc:
             return JSONResponse({"error": f"the state cannot be read: {exc}"}, 503)
         document = formats.triage_document(entries, now=monitor.clock())
         return JSONResponse(document, headers=_HEADERS)
