@@ -144,6 +144,25 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
             failure TEXT NOT NULL
         )""",
     ),
+    # 10: the merge base of a pull request's head and its base branch (it never changes for a
+    # fixed pair), and what GitHub reported on a merge base once every signal there settled
+    (
+        """CREATE TABLE merge_bases (
+            repo TEXT NOT NULL,
+            base TEXT NOT NULL,
+            head_sha TEXT NOT NULL,
+            merge_base TEXT NOT NULL,
+            read_at TEXT NOT NULL,
+            PRIMARY KEY (repo, base, head_sha)
+        )""",
+        """CREATE TABLE base_contexts (
+            repo TEXT NOT NULL,
+            commit_sha TEXT NOT NULL,
+            payload TEXT NOT NULL,
+            read_at TEXT NOT NULL,
+            PRIMARY KEY (repo, commit_sha)
+        )""",
+    ),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -195,7 +214,9 @@ class StoredComment:
 class RtdRead:
     """The state's row of one Read the Docs commit: last good answer, and a failing run."""
 
-    payload: str | None  # opaque JSON (bot.docs.readthedocs.rules); None when no read ever succeeded
+    payload: (
+        str | None
+    )  # opaque JSON (bot.docs.readthedocs.rules); None when no read ever succeeded
     read_at: datetime | None
     failing_since: datetime | None  # None while reads succeed
     failure: str | None = None  # what the first failure of the run was
@@ -606,6 +627,44 @@ class Store:
                 "SET failure = coalesce(rtd_reads.failure, excluded.failure), "
                 "failing_since = coalesce(rtd_reads.failing_since, excluded.failing_since)",
                 (host, project, commit, _to_text(now), failure),
+            )
+
+    def get_merge_base(self, repo: str, base: str, head_sha: str) -> str | None:
+        """The merge base of `head_sha` and branch `base` as GitHub gave it, if it was asked."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT merge_base FROM merge_bases WHERE repo = ? AND base = ? AND head_sha = ?",
+                (repo, base, head_sha),
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+    def put_merge_base(
+        self, repo: str, base: str, head_sha: str, merge_base: str, *, now: datetime
+    ) -> None:
+        """Keep the merge base GitHub gave for a head and a base branch."""
+        with self._transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO merge_bases (repo, base, head_sha, merge_base, read_at) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (repo, base, head_sha, merge_base, _to_text(now)),
+            )
+
+    def get_base_contexts(self, repo: str, commit: str) -> str | None:
+        """The kept final answer (payload) of a merge-base commit's contexts, if any."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT payload FROM base_contexts WHERE repo = ? AND commit_sha = ?",
+                (repo, commit),
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+    def put_base_contexts(self, repo: str, commit: str, *, payload: str, now: datetime) -> None:
+        """Keep a merge-base commit's contexts once every one of them has settled."""
+        with self._transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO base_contexts (repo, commit_sha, payload, read_at) "
+                "VALUES (?, ?, ?, ?)",
+                (repo, commit, payload, _to_text(now)),
             )
 
     def adopt_facts(self, repo: str, number: int, *, facts_key: str, observed_at: datetime) -> None:
