@@ -215,6 +215,9 @@ class Report:
     stale_after: timedelta = timedelta(minutes=120)
     truncated: bool = False
     notes: tuple[str, ...] = field(default=())
+    # The bot's own first sight of what GitHub gave no time for (signal key -> time), as used
+    # for this report's rows: the comment's stamp carries it to a run with no state.
+    first_seen: tuple[tuple[str, datetime], ...] = ()
 
     @property
     def commit_url(self) -> str:

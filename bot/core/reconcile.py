@@ -104,6 +104,7 @@ def reconcile(
             for key, ev in docs.items()
             if key.startswith(HEAD_KEY)
         ),
+        first_seen=tuple(sorted(seen.items())),
     )
 
 

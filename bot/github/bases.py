@@ -5,31 +5,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Protocol
 
 from bot.core.base import MergeBase, merge_base_of_payload, merge_base_payload
 from bot.core.model import PullSnapshot
 from bot.github.client import GitHubApi, GitHubError, RateLimited
+from bot.state.ports import BaseKeeper
 
 log = logging.getLogger(__name__)
-
-
-class BaseKeeper(Protocol):
-    """Where merge bases (never changing for a head) and final merge-base answers are kept."""
-
-    def get_merge_base(self, repo: str, base: str, head_sha: str) -> str | None:
-        """The kept merge base of a head and a base branch."""
-
-    def put_merge_base(
-        self, repo: str, base: str, head_sha: str, merge_base: str, *, now: datetime
-    ) -> None:
-        """Keep a merge base."""
-
-    def get_base_contexts(self, repo: str, commit: str) -> str | None:
-        """The kept final answer of a merge base's contexts."""
-
-    def put_base_contexts(self, repo: str, commit: str, *, payload: str, now: datetime) -> None:
-        """Keep a merge base's final contexts."""
 
 
 class BaseReader:
@@ -42,9 +24,8 @@ class BaseReader:
         keeper: BaseKeeper | None,
         *,
         clock: Callable[[], datetime],
-        write: bool = True,
     ) -> None:
-        self.github, self.keeper, self.clock, self.write = github, keeper, clock, write
+        self.github, self.keeper, self.clock = github, keeper, clock
 
     def read(self, repo: str, snapshots: Sequence[PullSnapshot]) -> dict[str, MergeBase]:
         """Each head's merge base with its signals (or why they could not be read), by head."""
@@ -84,7 +65,7 @@ class BaseReader:
             return MergeBase(None, error=f"GitHub's rate limit was reached ({exc})")
         except GitHubError as exc:
             return MergeBase(None, error=f"GitHub's compare of {base} and the head failed: {exc}")
-        if self.keeper is not None and self.write:
+        if self.keeper is not None:
             self.keeper.put_merge_base(repo, base, snapshot.head_sha, sha, now=self.clock())
         return MergeBase(sha)
 
@@ -104,7 +85,7 @@ class BaseReader:
         except GitHubError as exc:
             why = f"GitHub's checks of the merge base could not be read: {exc}"
             return {c: MergeBase(c, error=why) for c in commits}
-        if self.keeper is not None and self.write:
+        if self.keeper is not None:
             for commit, merge in found.items():
                 if merge.final:
                     payload = merge_base_payload(merge)
