@@ -22,7 +22,7 @@ from bot.github.bases import BaseReader
 from bot.github.client import Comment, GitHubApi, GitHubError, RateLimited
 from bot.github.parse import PullFailure
 from bot.render.comment import Renderer
-from bot.render.stamp import Stamp, parse_stamp
+from bot.render.stamp import Stamp, generation_of, parse_stamp
 from bot.retry import Retryable, RetryPolicy, Stopped, pause, run_with_retries
 from bot.settings import PolicySettings, RepoSettings
 from bot.state.ports import CycleState
@@ -195,6 +195,10 @@ class CycleObserver(Protocol):
         """`repo` could not be read (renamed, access removed, an error): what failed."""
 
 
+class LeaseLost(Exception):
+    """A comment write refused: another replica works the repository now (fencing)."""
+
+
 class Cycle:
     """One pass over repositories; one pull request's failure never stops the others."""
 
@@ -216,6 +220,7 @@ class Cycle:
         observers: Sequence[CycleObserver] = (),
         pacing: WritePacing | None = None,
         generation: Callable[[str], int] = lambda _repo: 0,
+        fence: Callable[[str], int | None] | None = None,
     ) -> None:
         self.github, self.docs, self.store, self.renderer = github, tuple(docs), store, renderer
         self.policy = policy
@@ -236,6 +241,9 @@ class Cycle:
         self._base_reader = BaseReader(github, store, clock=clock)
         # The lease generation a write to a repository's comments carries (0: no lease).
         self.generation = generation
+        # Several replicas: the generation this replica may write under now, read from the
+        # state just before each write (None: its lease is lost: no write). None: one process.
+        self.fence = fence
         self.observers = tuple(observers)
 
     # -- the pass ------------------------------------------------------------------------
@@ -678,6 +686,7 @@ class Cycle:
         repo, number = plan.report.repo, plan.report.number
 
         def attempt() -> Comment:
+            self._check_fence(plan, None)
             try:
                 return self.github.create_comment(repo, number, plan.body)
             except RateLimited:
@@ -699,9 +708,26 @@ class Cycle:
         if current.body == plan.body:
             self._record(plan, current, "adopted")
             return "left"
+        self._check_fence(plan, current)
         self.github.edit_comment(plan.report.repo, current.id, plan.body)
         self._record(plan, current, "edited")
         return "edited"
+
+    def _check_fence(self, plan: Plan, current: Comment | None) -> None:
+        """Raise LeaseLost unless this replica still holds the repository's lease, under the
+        generation the body carries, and the comment is not stamped by a newer one."""
+        if self.fence is None:
+            return
+        held = self.fence(plan.report.repo)
+        if held is None:
+            raise LeaseLost(f"{plan.label}: the lease of {plan.report.repo} is not held")
+        if generation_of(plan.body) not in (None, held):
+            raise LeaseLost(f"{plan.label}: rendered under another lease generation")
+        stamped = None if current is None else generation_of(current.body)
+        if stamped is not None and stamped > held:
+            raise LeaseLost(
+                f"{plan.label}: the comment is stamped by generation {stamped}, newer than {held}"
+            )
 
     def _find_own(self, repo: str, number: int) -> Comment | None:
         """The bot's oldest own comment on the pull request, if any."""

@@ -30,7 +30,7 @@ from sqlalchemy import (
 from sqlalchemy import insert as sa_insert
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError
+from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 from sqlalchemy.pool import NullPool, StaticPool
 
 from bot.state import schema as t
@@ -301,7 +301,7 @@ class Store:
             try:
                 with self._engine.connect() as conn:
                     yield conn
-            except DBAPIError as exc:
+            except SQLAlchemyError as exc:  # a driver error, or a connection it gave up
                 raise state_error(self.where, exc) from None
 
     @contextmanager
@@ -311,7 +311,7 @@ class Store:
             try:
                 with self._writer.begin() as conn:
                     yield conn
-            except DBAPIError as exc:
+            except SQLAlchemyError as exc:  # a driver error, or a connection it gave up
                 raise state_error(self.where, exc) from None
 
     @contextmanager
@@ -820,11 +820,13 @@ def triage_rows(conn: Connection) -> list[StoredTriage]:
     ]
 
 
-def state_error(where: str, exc: DBAPIError) -> StoreError:
+def state_error(where: str, exc: SQLAlchemyError) -> StoreError:
     """A database failure as one line: what, and where (a server's host, never its password)."""
-    lines = str(exc.orig if exc.orig is not None else exc).strip().splitlines()
+    orig = exc.orig if isinstance(exc, DBAPIError) else None
+    lines = str(orig if orig is not None else exc).strip().splitlines()
     reason = lines[0] if lines else exc.__class__.__name__
-    if is_url(where) and (exc.connection_invalidated or _is_connection(exc)):
+    lost = isinstance(exc, DBAPIError) and (exc.connection_invalidated or _is_connection(exc))
+    if is_url(where) and lost:
         return StoreError(
             f"the state's PostgreSQL server at {_host(where)} cannot be reached: {reason}"
         )
