@@ -467,3 +467,17 @@ def test_a_backward_wall_clock_step_does_not_stall_comment_writes(tmp_path: Path
     assert summary.created == 4, summary.line()
     assert all(len(bot_comments(world, n)) == 1 for n in (1, 2, 3, 7430))
     assert max(slept) <= settings.policy.min_seconds_between_writes, slept
+
+
+def test_a_github_token_refused_mid_run_makes_readyz_name_it(run: Run) -> None:
+    config = run.configure(webhooks=False)
+    config.write_text(config.read_text().replace("interval_seconds = 900", "interval_seconds = 30"))
+    run.start(config, ready=run.first_comment)
+    run.sandbox.fail("POST", GRAPHQL, 401, times=-1, body={"message": "Bad credentials"})
+    wait_for(lambda: httpx.get(run.base + "/readyz").status_code == 503, 60, "the next cycle")
+    ready = httpx.get(run.base + "/readyz")
+    assert "no configured repository could be read" in ready.text
+    assert f"problem: {REPO}:" in ready.text and "401" in ready.text
+    assert run.metric("ci_status_bot_problem", about=REPO) == 1
+    _, err = run.stop()
+    assert f"problem started: {REPO}" in err
