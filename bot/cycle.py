@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -15,13 +17,13 @@ from bot.core.facts import facts_key
 from bot.core.model import MARKER, PullSnapshot, Report, Verdict
 from bot.core.reconcile import reconcile
 from bot.docs.provider import DocsProvider
-from bot.github.client import Comment, GitHubApi, GitHubError, RateLimited, ReadOnlyRequired
+from bot.github.client import Comment, GitHubApi, GitHubError, RateLimited
 from bot.github.parse import PullFailure
 from bot.render.comment import Renderer
 from bot.render.stamp import Stamp, parse_stamp
 from bot.retry import Retryable, RetryPolicy, Stopped, pause, run_with_retries
 from bot.settings import PolicySettings, RepoSettings
-from bot.state.sqlite import Store
+from bot.state.ports import CycleState
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +37,39 @@ CHECK_BATCH = 100
 LIST_BATCH = 50
 # A failed create is tried twice more, each time only after looking that it did not land.
 CREATE_POLICY = RetryPolicy(attempts=3, backoff_s=1.0, jitter_s=1.0)
+
+
+HOUR = timedelta(hours=1)
+
+
+class WritePacing:
+    """This process's comment writes on a monotonic clock: the gap between writes and the
+    write budgets measure intervals on it, so a wall-clock step never stalls or rushes them."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        """No write yet."""
+        self._clock = clock
+        self._times: deque[float] = deque()
+        self._lock = threading.Lock()
+
+    def wrote(self) -> None:
+        """A comment was created or edited now."""
+        with self._lock:
+            now = self._clock()
+            self._times.append(now)
+            while self._times and now - self._times[0] > HOUR.total_seconds():
+                self._times.popleft()
+
+    def since_last(self) -> float | None:
+        """Seconds since this process's last write (None: none yet)."""
+        with self._lock:
+            return self._clock() - self._times[-1] if self._times else None
+
+    def count_within(self, seconds: float) -> int:
+        """How many writes this process made in the last `seconds`."""
+        with self._lock:
+            now = self._clock()
+            return sum(1 for t in self._times if now - t <= seconds)
 
 
 @dataclass(frozen=True)
@@ -166,7 +201,7 @@ class Cycle:
         *,
         github: GitHubApi,
         docs: Sequence[DocsProvider],
-        store: Store,
+        store: CycleState,
         renderer: Renderer,
         policy: PolicySettings,
         login: str,
@@ -177,10 +212,12 @@ class Cycle:
         should_stop: Callable[[], bool] = lambda: False,
         stop: threading.Event | None = None,
         observers: Sequence[CycleObserver] = (),
+        pacing: WritePacing | None = None,
         generation: Callable[[str], int] = lambda _repo: 0,
     ) -> None:
         self.github, self.docs, self.store, self.renderer = github, tuple(docs), store, renderer
         self.policy = policy
+        self.pacing = pacing or WritePacing()  # the service shares one across its cycles
         self.core_policy = policy.core()
         self.login = login
         self.clock = clock
@@ -257,7 +294,7 @@ class Cycle:
             summary.failed.setdefault(repo.name, why)
 
     def _plan_repo(self, repo: RepoSettings, summary: Summary) -> Iterable[Plan]:
-        required = ReadOnlyRequired(self.store) if self.dry_run else self.store
+        required = self.store
         chunk: list[PullSnapshot | PullFailure] = []
         pulls = iter(self.github.open_pulls(repo.name, now=self.clock(), required=required))
         while True:
@@ -337,7 +374,7 @@ class Cycle:
         summary.verdicts[plan.label] = str(plan.report.verdict)
         for observer in self.observers:
             observer.pull_done(snapshot, plan.report)
-        if plan.action == "adopt" and plan.found is not None and not self.dry_run:
+        if plan.action == "adopt" and plan.found is not None:
             self._record(plan, plan.found, "adopted")
         if plan.action in ("leave", "adopt"):
             summary.left += 1
@@ -353,9 +390,9 @@ class Cycle:
         """Every selected open pull request's report now, with its comment's id (reads only)."""
         if not self.dry_run:
             raise ValueError("read_reports reads only: use a dry-run cycle")
-        required = ReadOnlyRequired(self.store)
         for repo in repos:
-            for snapshot in self.github.open_pulls(repo.name, now=self.clock(), required=required):
+            pulls = self.github.open_pulls(repo.name, now=self.clock(), required=self.store)
+            for snapshot in pulls:
                 if isinstance(snapshot, PullFailure) or not selected(snapshot, self.policy):
                     continue  # a pull request that could not be read is named by `once`
                 report, _ = self.report_for(snapshot, repo)
@@ -376,10 +413,9 @@ class Cycle:
         if keys:
             args = (repo.name, snapshot.number, snapshot.head_sha)
             stamped = {k: t for k in keys if stamp and (t := stamp.seen(snapshot.head_sha, k))}
-            if not self.dry_run:
-                for k, t in stamped.items():
-                    self.store.mark_seen(*args, [k], now=t)
-                self.store.mark_seen(*args, keys, now=now)
+            for k, t in stamped.items():
+                self.store.mark_seen(*args, [k], now=t)
+            self.store.mark_seen(*args, keys, now=now)
             first_seen = self.store.first_seen(*args)
             first_seen = {k: first_seen.get(k) or stamped.get(k) or now for k in keys}
         docs = read_docs(snapshot, repo, self.docs, now=now)
@@ -391,8 +427,7 @@ class Cycle:
         if stamp is not None and stamp.facts_key == key:
             now = stamp.observed_at  # adopted: a lost state re-dates nothing
             report = replace(report, observed_at=now)
-        if not self.dry_run:
-            self.store.set_facts(repo.name, snapshot.number, facts_key=key, observed_at=now)
+        self.store.set_facts(repo.name, snapshot.number, facts_key=key, observed_at=now)
         return report, key
 
     def plan(self, snapshot: PullSnapshot, repo: RepoSettings) -> Plan:
@@ -434,8 +469,7 @@ class Cycle:
         report, key = self.report_for(snapshot, repo, stamp=self._trusted_stamp(own))
         comment_key = self._comment_key(report, key)
         if own is None:
-            if not self.dry_run:
-                self.store.note_no_comment(name, number, now=self.clock())
+            self.store.note_no_comment(name, number, now=self.clock())
             return Plan(report, "create", "", comment_key, None, looked=True)
         body = self.body(report)
         action: Literal["edit", "adopt"] = "adopt" if own.body == body else "edit"
@@ -491,12 +525,10 @@ class Cycle:
                 plans.append(replace(plan, action="edit"))
             else:
                 log.info("comment on %s is gone (or no longer the bot's): posting it", plan.label)
-                if not self.dry_run:
-                    self.store.forget_comment(*key)
+                self.store.forget_comment(*key)
                 plans.append(replace(plan, action="create", comment_id=None, node_id=""))
             summary.left -= 1
-        if not self.dry_run:
-            self.store.mark_checked(good, now=self.clock())
+        self.store.mark_checked(good, now=self.clock())
         return plans
 
     def rendered(self, plan: Plan) -> Plan:
@@ -556,21 +588,31 @@ class Cycle:
             return {}
 
     def _has_write_budget(self) -> bool:
-        now = self.clock()
-        minute = self.store.writes_since(now - timedelta(minutes=1))
-        hour = self.store.writes_since(now - timedelta(hours=1))
+        minute, hour = self._writes_within(timedelta(minutes=1)), self._writes_within(HOUR)
         return minute < self.policy.max_writes_per_minute and hour < self.policy.max_writes_per_hour
+
+    def _writes_within(self, window: timedelta) -> int:
+        """Writes in the last `window`: this process's on the monotonic clock; the state's
+        (earlier processes') by their wall-clock stamps, unless the wall clock went back."""
+        own = self.pacing.count_within(window.total_seconds())
+        now = self.clock()
+        last = self.store.last_write_at()
+        if last is not None and last > now:  # the wall clock stepped back: stamps mislead
+            return own
+        return max(own, self.store.writes_since(now - window))
 
     def _wait_for_write_budget(self) -> bool:
         """Sleep to keep writes apart; False when the minute or hour budget is spent."""
         if not self._has_write_budget():
             return False
-        now = self.clock()
-        last = self.store.last_write_at()
-        if last is not None:
-            gap = self.policy.min_seconds_between_writes - (now - last).total_seconds()
-            if gap > 0:
-                self._pause(gap)
+        least = self.policy.min_seconds_between_writes
+        since = self.pacing.since_last()
+        if since is None:  # no write by this process yet: the state's last stamp, bounded
+            last = self.store.last_write_at()
+            since = least if last is None else (self.clock() - last).total_seconds()
+        gap = min(least, least - since)  # a clock step never makes a wait longer than `least`
+        if gap > 0:
+            self._pause(gap)
         return True
 
     def _pause(self, seconds: float) -> None:
@@ -645,6 +687,8 @@ class Cycle:
 
     def _record(self, plan: Plan, comment: Comment, action: str) -> None:
         comment_id = comment.id
+        if action != "adopted":  # an adoption writes nothing to GitHub
+            self.pacing.wrote()
         self.store.record_write(
             plan.report.repo,
             plan.report.number,
