@@ -5,11 +5,7 @@ from __future__ import annotations
 
 import subprocess
 
-import pytest
-
 from bot.core.model import MARKER
-
-pytestmark = pytest.mark.xdist_group("demo")  # one worker runs the demo for all of them
 
 
 def test_demo_runs_offline_and_prints_what_it_posted(
