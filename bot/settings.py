@@ -261,6 +261,22 @@ class RepoSettings(_Section):
 
     name: str
     rtd_project: str = ""
+    # contexts expected on every head even where no rule requires them (the DCO app, a docs build)
+    expected: list[str] = Field(default_factory=list, max_length=100)
+
+    @field_validator("expected")
+    @classmethod
+    def _check_expected(cls, value: list[str]) -> list[str]:
+        for context in value:
+            if not context.strip() or len(context) > 255:
+                raise ValueError(
+                    f"must be check or status names (1-255 characters), got {context!r}"
+                )
+        return list(dict.fromkeys(value))
+
+    def same_repo(self, name: str) -> bool:
+        """Whether `name` is this repository: GitHub compares owner and name ignoring case."""
+        return name.casefold() == self.name.casefold()
 
     @field_validator("name")
     @classmethod
@@ -336,6 +352,10 @@ class Settings(BaseSettings):
             *self.webhooks.secrets,
         )
         return [t.get_secret_value() for t in tokens if t.get_secret_value()]
+
+    def configured_repo(self, name: str) -> RepoSettings | None:
+        """The [[repos]] entry GitHub would take `name` for (owner and name ignoring case)."""
+        return next((r for r in self.repos if r.same_repo(name)), None)
 
     def require_repos(self) -> None:
         """Raise ConfigError when no [[repos]] entry is configured."""
@@ -567,6 +587,7 @@ def describe(settings: Settings) -> str:
     for repo in settings.repos:
         lines += ["", "[[repos]]", f"name = {_show(repo.name)}"]
         lines.append(f"rtd_project = {_show(repo.rtd_project)}")
+        lines.append(f"expected = {_show(repo.expected)}")
     if not settings.repos:
         lines += ["", "# no [[repos]] configured"]
     return "\n".join(lines) + "\n"

@@ -36,6 +36,7 @@ class Kind(StrEnum):
 
     CHECK_RUN = "check_run"
     STATUS = "status"
+    EXPECTED = "expected"  # a required (or configured) context no check run or status carries
 
 
 class State(StrEnum):
@@ -98,12 +99,41 @@ class Signal(NamedTuple):
     required: bool | None = None  # as GitHub said for this pull request; None where it did not
     database_id: int | None = None
     event: str | None = None  # what triggered the check run's workflow run (push, pull_request)
+    workflow_path: str | None = None  # the workflow file (a workflow's identity), when given
+    app_id: int | None = None  # the check run's app database id (rulesets name apps by it)
+    rule: str | None = None  # expected signals: the rules that require the context, in words
+
+    @property
+    def identity(self) -> tuple[str, str, str | None, str | None, str | None, str | None]:
+        """What tells two signals apart: kind, name, app, workflow, event and workflow file."""
+        return (self.kind.value, self.name, self.app, self.workflow, self.event, self.workflow_path)
 
     @property
     def key(self) -> str:
         """Identity of the signal across cycles (first-seen bookkeeping): exactly the fields
-        dedupe tells runs apart by, so no two of its signals share a key (None is not "")."""
-        return json.dumps([str(self.kind), self.app, self.workflow, self.name, self.event])
+        dedupe tells runs apart by, so no two of its signals share a key (None is not "").
+        The workflow file is appended only where GitHub gave one (older keys stay valid)."""
+        fields = [str(self.kind), self.app, self.workflow, self.name, self.event]
+        return json.dumps(fields if self.workflow_path is None else [*fields, self.workflow_path])
+
+
+@dataclass(frozen=True, slots=True)
+class RequiredContext:
+    """One context GitHub requires on a base branch, and which rule requires it."""
+
+    name: str
+    rules: tuple[str, ...]  # e.g. ("branch protection of main", "ruleset Main")
+    app_id: int | None = None  # a ruleset's integrationId: only that app's check satisfies it
+
+
+@dataclass(frozen=True, slots=True)
+class RequiredChecks:
+    """What GitHub requires on one base branch (branch protection and active rulesets)."""
+
+    base: str
+    read: bool
+    contexts: tuple[RequiredContext, ...] = ()
+    error: str | None = None  # why it could not be read (read is False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +152,9 @@ class PullSnapshot:
     fetched_at: datetime | None = None
     # True when GitHub's rollup for the head had more contexts than were read
     truncated: bool = False
+    base: str | None = None  # the base branch's name
+    # what the base branch requires; None where it was not asked (then no expected signals)
+    required_checks: RequiredChecks | None = None
 
 
 @dataclass(frozen=True, slots=True)

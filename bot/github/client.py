@@ -18,7 +18,7 @@ import requests
 from github import Github
 from github.GithubException import GithubException
 
-from bot.core.model import PullSnapshot
+from bot.core.model import PullSnapshot, RequiredChecks
 from bot.github.parse import Comment as Comment
 from bot.github.parse import (
     Partial,
@@ -29,6 +29,7 @@ from bot.github.parse import (
     parse_graphql_comment,
     parse_labels,
     parse_pull,
+    parse_required,
     parse_rest_comment,
     required_of,
 )
@@ -39,6 +40,7 @@ from bot.github.query import (
     pull_query,
     pulls_by_number_query,
     pulls_page_query,
+    required_sets_query,
 )
 from bot.guard import Pages, last_page, same_origin
 from bot.retry import (
@@ -125,6 +127,16 @@ class RequiredCache(Protocol):
     ) -> None:
         """Record what GitHub said (None: asked, GitHub did not say)."""
 
+    def required_sets(
+        self, repo: str, bases: Iterable[str], *, now: datetime
+    ) -> dict[str, RequiredChecks]:
+        """What these base branches require, as read within the cache's lifetime."""
+
+    def remember_required_sets(
+        self, repo: str, sets: Mapping[str, RequiredChecks], *, now: datetime
+    ) -> None:
+        """Record what base branches require (read from GitHub at `now`)."""
+
 
 class ReadOnlyRequired:
     """A RequiredCache that reads another and records nothing (a dry run writes nothing)."""
@@ -141,6 +153,17 @@ class ReadOnlyRequired:
 
     def remember_required(
         self, repo: str, learned: Mapping[Pair, bool | None], *, now: datetime
+    ) -> None:
+        """Record nothing."""
+
+    def required_sets(
+        self, repo: str, bases: Iterable[str], *, now: datetime
+    ) -> dict[str, RequiredChecks]:
+        """What the wrapped cache knows."""
+        return self._cache.required_sets(repo, bases, now=now)
+
+    def remember_required_sets(
+        self, repo: str, sets: Mapping[str, RequiredChecks], *, now: datetime
     ) -> None:
         """Record nothing."""
 
@@ -172,6 +195,12 @@ def _in_alias(error: dict[str, Any]) -> bool:
     """An error inside one aliased pull request: repository.p<i>...."""
     path = _path(error)
     return len(path) > 1 and path[0] == "repository" and str(path[1]).startswith("p")
+
+
+def _in_ref(error: dict[str, Any]) -> bool:
+    """An error inside one aliased base branch: repository.b<i>...."""
+    path = _path(error)
+    return len(path) > 1 and path[0] == "repository" and str(path[1]).startswith("b")
 
 
 def _message(error: dict[str, Any]) -> str:
@@ -371,6 +400,7 @@ class GitHubApi:
         """
         owner, name = repo.split("/", 1)
         query = pulls_page_query(with_labels=self._with_labels)
+        sets: dict[str, RequiredChecks] = {}  # read once per base branch in this pass
         after: str | None = None
         pages = Pages(f"the open pull requests of {repo}", error=PaginationLoop)
         while True:
@@ -392,6 +422,7 @@ class GitHubApi:
             self._complete(owner, name, partials)
             if required is not None:
                 self._fill_required(repo, partials, required, now=now)
+            self._attach_required(repo, partials, required, now=now, known=sets)
             yield from (p.finish() if isinstance(p, Partial) else p for p in items)
             if not _get(page, "pageInfo", "hasNextPage"):
                 return
@@ -414,6 +445,7 @@ class GitHubApi:
         if isinstance(partial, PullFailure):
             raise MalformedAnswer(f"{partial.label}: {partial.reason}")
         self._complete(owner, name, [partial], required=True)
+        self._attach_required(repo, [partial], None, now=now)
         snapshot = partial.finish()
         if isinstance(snapshot, PullFailure):
             raise MalformedAnswer(f"{snapshot.label}: {snapshot.reason}")
@@ -433,8 +465,10 @@ class GitHubApi:
                 chunk = pending[start : start + ALIAS_BATCH]
                 variables: dict[str, Any] = {"owner": owner, "name": name}
                 for i, p in enumerate(chunk):
-                    variables[f"n{i}"] = p.snapshot.number
+                    variables[f"o{i}"] = p.snapshot.head_sha  # by commit: one head per report
                     variables[f"c{i}"] = p.cursor
+                    if required:
+                        variables[f"n{i}"] = p.snapshot.number
                 query = more_contexts_query(len(chunk), required=required)
                 data, errors = self._graphql(query, variables, tolerate=_in_alias)
                 broken = {str(_path(e)[1]) for e in errors}
@@ -512,6 +546,7 @@ class GitHubApi:
                 chunk = asking[start : start + ALIAS_BATCH]
                 variables: dict[str, Any] = {"owner": owner, "name": name}
                 for i, (p, cursor) in enumerate(chunk):
+                    variables[f"o{i}"] = p.snapshot.head_sha  # the commit the report is of
                     variables[f"n{i}"] = p.snapshot.number
                     variables[f"c{i}"] = cursor
                 query = more_contexts_query(len(chunk), required=True)
@@ -533,6 +568,65 @@ class GitHubApi:
                 for n in names:
                     learned.setdefault((p.base or "", n), None)
         return learned
+
+    # -- what base branches require: protection and rulesets, cached per base -------------
+
+    def _attach_required(
+        self,
+        repo: str,
+        partials: list[Partial],
+        cache: RequiredCache | None,
+        *,
+        now: datetime,
+        known: dict[str, RequiredChecks] | None = None,
+    ) -> None:
+        """Give each pull request what its base branch requires: from `known`, the cache, or
+        one query for every base branch neither knows."""
+        known = {} if known is None else known
+        bases = sorted({p.base for p in partials if p.base and p.failure is None} - set(known))
+        if bases and cache is not None:
+            known.update(cache.required_sets(repo, bases, now=now))
+        missing = [b for b in bases if b not in known]
+        if missing:
+            read = self.required_checks(repo, missing)
+            if cache is not None:  # what could not be read is asked again next time
+                cache.remember_required_sets(
+                    repo, {b: r for b, r in read.items() if r.read}, now=now
+                )
+            known.update(read)
+        for p in partials:
+            p.required_checks = known.get(p.base) if p.base else None
+
+    def required_checks(self, repo: str, bases: Sequence[str]) -> dict[str, RequiredChecks]:
+        """What each base branch requires, read in one query per ALIAS_BATCH branches; a branch
+        whose rules GitHub refuses (or a query that fails) is `read: False` with the reason."""
+        owner, name = repo.split("/", 1)
+        found: dict[str, RequiredChecks] = {}
+        for start in range(0, len(bases), ALIAS_BATCH):
+            chunk = list(bases[start : start + ALIAS_BATCH])
+            variables: dict[str, Any] = {"owner": owner, "name": name}
+            variables |= {f"b{i}": f"refs/heads/{b}" for i, b in enumerate(chunk)}
+            try:
+                data, errors = self._graphql(
+                    required_sets_query(len(chunk)), variables, tolerate=_in_ref
+                )
+            except RateLimited:
+                raise
+            except GitHubError as exc:
+                log.warning("could not read the required checks of %s: %s", repo, exc)
+                found |= {b: RequiredChecks(b, read=False, error=str(exc)) for b in chunk}
+                continue
+            refused = {str(_path(e)[1]): _message(e) for e in errors}
+            for i, base in enumerate(chunk):
+                if f"b{i}" in refused:
+                    error = f"GitHub answered on the rules of {base}: {refused[f'b{i}']}"
+                    found[base] = RequiredChecks(base, read=False, error=error)
+                    continue
+                try:
+                    found[base] = parse_required(base, _get(data, "repository", f"b{i}"))
+                except (Unreadable, MalformedAnswer) as exc:
+                    found[base] = RequiredChecks(base, read=False, error=str(exc))
+        return found
 
     # -- the comment -----------------------------------------------------------------------
 
@@ -645,6 +739,7 @@ class GitHubApi:
             self._complete(owner, name, partials)
             if required is not None:
                 self._fill_required(repo, partials, required, now=now)
+            self._attach_required(repo, partials, required, now=now)
             for item in items:
                 done = item.finish() if isinstance(item, Partial) else item
                 if done.number is not None:

@@ -17,7 +17,8 @@ def context_nodes(*, required_for: str | None = None) -> str:
         "nodes { __typename\n"
         "  ... on CheckRun { name status conclusion startedAt completedAt detailsUrl databaseId"
         f" title summary{required}\n"
-        "    checkSuite { app { slug } workflowRun { event workflow { name } } } }\n"
+        "    checkSuite { app { databaseId slug }"
+        " workflowRun { event file { path } workflow { name } } } }\n"
         f"  ... on StatusContext {{ context state description targetUrl createdAt{required} }}\n"
         "}"
     )
@@ -85,20 +86,48 @@ def pull_query(*, with_labels: bool) -> str:
 
 
 def more_contexts_query(count: int, *, required: bool = False) -> str:
-    """The next page of contexts of `count` pull requests (`$n<i>`, `$c<i>`) at once.
+    """The next page of contexts of `count` head commits (`$o<i>`, `$c<i>`) at once.
 
-    With `required`, each context says whether it is required for its pull request: this is
-    also how required-ness is learned (per-PR aliases carry the pull request's number).
+    Pages are read by the commit's id, never by pull-request number: a head that moves between
+    two reads cannot mix two commits' contexts into one report. With `required` (`$n<i>` the
+    pull request), each context says whether it is required for its pull request: this is also
+    how required-ness is learned.
     """
-    params = ", ".join(f"$n{i}: Int!, $c{i}: String" for i in range(count))
+    number = ", $n{i}: Int!" if required else ""
+    params = ", ".join(
+        f"$o{i}: GitObjectID!, $c{i}: String{number.format(i=i)}" for i in range(count)
+    )
     aliases = "\n".join(
-        f"    p{i}: pullRequest(number: $n{i}) {{ statusCheckRollup {{"
-        f" {_contexts(after=f'$c{i}', required_for=f'$n{i}' if required else None)} }} }}"
+        f"    p{i}: object(oid: $o{i}) {{ ... on Commit {{ statusCheckRollup {{"
+        f" {_contexts(after=f'$c{i}', required_for=f'$n{i}' if required else None)} }} }} }}"
         for i in range(count)
     )
     name = "LearnRequired" if required else "MoreContexts"
     return (
         f"query {name}($owner: String!, $name: String!, {params}) {{\n"
+        f"  {RATE}\n"
+        f"  repository(owner: $owner, name: $name) {{\n{aliases}\n  }}\n}}\n"
+    )
+
+
+RULES = (
+    "refUpdateRule { pattern requiredStatusCheckContexts }\n"
+    f"    rules(first: {PAGE}) {{ pageInfo {{ hasNextPage }} nodes {{ type"
+    " repositoryRuleset { name }\n"
+    "      parameters { ... on RequiredStatusChecksParameters {"
+    " requiredStatusChecks { context integrationId } } } } }"
+)
+
+
+def required_sets_query(count: int) -> str:
+    """What `count` base branches (`$b<i>`, qualified names) require, in one query: the branch
+    protection viewable by non-admins and the rules of active rulesets."""
+    params = ", ".join(f"$b{i}: String!" for i in range(count))
+    aliases = "\n".join(
+        f"    b{i}: ref(qualifiedName: $b{i}) {{ name {RULES} }}" for i in range(count)
+    )
+    return (
+        f"query RequiredChecks($owner: String!, $name: String!, {params}) {{\n"
         f"  {RATE}\n"
         f"  repository(owner: $owner, name: $name) {{\n{aliases}\n  }}\n}}\n"
     )

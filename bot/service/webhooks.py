@@ -38,7 +38,9 @@ from bot.state.sqlite import Store
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB
-EVENTS = frozenset({"pull_request", "check_run", "check_suite", "status"})
+# a repository's rules changed: what its base branches require is read again
+RULE_EVENTS = frozenset({"branch_protection_rule", "repository_ruleset"})
+EVENTS = frozenset({"pull_request", "check_run", "check_suite", "status", *RULE_EVENTS})
 PULL_ACTIONS = frozenset(
     {
         "opened",
@@ -92,6 +94,7 @@ class Reading:
 
     outcome: str
     marks: tuple[Mark, ...] = ()
+    rules_of: str | None = None  # the repository whose required checks are to be read again
 
 
 def read_event(event: str, payload: Any, *, repos: Mapping[str, str]) -> Reading:
@@ -106,6 +109,8 @@ def read_event(event: str, payload: Any, *, repos: Mapping[str, str]) -> Reading
     repo = repos.get(full_name.lower())
     if repo is None:
         return Reading("unconfigured-repository")
+    if event in RULE_EVENTS:
+        return Reading("rules-changed", rules_of=repo)
     if event == "pull_request":
         return _pull_request(repo, payload)
     if event in ("check_run", "check_suite"):
@@ -118,7 +123,8 @@ def read_event(event: str, payload: Any, *, repos: Mapping[str, str]) -> Reading
 
 def _pull_request(repo: str, payload: dict[str, Any]) -> Reading:
     action = payload.get("action")
-    if action not in PULL_ACTIONS:
+    base_changed = action == "edited" and isinstance(_get(payload, "changes", "base"), dict)
+    if action not in PULL_ACTIONS and not base_changed:  # a new base: new required checks
         return Reading("ignored-action")
     number = payload.get("number", _get(payload, "pull_request", "number"))
     sha = _get(payload, "pull_request", "head", "sha")
@@ -287,13 +293,16 @@ class Receiver:
         note_delivery: Callable[[str, str, datetime], bool],
         on_first_mark: Callable[[], None],
         clock: Callable[[], datetime],
+        on_rules_changed: Callable[[str], object] = lambda repo: None,
     ) -> None:
-        """`note_delivery(id, event, now)` is False for a repeat; `on_first_mark` schedules."""
+        """`note_delivery(id, event, now)` is False for a repeat; `on_first_mark` schedules;
+        `on_rules_changed(repo)` drops what is known to be required there."""
         self.secrets = tuple(secrets)
         self.repos = {name.lower(): name for name in repos}
         self.inbox = inbox
         self.note_delivery = note_delivery
         self.on_first_mark = on_first_mark
+        self.on_rules_changed = on_rules_changed
         self.clock = clock
         self.counts: Counter[tuple[str, str]] = Counter()
         self.observers: list[Callable[[str, str], None]] = []  # e.g. the Prometheus counter
@@ -335,6 +344,8 @@ class Receiver:
         reading = read_event(event, payload, repos=self.repos)
         if reading.outcome == "malformed":
             return self._answer(event, Answer(400, "malformed"))
+        if reading.rules_of is not None:
+            self.on_rules_changed(reading.rules_of)
         if reading.marks and self.inbox.add(reading.marks, now=now):
             self.on_first_mark()
         return self._answer(event, Answer(202, reading.outcome))
@@ -433,6 +444,7 @@ class Webhooks:
             ),
             on_first_mark=lambda: self.schedule(self.debounce_s),
             clock=lambda: datetime.now(UTC),
+            on_rules_changed=self.store.forget_required,
         )
 
     def routes(self) -> list[Route]:

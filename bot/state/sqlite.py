@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import socket
 import sqlite3
@@ -15,12 +16,16 @@ from pathlib import Path
 from types import TracebackType
 from typing import Literal, Self
 
+from bot.core.model import RequiredChecks, RequiredContext
+
 Action = Literal["created", "edited", "adopted"]
 
 _WRITE_ACTIONS = ("created", "edited")
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 # Required-ness (branch protection, rulesets) changes rarely: it is learned again after this.
 REQUIRED_TTL = timedelta(hours=24)
+# What a base branch requires is read again after this (sooner on its webhooks).
+REQUIRED_SETS_TTL = timedelta(hours=1)
 
 _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
@@ -132,6 +137,17 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
             PRIMARY KEY (repo, number)
         )""",
     ),
+    # 8: what a base branch requires (branch protection and rulesets), as read, per repository
+    # and base branch: the required set changes rarely; its webhooks drop it (issue 15)
+    (
+        """CREATE TABLE required_sets (
+            repo TEXT NOT NULL,
+            base TEXT NOT NULL,
+            payload TEXT NOT NULL,
+            read_at TEXT NOT NULL,
+            PRIMARY KEY (repo, base)
+        )""",
+    ),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -210,6 +226,22 @@ class StoredTriage:
     observed_at: datetime
     updated_at: datetime
     comment_id: int | None
+
+
+def required_to_json(checks: RequiredChecks) -> str:
+    """A read required set as text (only sets that were read are kept)."""
+    return json.dumps(
+        [{"name": c.name, "rules": list(c.rules), "app_id": c.app_id} for c in checks.contexts]
+    )
+
+
+def required_from_json(base: str, text: str) -> RequiredChecks:
+    """A required set kept by `required_to_json`."""
+    contexts = tuple(
+        RequiredContext(item["name"], tuple(item["rules"]), item["app_id"])
+        for item in json.loads(text)
+    )
+    return RequiredChecks(base, read=True, contexts=contexts)
 
 
 def _to_text(moment: datetime) -> str:
@@ -730,6 +762,42 @@ class Store:
                     for (b, n), flag in learned.items()
                 ],
             )
+
+    def required_sets(
+        self, repo: str, bases: Iterable[str], *, now: datetime
+    ) -> dict[str, RequiredChecks]:
+        """What these base branches require, as read within REQUIRED_SETS_TTL."""
+        wanted = sorted(set(bases))
+        if not wanted:
+            return {}
+        marks = ", ".join("?" for _ in wanted)
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT base, payload FROM required_sets "
+                f"WHERE repo = ? AND base IN ({marks}) AND read_at > ?",
+                (repo, *wanted, _to_text(now - REQUIRED_SETS_TTL)),
+            ).fetchall()
+        return {base: required_from_json(base, payload) for base, payload in rows}
+
+    def remember_required_sets(
+        self, repo: str, sets: Mapping[str, RequiredChecks], *, now: datetime
+    ) -> None:
+        """Record what base branches require, read at `now`."""
+        at = _to_text(now)
+        with self._transaction() as db:
+            db.executemany(
+                "INSERT INTO required_sets (repo, base, payload, read_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (repo, base) DO UPDATE SET payload = excluded.payload, "
+                "read_at = excluded.read_at",
+                [(repo, base, required_to_json(checks), at) for base, checks in sets.items()],
+            )
+
+    def forget_required(self, repo: str) -> int:
+        """Drop what is known to be required in `repo` (its rules changed); rows dropped."""
+        with self._transaction() as db:
+            dropped = db.execute("DELETE FROM required_sets WHERE repo = ?", (repo,)).rowcount
+            dropped += db.execute("DELETE FROM required_checks WHERE repo = ?", (repo,)).rowcount
+            return dropped
 
     def note_delivery(self, delivery_id: str, event: str, *, now: datetime) -> bool:
         """Record a webhook delivery; False when it was already recorded (a repeat)."""
