@@ -3,7 +3,7 @@
     python benchmarks/report.py                 # 2,000 pull requests, 20 signals each
     python benchmarks/report.py --prs 200 --runs 1
 
-It fills a temporary state through the same code a cycle uses (bot.triage.view.keep_triage with
+It fills a temporary state through the same code a cycle uses (bot.triage.keeper.TriageKeeper with
 reconciled reports, and a recorded comment per pull request), then times the real command
 line, `python -m bot report --format json` and `--format table` (and markdown, html), as
 child processes: wall time from start to exit, interpreter start-up included, the median of
@@ -26,15 +26,9 @@ from pathlib import Path
 
 from bot.core.model import Kind, PullSnapshot, Report, Row, Signal, SinceSource, State, Verdict
 from bot.state.sqlite import Store
-from bot.triage.view import (
-    PageRenderer,
-    keep_triage,
-    markdown,
-    ordered,
-    stored_entries,
-    table,
-    triage_json,
-)
+from bot.triage.formats import PageRenderer, markdown, table, triage_json
+from bot.triage.keeper import TriageKeeper, stored_entries
+from bot.triage.rows import ordered
 
 TARGET_S = 1.0
 STATES = (State.SUCCESS,) * 14 + (State.PENDING, State.FAILURE, State.STALE, State.SKIPPED,
@@ -73,13 +67,14 @@ def fill(path: Path, *, prs: int, signals: int, repos: int) -> None:
     """Keep `prs` reports and their comments in a new state, as cycles would."""
     now = datetime.now(UTC)
     with Store.open(path) as store:
+        keeper = TriageKeeper(store, clock=lambda: now)
         for index in range(prs):
             repo, number = f"octo/repo{index % repos}", 1000 + index
             report = _report(number, repo, signals=signals, now=now)
             snapshot = PullSnapshot(repo=repo, number=number, title=report.title,
                                     author=f"user{index % 37}", draft=report.draft,
                                     head_sha=report.head_sha, url=report.url)  # fmt: skip
-            keep_triage(store, snapshot, report, dry_run=False, now=now)
+            keeper.pull_done(snapshot, report)
             store.record_write(repo, number, comment_id=5_000_000 + index, body_hash="-",
                                facts_key="-", observed_at=now, head_sha=report.head_sha,
                                action="created", now=now - timedelta(hours=2))  # fmt: skip

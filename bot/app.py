@@ -24,6 +24,7 @@ from bot.logs import register_secrets
 from bot.render.comment import Renderer
 from bot.settings import RepoSettings, Settings, read_private_key
 from bot.state.sqlite import StateLock, Store
+from bot.triage.keeper import TriageKeeper
 
 log = logging.getLogger(__name__)
 
@@ -284,7 +285,11 @@ def make_cycle(
     dry_run: bool,
     out: Callable[[str], None] | None = print,
 ) -> Cycle:
-    """Wire one Cycle from settings and clients; it stops (and stops waiting) on clients.stop."""
+    """Wire one Cycle from settings and clients; it stops (and stops waiting) on clients.stop.
+
+    A writing cycle keeps the triage rows; a dry run records nothing, so it has no observer.
+    """
+    observers = () if dry_run else (TriageKeeper(store, clock=now_utc),)
     return Cycle(
         github=clients.github,
         rtd=clients.rtd,
@@ -297,6 +302,7 @@ def make_cycle(
         out=out,
         should_stop=clients.stop.is_set,
         stop=clients.stop,
+        observers=observers,
     )
 
 

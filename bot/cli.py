@@ -76,7 +76,7 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
     from bot.app import build_clients, now_utc
     from bot.core.reconcile import reconcile
     from bot.cycle import read_rtd
-    from bot.render.comment import report_json
+    from bot.render.report import report_json
 
     match = _PR_REF.match(args.pull)
     if not match:
@@ -151,17 +151,18 @@ def cmd_demo(_: Settings | None, args: argparse.Namespace) -> int:
 
 def cmd_report(settings: Settings, args: argparse.Namespace) -> int:
     """The triage view from the state (no GitHub request); --live reads GitHub first, read-only."""
-    from bot.triage import view as triage
+    from bot.triage import formats, rows
+    from bot.triage.keeper import stored_entries
 
     try:
-        verdicts = triage.parse_verdicts(args.verdict or "")
+        verdicts = rows.parse_verdicts(args.verdict or "")
         named = [
             (settings.configured_repo(n) or RepoSettings(name=n)).name for n in args.repo or ()
         ]
     except ValueError as exc:
         raise UsageError(f"report: {exc}") from exc
     configured = [r.name for r in settings.repos]
-    filters = triage.Filters(frozenset(named or configured), verdicts, args.drafts)
+    filters = rows.Filters(frozenset(named or configured), verdicts, args.drafts)
     path = settings.state.path
     try:
         if args.live:
@@ -173,27 +174,28 @@ def cmd_report(settings: Settings, args: argparse.Namespace) -> int:
             store = Store.open_readonly(path) if Path(path).exists() else Store.open(":memory:")
             try:
                 cycle = make_cycle(settings, clients, store, dry_run=True)
-                entries = triage.live_entries(cycle, repos)
+                reports = cycle.read_reports(repos)
+                entries = [rows.entry_for(s, r, comment_id=c) for s, r, c in reports]
             finally:
                 store.close()
                 clients.close()
         else:
             with Store.open_readonly(path) as store:
-                entries = triage.stored_entries(store)
+                entries = stored_entries(store)
     except StoreError as exc:
         print(f"ci-status-bot: {exc}", file=sys.stderr)
         return EXIT_FAIL
-    view, now = triage.ordered(entries, filters), datetime.now(UTC)
+    view, now = rows.ordered(entries, filters), datetime.now(UTC)
     tty = sys.stdout.isatty() and not args.output
     if args.format == "json":
-        text = triage.triage_json(view, now=now) + "\n"
+        text = formats.triage_json(view, now=now) + "\n"
     elif args.format == "markdown":
-        text = triage.markdown(view, now=now)
+        text = formats.markdown(view, now=now)
     elif args.format == "html":
-        text = triage.PageRenderer().render(view, now=now)
+        text = formats.PageRenderer().render(view, now=now)
     else:
         width = shutil.get_terminal_size((100, 24)).columns if tty else 100
-        text = triage.table(view, now=now, width=width, colour=tty)
+        text = formats.table(view, now=now, width=width, colour=tty)
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
         print(f"wrote the triage view ({len(view)} pull requests) to {args.output}")

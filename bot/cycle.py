@@ -5,22 +5,23 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Literal, Protocol
 
+from bot.core.facts import facts_key
 from bot.core.model import MARKER, PullSnapshot, Report, RtdLookup, Verdict
 from bot.core.reconcile import reconcile
 from bot.docs.readthedocs.client import RtdApi
 from bot.docs.readthedocs.rules import evidence
 from bot.github.client import Comment, GitHubApi, GitHubError, RateLimited, ReadOnlyRequired
 from bot.github.parse import PullFailure
-from bot.render.comment import Renderer, facts_key, parse_facts_stamp
+from bot.render.comment import Renderer
+from bot.render.stamp import parse_facts_stamp
 from bot.retry import Retryable, RetryPolicy, Stopped, pause, run_with_retries
 from bot.settings import PolicySettings, RepoSettings
 from bot.state.sqlite import Store
-from bot.triage.view import keep_triage, prune_triage
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +136,16 @@ def is_own(comment: Comment, login: str) -> bool:
     return comment.author == login and comment.body.startswith(MARKER)
 
 
+class CycleObserver(Protocol):
+    """What a writing cycle tells the rest of the bot (the triage rows, metrics) as it goes."""
+
+    def pull_done(self, snapshot: PullSnapshot, report: Report) -> None:
+        """A selected pull request was reconciled into `report`."""
+
+    def repo_done(self, repo: str, seen: Iterable[int]) -> None:
+        """Every open pull request of `repo` was listed; `seen` are the numbers kept."""
+
+
 class Cycle:
     """One pass over repositories; one pull request's failure never stops the others."""
 
@@ -153,6 +164,7 @@ class Cycle:
         sleep: Callable[[float], None] | None = None,
         should_stop: Callable[[], bool] = lambda: False,
         stop: threading.Event | None = None,
+        observers: Sequence[CycleObserver] = (),
     ) -> None:
         self.github, self.rtd, self.store, self.renderer = github, rtd, store, renderer
         self.policy = policy
@@ -164,6 +176,7 @@ class Cycle:
         self.sleep = sleep  # None: wait on `stop`; either way a wait ends on a stop request
         self.should_stop = should_stop
         self.stop = stop or threading.Event()
+        self.observers = tuple(observers)
 
     # -- the pass ------------------------------------------------------------------------
 
@@ -221,7 +234,11 @@ class Cycle:
             plan = self._plan_one(snapshot, repo, summary)
             if plan is not None:
                 yield plan
-        prune_triage(self.store, repo.name, summary.verdicts, summary.failed, dry_run=self.dry_run)
+        prefix = f"{repo.name}#"  # the pull requests kept: planned, or failed this time
+        labels = [label for group in (summary.verdicts, summary.failed) for label in group]
+        seen = {int(label[len(prefix) :]) for label in labels if label.startswith(prefix)}
+        for observer in self.observers:
+            observer.repo_done(repo.name, seen)
 
     def _plan_one(
         self, snapshot: PullSnapshot | PullFailure, repo: RepoSettings, summary: Summary
@@ -246,7 +263,8 @@ class Cycle:
             log.debug("could not process %s", label, exc_info=True)
             return None
         summary.verdicts[plan.label] = str(plan.report.verdict)
-        keep_triage(self.store, snapshot, plan.report, dry_run=self.dry_run, now=self.clock())
+        for observer in self.observers:
+            observer.pull_done(snapshot, plan.report)
         if plan.action == "adopt" and plan.found is not None and not self.dry_run:
             self._record(plan, plan.found, "adopted")
         if plan.action in ("leave", "adopt"):
@@ -254,6 +272,21 @@ class Cycle:
             self._show(plan)
             return None
         return plan
+
+    def read_reports(
+        self, repos: Sequence[RepoSettings]
+    ) -> Iterator[tuple[PullSnapshot, Report, int | None]]:
+        """Every selected open pull request's report now, with its comment's id (reads only)."""
+        if not self.dry_run:
+            raise ValueError("read_reports reads only: use a dry-run cycle")
+        required = ReadOnlyRequired(self.store)
+        for repo in repos:
+            for snapshot in self.github.open_pulls(repo.name, now=self.clock(), required=required):
+                if isinstance(snapshot, PullFailure) or not selected(snapshot, self.policy):
+                    continue  # a pull request that could not be read is named by `once`
+                report, _ = self.report_for(snapshot, repo)
+                stored = self.store.get_comment(repo.name, snapshot.number)
+                yield snapshot, report, None if stored is None else stored.comment_id
 
     def report_for(self, snapshot: PullSnapshot, repo: RepoSettings) -> tuple[Report, str]:
         """Reconcile one pull request with a stable observation time; also its facts key."""

@@ -98,12 +98,14 @@ def run_demo(*, out: Callable[[str], None] = print) -> int:
 
 def _triage_view(store: Store, settings: Settings) -> str:
     """The triage table of the demo's last cycle, and where `run` would serve it as a page."""
-    from bot.triage import view as triage
+    from bot.triage.formats import table
+    from bot.triage.keeper import stored_entries
+    from bot.triage.rows import ordered
 
-    view = triage.ordered(triage.stored_entries(store))
+    view = ordered(stored_entries(store))
     where = f"http://{settings.server.host}:{settings.server.port}/"
     return (
-        f"[triage] `ci-status-bot report`:\n{triage.table(view, now=now_utc())}"
+        f"[triage] `ci-status-bot report`:\n{table(view, now=now_utc())}"
         f"`ci-status-bot run` serves this view as a page at {where} "
         "(with /livez, /readyz and /metrics); `report --format html` writes it to a file."
     )

@@ -524,7 +524,7 @@ def test_facts_do_not_change_with_the_clock_alone(
     # The same answers from GitHub and RTD read a few minutes apart: where no state changed
     # (nothing crossed the stale limit), the facts the comment states are the same, so the
     # comment is not edited ("no counters ... nothing that changes from one cycle to the next").
-    from bot.render.comment import facts_key
+    from bot.core.facts import facts_key
 
     snap, lookups = case
     before = reconciled(snap, lookups)
@@ -548,7 +548,7 @@ EVIDENCE_KEYS = {
 def test_json_report_keeps_the_contracts_keys_and_null_rules(
     case: tuple[PullSnapshot, dict[str, RtdLookup]],
 ) -> None:
-    from bot.render.comment import report_dict
+    from bot.render.report import report_dict
 
     snap, lookups = case
     data = report_dict(reconciled(snap, lookups))

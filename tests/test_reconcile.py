@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from bot.core.facts import facts_key
 from bot.core.model import (
     RTD_PROJECT_KEY,
     Kind,
@@ -28,7 +29,6 @@ from bot.core.reconcile import (
     rtd_project_of,
 )
 from bot.docs.readthedocs.rules import Target, settle_status, target_of
-from bot.render.comment import facts_key
 
 NOW = datetime(2026, 10, 5, 14, 3, tzinfo=UTC)
 SHA = "eb46d06c1f3a9b25e8d7c4f0a6b3e9d2c5f8a1b4"

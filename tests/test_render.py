@@ -37,30 +37,24 @@ from test_reconcile import (
     status,
 )
 
-from bot.core.model import MARKER, Policy, Report, RtdLookup, Signal, Verdict
+from bot.core.facts import facts_key
+from bot.core.model import MARKER, Policy, Report, RtdLookup, Signal, Verdict, format_utc
 from bot.core.reconcile import NO_SIGNALS_NOTE, TRUNCATED_NOTE, reconcile
-from bot.render.comment import (
-    COMMENT_LIMIT,
+from bot.render.comment import COMMENT_LIMIT, Renderer, TemplateInvalid, first_meaningful_line
+from bot.render.escape import (
     NB_HYPHEN,
     NBSP,
-    Renderer,
-    TemplateInvalid,
     clean,
     code,
-    facts_key,
-    facts_stamp,
-    first_meaningful_line,
-    format_utc,
     md,
-    parse_facts_stamp,
     prose,
     quoted,
-    report_dict,
-    report_json,
     safe_url,
     short_sha,
     utc,
 )
+from bot.render.report import report_dict, report_json
+from bot.render.stamp import facts_stamp, parse_facts_stamp
 from bot_sandbox import Sandbox, World
 
 GOLDEN = Path(__file__).parent / "golden"

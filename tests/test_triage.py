@@ -20,7 +20,7 @@ import pytest
 from support import REPO, bot_comments, clean_env, cli, seed_case, write_config, writes
 
 from bot.core.model import Kind, PullSnapshot, Report, Row, Signal, SinceSource, State, Verdict
-from bot.triage.view import TriageEntry, entry_for, ordered
+from bot.triage.rows import TriageEntry, entry_for, ordered
 from bot_sandbox import Sandbox, World
 
 NOW = datetime.now(UTC).replace(microsecond=0)

@@ -1,83 +1,41 @@
-"""Render a Report as the status comment (markdown via jinja2) or as the JSON report."""
+"""Render a Report as the status comment: the views, the Renderer, the templates (jinja2)."""
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import importlib.util
-import json
 import re
-import unicodedata
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Final
-from urllib.parse import quote, urlsplit
+from typing import Final
 
 import jinja2
 
+from bot.core import facts
 from bot.core.model import (
     FAILING_STATES,
     MARKER,
-    REPORT_SCHEMA,
     Kind,
-    Reconciliation,
     Report,
     Row,
     Signal,
     SinceSource,
     State,
     Verdict,
-    as_utc,
-    format_utc,
 )
+from bot.render import escape, stamp
+from bot.render.escape import Md, code, prose, quoted, safe_url, short_sha, utc
+from bot.render.stamp import with_facts_stamp
 
 COMMENT_LIMIT: Final = 65_536
 TEMPLATE_NAME: Final = "status_comment.md.j2"
-TEXT_LIMIT: Final = 200  # a name or a quoted line of source text, in characters
-QUOTE_LIMIT: Final = 160  # a description or a summary line quoted on a row
 FINDING_LIMIT: Final = 1000
 LINK_LIMIT: Final = 2048  # a longer URL is not linked (it would crowd every row out)
-
-NBSP: Final = "\u00a0"
-NB_HYPHEN: Final = "\u2011"  # a hyphen no browser breaks a line after
-ZWJ: Final = "\u200d"
-_WHITESPACE: Final = frozenset("\n\r\t\v\f\x85\u2028\u2029")
-_URL_SAFE: Final = "-._~:/?#@!$&*+,;=%"  # RFC 3986 minus ' ( ) [ ] (markdown-significant)
-# The bot's own hidden lines (the marker, the facts line) start like this: untrusted text
-# never carries one into the body. U+2011 (non-breaking hyphen) looks the same and is inert.
-_OWN_COMMENT_OPENER: Final = re.compile(r"<!--(?=\s*ci-status-bot)", re.IGNORECASE)
-_DEFUSED_OPENER: Final = "<!\u2011\u2011"
-
-# A token of untrusted text goes in a code span when it holds markdown syntax or anything
-# GitHub links or converts after markdown: @mentions, #1 / GH-1 / owner/repo#1 references,
-# URLs, www., e-mail addresses, commit shas, :emoji: shortcodes, custom autolinks (ABC-123),
-# entities, raw HTML, math ($). Code spans stop all of these; nothing else needs escaping.
-_CODE_CHARS: Final = frozenset("`\\*_[]<>~|$@#&/")
-_CODE_PATTERN: Final = re.compile(
-    r"^:|://|www\.|:[^\d\s]|:.*:|[a-z]-\d|ghsa-"
-    r"|(?<![0-9a-z])(?=[0-9a-f]*[a-f])[0-9a-f]{7,}(?![0-9a-z])",
-    re.IGNORECASE,
-)
-# md(): every character it rewrites. U+2060 after "@" and "#" keeps GitHub from linking a
-# mention or reference even after the entities decode (tables only: never in the comment).
-_MD_ESCAPES: Final[dict[int, str]] = {
-    **{ord(c): "\\" + c for c in "\\`*_{}[]()+-.!|~"},
-    ord("&"): "&amp;",
-    ord("<"): "&lt;",
-    ord(">"): "&gt;",
-    ord('"'): "&quot;",
-    ord("'"): "&#39;",
-    ord("@"): "&#64;&#8288;",
-    ord("#"): "&#35;&#8288;",
-    ord(":"): "&#58;",
-}
-_LEAD: Final = "(\"'\u201c\u2018"  # ( " ' and curly opening quotes
-_TRAIL: Final = ".,;!?)\"'\u201d\u2019"  # sentence punctuation and curly closing quotes
-_BLOCK_START: Final = re.compile(r"(\d{1,9})([.)])|([-+=])")
-_UTC_TIME: Final = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC")  # format_utc's, kept on one line
 
 GLYPHS: Final[dict[Verdict, str]] = {
     Verdict.FAILING: "❌",
@@ -112,165 +70,15 @@ _COUNTED: Final = (
     ("unknown", frozenset({State.UNKNOWN})),
     ("pending", frozenset({State.PENDING})),
 )
+# Every module whose code decides the comment's text: the Renderer's fingerprint hashes them.
+_OUTPUT_MODULES: Final = (sys.modules[__name__], escape, stamp, facts)
 _EDITED_NOTE: Final = (
     "this comment is edited in place when they change (notifications show only its first version)"
 )
 
 
-class Md(str):
-    """Markdown built by this module from escaped parts: printed into the comment as it is."""
-
-    __slots__ = ()
-
-
 class TemplateInvalid(ValueError):
     """A status-comment template that cannot be used (the CLI exits 2 naming it)."""
-
-
-# --- untrusted text -> markdown -----------------------------------------------------------
-
-
-def clean(value: object, limit: int = TEXT_LIMIT) -> str:
-    """Untrusted text on one line: no control or invisible characters (emoji kept whole)."""
-    text = "" if value is None else str(value)
-    kept = [" " if c in _WHITESPACE else c for i, c in enumerate(text) if _visible(text, i, c)]
-    text = _OWN_COMMENT_OPENER.sub(_DEFUSED_OPENER, "".join(kept))
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def code(value: object, limit: int = TEXT_LIMIT) -> Md:
-    """Untrusted text verbatim in a code span (a fence longer than any backtick run inside)."""
-    return Md(_span(clean(value, limit)))
-
-
-def prose(value: object, limit: int = TEXT_LIMIT, *, line_start: bool = True) -> Md:
-    """Untrusted text as markdown prose: plain words as they are, anything live in code spans."""
-    # With line_start, a leading "1." / "-" / "+" / "=" is escaped: it could start a block.
-    tokens = clean(value, limit).split()
-    pieces: list[str] = []
-    run: list[str] = []
-    for token in tokens:
-        if not _needs_code(token):
-            pieces.extend(_flush(run))
-            pieces.append(token)
-            continue
-        lead, core, trail = _split_punctuation(token)
-        if lead or trail:
-            pieces.extend(_flush(run))
-            pieces.append(lead + _span(core) + trail)
-        else:
-            run.append(core)
-    pieces.extend(_flush(run))
-    text = _UTC_TIME.sub(lambda m: _unbreakable(m.group(0)), " ".join(pieces))
-    match = _BLOCK_START.match(text) if line_start else None
-    if match is not None:  # a list item, heading underline or break if it began a line
-        cut = match.start(2) if match.group(2) else 0
-        text = text[:cut] + "\\" + text[cut:]
-    return Md(text)
-
-
-def md(value: object, limit: int = TEXT_LIMIT) -> str:
-    """Untrusted text escaped for a markdown table cell (entities, backslashes; not the comment)."""
-    # The comment uses code spans (code, prose); a table cell cannot hold a "|" in one, so
-    # the triage view's tables keep this older, entity-escaping form.
-    return clean(value, limit).translate(_MD_ESCAPES)
-
-
-def quoted(value: object, limit: int = QUOTE_LIMIT) -> Md:
-    """Source text as said: “prose” in quotes, or one bare code span when it is one token."""
-    text = prose(value, limit, line_start=False)
-    if text.startswith("`") and text.endswith("`") and text.count(" ") == 0:
-        return text
-    return Md(f"“{text}”") if text else text
-
-
-def safe_url(value: object) -> Md | None:
-    """Return an http(s) URL percent-encoded for a markdown link, or None for anything else."""
-    if not isinstance(value, str) or not value.strip():
-        return None
-    text = value.strip()
-    try:
-        parts = urlsplit(text)
-    except ValueError:
-        return None
-    if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
-        return None
-    return Md(quote(text, safe=_URL_SAFE))
-
-
-def utc(value: datetime) -> Md:
-    """An absolute UTC time that never wraps inside: "2026-10-05 09:12 UTC", non-breaking."""
-    return Md(_unbreakable(format_utc(value)))
-
-
-def short_sha(value: object) -> str:
-    """Return the first seven hex digits of a commit sha."""
-    return "".join(c for c in str(value)[:7] if c in "0123456789abcdefABCDEF")
-
-
-def iso_utc(value: datetime | None) -> str | None:
-    """Format a time as "2026-10-05T09:12:00Z", or None."""
-    return None if value is None else as_utc(value).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _unbreakable(text: str) -> str:
-    return text.replace(" ", NBSP).replace("-", NB_HYPHEN)
-
-
-def _visible(text: str, index: int, char: str) -> bool:
-    category = unicodedata.category(char)
-    if char in _WHITESPACE:
-        return True
-    if category in ("Cc", "Cs", "Co"):
-        return False
-    if category != "Cf":
-        return True
-    before = text[index - 1] if index else ""
-    after = text[index + 1] if index + 1 < len(text) else ""
-    if char == ZWJ:  # inside an emoji sequence only (woman + laptop, flag + rainbow, ...)
-        return bool(before and after) and (
-            unicodedata.category(before) in ("So", "Sk", "Mn")
-            and unicodedata.category(after) == "So"
-        )
-    if "\U000e0020" <= char <= "\U000e007f":  # tag characters of a subdivision flag 🏴…
-        return before == "\U0001f3f4" or "\U000e0020" <= before <= "\U000e007f"
-    return False
-
-
-def _span(text: str) -> str:
-    runs = [len(r) for r in re.findall(r"`+", text)]
-    fence = "`" * (max(runs, default=0) + 1)
-    pad = (
-        text[:1] == "`"
-        or text[-1:] == "`"
-        or (text[:1] == " " and text[-1:] == " " and bool(text.strip(" ")))
-    )
-    inner = f" {text} " if pad else text or " "
-    return f"{fence}{inner}{fence}"
-
-
-def _needs_code(token: str) -> bool:
-    return not _CODE_CHARS.isdisjoint(token) or _CODE_PATTERN.search(token) is not None
-
-
-def _split_punctuation(token: str) -> tuple[str, str, str]:
-    core = token.lstrip(_LEAD)
-    lead = token[: len(token) - len(core)]
-    stripped = core.rstrip(_TRAIL)
-    while stripped.count("(") > stripped.count(")") and core[len(stripped) :].startswith(")"):
-        stripped += ")"  # a closing parenthesis that belongs to the token stays with it
-    trail = core[len(stripped) :]
-    if not stripped or not _needs_code(stripped):
-        return "", token, ""
-    return lead, stripped, trail
-
-
-def _flush(run: list[str]) -> list[str]:
-    if not run:
-        return []
-    span = _span(" ".join(run))
-    run.clear()
-    return [span]
 
 
 # --- the comment's rows -------------------------------------------------------------------
@@ -494,30 +302,6 @@ def _finalize(value: object) -> object:
     return prose(value, FINDING_LIMIT)
 
 
-def report_dict(report: Report) -> dict[str, Any]:
-    """Return the JSON report (interface.md schema, raw source text) as plain data."""
-    return {
-        "schema": REPORT_SCHEMA,
-        "repo": report.repo,
-        "number": report.number,
-        "title": report.title,
-        "url": report.url,
-        "head_sha": report.head_sha,
-        "draft": report.draft,
-        "observed_at": iso_utc(report.observed_at),
-        "verdict": str(report.verdict),
-        "stale_after_minutes": int(report.stale_after.total_seconds() // 60),
-        "truncated": report.truncated,
-        "notes": list(report.notes),
-        "signals": [_signal_dict(row) for row in report.rows],
-    }
-
-
-def report_json(report: Report) -> str:
-    """Return the JSON report as text (indent 2)."""
-    return json.dumps(report_dict(report), indent=2, ensure_ascii=False)
-
-
 class Renderer:
     """Renders reports with one jinja2 Environment; a user template folder is searched first.
 
@@ -548,8 +332,10 @@ class Renderer:
 
     @cached_property
     def fingerprint(self) -> str:
-        """A sha256 of this module and of every template in use; it changes when output may."""
-        digest = hashlib.sha256(Path(__file__).read_bytes())
+        """A sha256 of the modules that shape the comment and of every template in use."""
+        digest = hashlib.sha256()
+        for module in _OUTPUT_MODULES:
+            digest.update(Path(module.__file__ or "").read_bytes())
         for name in sorted(n for n in self._env.list_templates() if n.endswith(".j2")):
             source, _, _ = self._loader.get_source(self._env, name)
             digest.update(f"\0{name}\0{source}".encode())
@@ -651,138 +437,3 @@ def sample_report() -> Report:
         verdict=Verdict.FAILING,
         rows=rows,
     )
-
-
-def _signal_dict(row: Row) -> dict[str, Any]:
-    signal = row.signal
-    return {
-        "name": signal.name,
-        "kind": str(signal.kind),
-        "app": signal.app,
-        "workflow": signal.workflow,
-        "github_state": signal.github_state,
-        "state": str(row.state),
-        "required": signal.required,
-        "url": signal.url,
-        "description": signal.description,
-        "summary": signal.summary,
-        "since": iso_utc(row.since),
-        "since_source": str(row.since_source),
-        "finding": row.finding,
-        "reconciliation": _reconciliation_dict(row.reconciliation),
-    }
-
-
-def _reconciliation_dict(rec: Reconciliation | None) -> dict[str, Any] | None:
-    if rec is None:
-        return None
-    return {
-        "provider": rec.provider,
-        "project": rec.project,
-        "build_id": rec.build_id,
-        "build_state": rec.build_state,
-        "success": rec.success,
-        "builds_for_commit": rec.builds_for_commit,
-        "divergent": rec.divergent,
-        "finding": rec.finding,
-        "build_url": rec.build_url,
-        "notification": rec.notification,
-        "build_created": iso_utc(rec.build_created),
-        "build_finished": iso_utc(rec.build_finished),
-    }
-
-
-def facts_key(report: Report) -> str:
-    """A sha256 of every fact the report states: not observed_at, the title or fetch times."""
-    rows = tuple(_row_facts(row) for row in report.rows)
-    facts = (
-        report.repo,
-        report.number,
-        report.url,
-        report.head_sha,
-        report.draft,
-        report.verdict.value,
-        report.stale_after.total_seconds(),
-        report.truncated,
-        report.notes,
-        rows,
-    )
-    return hashlib.sha256(repr(facts).encode("utf-8")).hexdigest()
-
-
-def _ts(value: datetime | None) -> float | None:
-    return None if value is None else value.timestamp()
-
-
-def _row_facts(row: Row) -> tuple[Any, ...]:
-    """Plain values only (str, float, bool, None): their repr is fast and stable."""
-    s, rec = row.signal, row.reconciliation
-    evidence = (
-        None
-        if rec is None
-        else (
-            rec.provider,
-            rec.project,
-            rec.build_id,
-            rec.build_state,
-            rec.success,
-            rec.builds_for_commit,
-            rec.divergent,
-            rec.finding,
-            rec.build_url,
-            rec.notification,
-            _ts(rec.build_created),
-            _ts(rec.build_finished),
-        )
-    )
-    return (
-        s.name,
-        s.kind.value,
-        s.github_state,
-        s.app,
-        s.workflow,
-        s.url,
-        s.description,
-        s.summary,
-        _ts(s.started_at),
-        _ts(s.completed_at),
-        _ts(s.created_at),
-        s.required,
-        s.database_id,
-        row.state.value,
-        _ts(row.since),
-        row.since_source.value,
-        row.finding,
-        evidence,
-    )
-
-
-# --- the facts stamp (rtd-truth): a hidden line right after the marker ------------------------
-# `<!-- ci-status-bot:facts=<facts key> observed=<ISO UTC> -->` lets the bot adopt its own
-# comment after the state is lost and keep the first-observed time the comment states.
-
-_STAMP: Final = re.compile(
-    r"<!-- ci-status-bot:facts=(?P<key>[0-9a-f]{64}) "
-    r"observed=(?P<at>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z) -->"
-)
-
-
-def facts_stamp(report: Report) -> str:
-    """The hidden line that records the report's facts key and first-observed time."""
-    at = as_utc(report.observed_at).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return f"<!-- ci-status-bot:facts={facts_key(report)} observed={at} -->"
-
-
-def with_facts_stamp(report: Report, body: str) -> str:
-    """The body with the facts stamp inserted right after its first line (the marker)."""
-    first, newline, rest = body.partition("\n")
-    return f"{first}\n{facts_stamp(report)}{newline}{rest}"
-
-
-def parse_facts_stamp(body: str) -> tuple[str, datetime] | None:
-    """The (facts key, first-observed time) a comment's stamp line records, if it has one."""
-    lines = body.split("\n", 2)
-    match = _STAMP.fullmatch(lines[1].strip()) if len(lines) > 1 else None
-    if match is None:
-        return None
-    return match["key"], as_utc(datetime.strptime(match["at"], "%Y-%m-%dT%H:%M:%S.%fZ"))

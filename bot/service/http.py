@@ -21,7 +21,8 @@ from bot.cycle import Summary
 from bot.github.client import Usage
 from bot.service.metrics import CONTENT_TYPE, Metrics
 from bot.state.sqlite import Store, StoreError
-from bot.triage import view as triage
+from bot.triage import formats, rows
+from bot.triage.keeper import stored_entries
 
 log = logging.getLogger(__name__)
 
@@ -117,11 +118,11 @@ class Monitor:
         """A cycle raised before it finished."""
         self.metrics.cycle_failed(seconds=self._elapsed())
 
-    def entries(self) -> list[triage.TriageEntry]:
+    def entries(self) -> list[rows.TriageEntry]:
         """The triage view of the configured repositories, most urgent first (read-only)."""
         with Store.open_readonly(self.state_path) as store:
-            entries = triage.stored_entries(store)
-        return triage.ordered(entries, triage.Filters(repos=frozenset(self.repos)))
+            entries = stored_entries(store)
+        return rows.ordered(entries, rows.Filters(repos=frozenset(self.repos)))
 
     def state_problem(self) -> str | None:
         """Why the state cannot be read, or None."""
@@ -148,7 +149,7 @@ class Monitor:
 
 def build_app(monitor: Monitor, *, extra_routes: Sequence[BaseRoute] = ()) -> Starlette:
     """The ASGI app: GET /, /triage.json, /livez, /readyz, /metrics, plus `extra_routes`."""
-    renderer = triage.PageRenderer()
+    renderer = formats.PageRenderer()
 
     def page(request: Request) -> Response:
         try:
@@ -165,7 +166,7 @@ def build_app(monitor: Monitor, *, extra_routes: Sequence[BaseRoute] = ()) -> St
             entries = monitor.entries()
         except (StoreError, sqlite3.Error) as exc:
             return JSONResponse({"error": f"the state cannot be read: {exc}"}, 503)
-        document = triage.triage_document(entries, now=monitor.clock())
+        document = formats.triage_document(entries, now=monitor.clock())
         return JSONResponse(document, headers=_HEADERS)
 
     def livez(_: Request) -> Response:

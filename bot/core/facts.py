@@ -1,0 +1,74 @@
+"""The facts key: a hash of every fact a report states (a fact left out is never updated)."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+from typing import Any
+
+from bot.core.model import Report, Row
+
+
+def facts_key(report: Report) -> str:
+    """A sha256 of every fact the report states: not observed_at, the title or fetch times."""
+    rows = tuple(_row_facts(row) for row in report.rows)
+    facts = (
+        report.repo,
+        report.number,
+        report.url,
+        report.head_sha,
+        report.draft,
+        report.verdict.value,
+        report.stale_after.total_seconds(),
+        report.truncated,
+        report.notes,
+        rows,
+    )
+    return hashlib.sha256(repr(facts).encode("utf-8")).hexdigest()
+
+
+def _ts(value: datetime | None) -> float | None:
+    return None if value is None else value.timestamp()
+
+
+def _row_facts(row: Row) -> tuple[Any, ...]:
+    """Plain values only (str, float, bool, None): their repr is fast and stable."""
+    s, rec = row.signal, row.reconciliation
+    evidence = (
+        None
+        if rec is None
+        else (
+            rec.provider,
+            rec.project,
+            rec.build_id,
+            rec.build_state,
+            rec.success,
+            rec.builds_for_commit,
+            rec.divergent,
+            rec.finding,
+            rec.build_url,
+            rec.notification,
+            _ts(rec.build_created),
+            _ts(rec.build_finished),
+        )
+    )
+    return (
+        s.name,
+        s.kind.value,
+        s.github_state,
+        s.app,
+        s.workflow,
+        s.url,
+        s.description,
+        s.summary,
+        _ts(s.started_at),
+        _ts(s.completed_at),
+        _ts(s.created_at),
+        s.required,
+        s.database_id,
+        row.state.value,
+        _ts(row.since),
+        row.since_source.value,
+        row.finding,
+        evidence,
+    )

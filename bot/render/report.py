@@ -1,0 +1,72 @@
+"""The JSON report (interface.md schema): raw source text, as plain data."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from bot.core.model import REPORT_SCHEMA, Reconciliation, Report, Row
+from bot.render.escape import iso_utc
+
+
+def report_dict(report: Report) -> dict[str, Any]:
+    """Return the JSON report (interface.md schema, raw source text) as plain data."""
+    return {
+        "schema": REPORT_SCHEMA,
+        "repo": report.repo,
+        "number": report.number,
+        "title": report.title,
+        "url": report.url,
+        "head_sha": report.head_sha,
+        "draft": report.draft,
+        "observed_at": iso_utc(report.observed_at),
+        "verdict": str(report.verdict),
+        "stale_after_minutes": int(report.stale_after.total_seconds() // 60),
+        "truncated": report.truncated,
+        "notes": list(report.notes),
+        "signals": [_signal_dict(row) for row in report.rows],
+    }
+
+
+def report_json(report: Report) -> str:
+    """Return the JSON report as text (indent 2)."""
+    return json.dumps(report_dict(report), indent=2, ensure_ascii=False)
+
+
+def _signal_dict(row: Row) -> dict[str, Any]:
+    signal = row.signal
+    return {
+        "name": signal.name,
+        "kind": str(signal.kind),
+        "app": signal.app,
+        "workflow": signal.workflow,
+        "github_state": signal.github_state,
+        "state": str(row.state),
+        "required": signal.required,
+        "url": signal.url,
+        "description": signal.description,
+        "summary": signal.summary,
+        "since": iso_utc(row.since),
+        "since_source": str(row.since_source),
+        "finding": row.finding,
+        "reconciliation": _reconciliation_dict(row.reconciliation),
+    }
+
+
+def _reconciliation_dict(rec: Reconciliation | None) -> dict[str, Any] | None:
+    if rec is None:
+        return None
+    return {
+        "provider": rec.provider,
+        "project": rec.project,
+        "build_id": rec.build_id,
+        "build_state": rec.build_state,
+        "success": rec.success,
+        "builds_for_commit": rec.builds_for_commit,
+        "divergent": rec.divergent,
+        "finding": rec.finding,
+        "build_url": rec.build_url,
+        "notification": rec.notification,
+        "build_created": iso_utc(rec.build_created),
+        "build_finished": iso_utc(rec.build_finished),
+    }

@@ -1,0 +1,204 @@
+"""The triage view's formats: the terminal table, markdown, the JSON document and the page."""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Final
+
+import jinja2
+
+from bot.core.model import as_utc, format_utc
+from bot.render.comment import default_template_dir
+from bot.render.escape import iso_utc, md, safe_url, short_sha
+from bot.triage.rows import COUNT_GROUPS, VERDICTS, TriageEntry, totals, unsettled_dict
+
+TRIAGE_SCHEMA: Final = "ci-status-bot.triage/v1"
+PAGE_TEMPLATE: Final = "triage.html.j2"
+_COLOURS: Final = {"failing": "31", "incomplete": "35", "pending": "33", "passing": "32"}
+
+
+def pull_dict(entry: TriageEntry) -> dict[str, Any]:
+    """One pull request in the ci-status-bot.triage/v1 shape (raw source text)."""
+    oldest = entry.oldest_unsettled
+    return {
+        "repo": entry.repo,
+        "number": entry.number,
+        "title": entry.title,
+        "author": entry.author,
+        "draft": entry.draft,
+        "head_sha": entry.head_sha,
+        "verdict": entry.verdict.value,
+        "counts": {group: entry.counts.get(group, 0) for group in COUNT_GROUPS},
+        "required_failing": list(entry.required_failing),
+        "oldest_unsettled": None if oldest is None else unsettled_dict(oldest),
+        "observed_at": iso_utc(entry.observed_at),
+        "comment_url": entry.comment_url,
+    }
+
+
+def triage_document(entries: Sequence[TriageEntry], *, now: datetime) -> dict[str, Any]:
+    """The ci-status-bot.triage/v1 document of entries already in order."""
+    return {
+        "schema": TRIAGE_SCHEMA,
+        "generated_at": iso_utc(now),
+        "pulls": [pull_dict(e) for e in entries],
+    }
+
+
+def triage_json(entries: Sequence[TriageEntry], *, now: datetime) -> str:
+    """The triage document as text: one pull request a line (fast to write, easy to diff)."""
+    document = triage_document(entries, now=now)
+    pulls = document.pop("pulls")
+    head = json.dumps(document, ensure_ascii=False)[:-1]
+    lines = [json.dumps(p, ensure_ascii=False) for p in pulls]
+    body = ",\n".join(lines)
+    return f'{head}, "pulls": [\n{body}\n]}}' if lines else f'{head}, "pulls": []}}'
+
+
+def _clean(text: str | None) -> str:
+    """One line of printable text (no control or format characters from untrusted titles)."""
+    value = "" if text is None else text
+    if value.isprintable():  # no control, format, surrogate or private-use character
+        return value
+    return "".join(
+        " " if c in "\n\r\t" else c
+        for c in value
+        if c in "\n\r\t" or unicodedata.category(c) not in ("Cc", "Cf", "Cs", "Co")
+    )
+
+
+def _cell(text: str, width: int) -> str:
+    """Cut to `width` (with an ellipsis) and pad."""
+    if len(text) > width:
+        text = text[: max(0, width - 1)] + "…"
+    return text.ljust(width)
+
+
+def _short_time(value: datetime | None) -> str:
+    return "" if value is None else as_utc(value).strftime("%m-%d %H:%M")
+
+
+def _waiting(entry: TriageEntry) -> str:
+    oldest = entry.oldest_unsettled
+    if oldest is None:
+        return ""
+    return f"{oldest.state} {_short_time(oldest.since)}".rstrip()
+
+
+def table(
+    entries: Sequence[TriageEntry], *, now: datetime, width: int = 100, colour: bool = False
+) -> str:
+    """The terminal table: one line per pull request, titles cut to fit `width` columns."""
+    pull_width = max([len("PULL"), *(len(e.label) for e in entries)])
+    fixed = 13 + 1 + pull_width + 1 + 1 + 1 + 12 + 1 + 19 + 1 + 10 + 1
+    title_width = max(10, width - fixed)
+    header = (
+        f"{'VERDICT':<13} {'PULL':<{pull_width}} {'D':1} {' F  P  I  OK':<12} "
+        f"{'WAITING SINCE (UTC)':<19} {'AUTHOR':<10} TITLE"
+    )
+    lines = [header]
+    for e in entries:
+        verdict = "failing (req)" if e.urgency == "failing-required" else e.verdict.value
+        counts = "{:>2} {:>2} {:>2} {:>3}".format(*(e.counts.get(g, 0) for g in COUNT_GROUPS))
+        shown = verdict.ljust(13)
+        if colour:
+            shown = f"\x1b[{_COLOURS[e.verdict.value]}m{shown}\x1b[0m"
+        line = (
+            f"{shown} {e.label:<{pull_width}} {'d' if e.draft else ' '} {counts:<12} "
+            f"{_waiting(e):<19} {_cell(_clean(e.author), 10)} "
+            f"{_cell(_clean(e.title), title_width).rstrip()}"
+        )
+        lines.append(line)
+        if e.required_failing:
+            names = ", ".join(_clean(n) for n in e.required_failing)
+            lines.append(_cell(f"{'':13}   required failing: {names}", width).rstrip())
+    t = totals(entries)
+    counted = ", ".join(f"{n} {v}" for v, n in t.verdicts.items())
+    lines.append(f"{t.total} open pull requests: {counted}.")
+    lines.append(
+        f"{t.failing_required} failing a required check; {_docs_builds(t.docs_stuck)} stale, "
+        f"cancelled or unknown; as of {format_utc(now)}."
+    )
+    return "\n".join(lines) + "\n"
+
+
+_GLYPHS: Final = {"failing": "❌", "pending": "⏳", "incomplete": "⚪", "passing": "✅"}
+
+
+def _md_link(text: str, url: str | None) -> str:
+    safe = safe_url(url)
+    return f"[{text}]({safe})" if safe else text
+
+
+def markdown(entries: Sequence[TriageEntry], *, now: datetime) -> str:
+    """The view as a markdown table that pastes into an issue (untrusted text escaped)."""
+    t = totals(entries)
+    counted = " · ".join(f"{_GLYPHS[v]} {n} {v}" for v, n in t.verdicts.items())
+    lines = [
+        f"### CI triage · {t.total} open pull requests · {counted}",
+        f"{t.failing_required} failing a required check · {_docs_builds(t.docs_stuck)} stale, "
+        f"cancelled or unknown · as of {format_utc(now)}",
+        "",
+        "| | pull | title | author | failing | pending | incomplete | passing "
+        "| required failing | oldest unsettled | head | observed | comment |",
+        "|---|---|---|---|--:|--:|--:|--:|---|---|---|---|---|",
+    ]
+    for e in entries:
+        oldest = e.oldest_unsettled
+        unsettled = (
+            ""
+            if oldest is None
+            else f"`{md(oldest.name, 80)}` {oldest.state}"
+            + (f" since {format_utc(oldest.since)}" if oldest.since else "")
+        )
+        cells = [
+            _GLYPHS[e.verdict.value] + (" draft" if e.draft else ""),
+            _md_link(f"{md(e.repo)}#{e.number}", e.url),
+            md(e.title, 80),
+            md(e.author or ""),
+            *(str(e.counts.get(g, 0)) for g in COUNT_GROUPS),
+            ", ".join(f"`{md(n, 80)}`" for n in e.required_failing),
+            unsettled,
+            f"`{short_sha(e.head_sha)}`",
+            format_utc(e.observed_at),
+            _md_link("comment", e.comment_url) if e.comment_url else "",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "This bot reads CI state and retriggers nothing."]
+    return "\n".join(lines) + "\n"
+
+
+class PageRenderer:
+    """The triage page: one self-contained HTML file from a jinja2 template (autoescaped)."""
+
+    def __init__(self) -> None:
+        """Build the autoescaping Environment over the packaged templates."""
+        self._env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(default_template_dir()),
+            autoescape=True,
+            undefined=jinja2.StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        self._env.filters.update(utc=format_utc, short=short_sha, iso=iso_utc, url=safe_url)
+
+    def render(
+        self, entries: Sequence[TriageEntry], *, now: datetime, refresh_seconds: int = 0
+    ) -> str:
+        """The page for entries already in order; it re-reads itself every `refresh_seconds`."""
+        return self._env.get_template(PAGE_TEMPLATE).render(
+            entries=entries,
+            totals=totals(entries),
+            verdicts=VERDICTS,
+            now=now,
+            refresh_seconds=refresh_seconds,
+            schema=TRIAGE_SCHEMA,
+        )
+
+
+def _docs_builds(count: int) -> str:
+    """ "1 docs build" / "2 docs builds"."""
+    return f"{count} docs build" if count == 1 else f"{count} docs builds"

@@ -1,0 +1,94 @@
+"""The triage rows kept in the state: the cycle's observer writes them, the views read them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from datetime import datetime
+
+from bot.core.model import PullSnapshot, Report, Verdict
+from bot.state.sqlite import Store, StoredTriage
+from bot.triage.rows import (
+    COUNT_GROUPS,
+    TriageEntry,
+    Unsettled,
+    comment_url,
+    entry_for,
+    unsettled_dict,
+)
+
+
+class TriageKeeper:
+    """Observes a writing cycle: keeps each planned pull request's row, drops the closed ones."""
+
+    def __init__(self, store: Store, *, clock: Callable[[], datetime]) -> None:
+        """Keep rows in `store`, dated by `clock`."""
+        self.store, self.clock = store, clock
+
+    def pull_done(self, snapshot: PullSnapshot, report: Report) -> None:
+        """Keep a planned pull request's last report."""
+        entry = entry_for(snapshot, report)
+        self.store.put_triage(
+            entry.repo,
+            entry.number,
+            title=entry.title,
+            author=entry.author,
+            draft=entry.draft,
+            head_sha=entry.head_sha,
+            verdict=entry.verdict.value,
+            url=entry.url,
+            details=_details_json(entry),
+            observed_at=entry.observed_at,
+            now=self.clock(),
+        )
+
+    def repo_done(self, repo: str, seen: Iterable[int]) -> None:
+        """After a repository was read completely: drop rows of pull requests it did not list."""
+        self.store.prune_triage(repo, keep=set(seen))
+
+
+def stored_entries(store: Store) -> list[TriageEntry]:
+    """Every row the state holds (any order)."""
+    return [_from_stored(row) for row in store.triage_rows()]
+
+
+def _details_json(entry: TriageEntry) -> str:
+    """The computed parts of a row, compact, as stored in the state."""
+    oldest = entry.oldest_unsettled
+    return json.dumps(
+        {
+            "counts": dict(entry.counts),
+            "required_failing": list(entry.required_failing),
+            "oldest_unsettled": None if oldest is None else unsettled_dict(oldest),
+            "docs_stuck": entry.docs_stuck,
+        },
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+
+
+def _from_stored(row: StoredTriage) -> TriageEntry:
+    details = json.loads(row.details)
+    oldest = details.get("oldest_unsettled")
+    return TriageEntry(
+        repo=row.repo,
+        number=row.number,
+        title=row.title,
+        author=row.author,
+        draft=row.draft,
+        head_sha=row.head_sha,
+        verdict=Verdict(row.verdict),
+        url=row.url,
+        observed_at=row.observed_at,
+        counts={group: int(details["counts"].get(group, 0)) for group in COUNT_GROUPS},
+        required_failing=tuple(details.get("required_failing", ())),
+        oldest_unsettled=None
+        if oldest is None
+        else Unsettled(
+            oldest["name"],
+            oldest["state"],
+            None if oldest["since"] is None else datetime.fromisoformat(oldest["since"]),
+        ),
+        docs_stuck=int(details.get("docs_stuck", 0)),
+        comment_url=comment_url(row.url, row.comment_id),
+    )

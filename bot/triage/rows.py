@@ -1,0 +1,202 @@
+"""The triage view's rows: one entry per pull request, their order, filters and totals (pure)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Final, Literal
+
+from bot.core.model import (
+    FAILING_STATES,
+    INCOMPLETE_STATES,
+    PullSnapshot,
+    Report,
+    State,
+    Verdict,
+    as_utc,
+)
+from bot.core.reconcile import rtd_project_of
+from bot.render.escape import iso_utc
+
+COUNT_GROUPS: Final = ("failing", "pending", "incomplete", "passing")
+VERDICTS: Final = tuple(v.value for v in (Verdict.FAILING, Verdict.INCOMPLETE, Verdict.PENDING,
+                                          Verdict.PASSING))  # fmt: skip
+UNSETTLED_STATES: Final = frozenset({State.PENDING, State.STALE})
+DraftFilter = Literal["only", "exclude"]
+
+_RANK: Final = {Verdict.FAILING: 1, Verdict.INCOMPLETE: 2, Verdict.PENDING: 3, Verdict.PASSING: 4}
+_FAR_FUTURE: Final = "9999"
+
+
+@dataclass(frozen=True, slots=True)
+class Unsettled:
+    """The oldest pending or stale signal of a pull request."""
+
+    name: str
+    state: str
+    since: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class TriageEntry:
+    """One pull request's row of the triage view."""
+
+    repo: str
+    number: int
+    title: str
+    author: str | None
+    draft: bool
+    head_sha: str
+    verdict: Verdict
+    url: str
+    observed_at: datetime
+    counts: Mapping[str, int]
+    required_failing: tuple[str, ...] = ()
+    oldest_unsettled: Unsettled | None = None
+    docs_stuck: int = 0
+    comment_url: str | None = None
+
+    @property
+    def label(self) -> str:
+        """owner/name#N."""
+        return f"{self.repo}#{self.number}"
+
+    @property
+    def urgency(self) -> str:
+        """The verdict, with failing split by whether a required signal fails."""
+        if self.verdict is Verdict.FAILING and self.required_failing:
+            return "failing-required"
+        return self.verdict.value
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """Which rows of the view to keep (empty means all)."""
+
+    repos: frozenset[str] = frozenset()
+    verdicts: frozenset[str] = frozenset()
+    drafts: DraftFilter | None = None
+
+    def keep(self, entry: TriageEntry) -> bool:
+        """Whether the entry passes every filter."""
+        if self.repos and entry.repo.lower() not in {r.lower() for r in self.repos}:
+            return False
+        if self.verdicts and entry.verdict.value not in self.verdicts:
+            return False
+        if self.drafts == "only":
+            return entry.draft
+        return not (self.drafts == "exclude" and entry.draft)
+
+
+def parse_verdicts(text: str) -> frozenset[str]:
+    """`failing,pending` as a set of verdicts; ValueError naming an unknown one."""
+    names = {part.strip().lower() for part in text.split(",") if part.strip()}
+    unknown = sorted(names - set(VERDICTS))
+    if unknown:
+        raise ValueError(f"unknown verdict {', '.join(unknown)} (expected {', '.join(VERDICTS)})")
+    return frozenset(names)
+
+
+def entry_for(
+    snapshot: PullSnapshot, report: Report, *, comment_id: int | None = None
+) -> TriageEntry:
+    """The triage row of one reconciled pull request (pure)."""
+    counts: Counter[str] = Counter({group: 0 for group in COUNT_GROUPS})
+    required: list[str] = []
+    unsettled: list[Unsettled] = []
+    docs_stuck = 0
+    for row in report.rows:
+        counts[_group(row.state)] += 1
+        if row.state in FAILING_STATES and row.signal.required:
+            required.append(row.signal.name)
+        if row.state in UNSETTLED_STATES:
+            unsettled.append(Unsettled(row.signal.name, row.state.value, row.since))
+        if row.state in INCOMPLETE_STATES and rtd_project_of(row.signal.name) is not None:
+            docs_stuck += 1
+    oldest = min(unsettled, key=_since_key, default=None)
+    return TriageEntry(
+        repo=report.repo,
+        number=report.number,
+        title=snapshot.title,
+        author=snapshot.author,
+        draft=report.draft,
+        head_sha=report.head_sha,
+        verdict=report.verdict,
+        url=report.url,
+        observed_at=report.observed_at,
+        counts=dict(counts),
+        required_failing=tuple(required),
+        oldest_unsettled=oldest,
+        docs_stuck=docs_stuck,
+        comment_url=comment_url(report.url, comment_id),
+    )
+
+
+def _group(state: State) -> str:
+    if state in FAILING_STATES:
+        return "failing"
+    if state in INCOMPLETE_STATES:
+        return "incomplete"
+    return "pending" if state is State.PENDING else "passing"
+
+
+def _since_key(item: Unsettled) -> str:
+    return _FAR_FUTURE if item.since is None else as_utc(item.since).isoformat()
+
+
+def comment_url(pull_url: str, comment_id: int | None) -> str | None:
+    """The link to the bot's comment on a pull request, when it has one."""
+    return None if comment_id is None else f"{pull_url}#issuecomment-{comment_id}"
+
+
+def unsettled_dict(item: Unsettled) -> dict[str, Any]:
+    """The oldest unsettled signal as plain data."""
+    return {"name": item.name, "state": item.state, "since": iso_utc(item.since)}
+
+
+def urgency_key(entry: TriageEntry) -> tuple[int, str, str, int]:
+    """Sort key: failing with a required signal, failing, incomplete, pending, passing."""
+    rank = 0 if entry.urgency == "failing-required" else _RANK[entry.verdict]
+    if entry.verdict in (Verdict.INCOMPLETE, Verdict.PENDING):
+        oldest = entry.oldest_unsettled
+        waiting = _FAR_FUTURE if oldest is None else _since_key(oldest)
+    else:
+        waiting = as_utc(entry.observed_at).isoformat()
+    return rank, waiting, entry.repo.lower(), entry.number
+
+
+def ordered(entries: Iterable[TriageEntry], filters: Filters | None = None) -> list[TriageEntry]:
+    """The entries that pass `filters`, most urgent first."""
+    chosen = entries if filters is None else (e for e in entries if filters.keep(e))
+    return sorted(chosen, key=urgency_key)
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    """The summary bar: pull requests per verdict, stuck docs builds, required failures."""
+
+    verdicts: Mapping[str, int]
+    failing_required: int
+    docs_stuck: int
+    drafts: int
+    repos: tuple[str, ...] = field(default=())
+
+    @property
+    def total(self) -> int:
+        """Pull requests in the view."""
+        return sum(self.verdicts.values())
+
+
+def totals(entries: Sequence[TriageEntry]) -> Totals:
+    """Count the view for the summary bar."""
+    verdicts = Counter({v: 0 for v in VERDICTS})
+    verdicts.update(e.verdict.value for e in entries)
+    return Totals(
+        verdicts=dict(verdicts),
+        failing_required=sum(1 for e in entries if e.required_failing),
+        docs_stuck=sum(e.docs_stuck for e in entries),
+        drafts=sum(1 for e in entries if e.draft),
+        repos=tuple(sorted({e.repo for e in entries}, key=str.lower)),
+    )
