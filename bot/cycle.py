@@ -13,6 +13,7 @@ from typing import Literal, Protocol
 from bot.core.facts import facts_key
 from bot.core.model import MARKER, PullSnapshot, Report, RtdLookup, Verdict
 from bot.core.reconcile import reconcile
+from bot.core.required import HEAD_SEEN_KEY, expected_signals
 from bot.docs.readthedocs.client import RtdApi
 from bot.docs.readthedocs.rules import evidence
 from bot.github.client import Comment, GitHubApi, GitHubError, RateLimited, ReadOnlyRequired
@@ -122,13 +123,17 @@ def read_rtd(
     )
 
 
-def needs_first_seen(snapshot: PullSnapshot) -> list[str]:
-    """Keys of signals for which GitHub gave no timestamp (the bot's first sight stands in)."""
-    return [
+def needs_first_seen(snapshot: PullSnapshot, expected: Sequence[str] = ()) -> list[str]:
+    """Keys of signals for which GitHub gave no timestamp (the bot's first sight stands in),
+    and the head's own key when a context it expects was never reported on it."""
+    keys = [
         s.key
         for s in snapshot.signals
         if s.started_at is None and s.completed_at is None and s.created_at is None
     ]
+    if expected_signals(snapshot.signals, snapshot.required_checks, expected):
+        keys.append(HEAD_SEEN_KEY)
+    return keys
 
 
 def is_own(comment: Comment, login: str) -> bool:
@@ -291,7 +296,7 @@ class Cycle:
     def report_for(self, snapshot: PullSnapshot, repo: RepoSettings) -> tuple[Report, str]:
         """Reconcile one pull request with a stable observation time; also its facts key."""
         now = self.clock()
-        keys = needs_first_seen(snapshot)
+        keys = needs_first_seen(snapshot, repo.expected)
         first_seen: dict[str, datetime] = {}
         if keys:
             args = (repo.name, snapshot.number, snapshot.head_sha)
@@ -302,7 +307,14 @@ class Cycle:
         lookups = read_rtd(
             snapshot, repo, rtd=self.rtd, now=now, store=self.store, write=not self.dry_run
         )
-        report = reconcile(snapshot, lookups, self.core_policy, now=now, first_seen=first_seen)
+        report = reconcile(
+            snapshot,
+            lookups,
+            self.core_policy,
+            now=now,
+            first_seen=first_seen,
+            expected=repo.expected,
+        )
         key = facts_key(report)
         known = self.store.get_facts(repo.name, snapshot.number)
         if known is not None and known[0] == key:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 MARKER = "<!-- ci-status-bot:v1 -->"
 # The key, among a pull request's RTD lookups, of the one made for `repos[].rtd_project` on a
@@ -78,6 +79,27 @@ class SinceSource(StrEnum):
     NONE = "none"  # no timestamp at all
 
 
+class Rule(NamedTuple):
+    """Where a required context comes from: ("branch protection", "main"), ("ruleset",
+    "Main"), or ("configuration", "") for a name in `[[repos]] expected`."""
+
+    source: str
+    name: str
+
+    def words(self, quote: Callable[[str], str] = str) -> str:
+        """ "branch protection of main", "ruleset Main", "this bot's configuration"."""
+        if self.source == BRANCH_PROTECTION:
+            return f"branch protection of {quote(self.name)}"
+        if self.source == RULESET:
+            return f"ruleset {quote(self.name)}" if self.name else "a ruleset"
+        return "this bot's configuration"
+
+
+BRANCH_PROTECTION: Final = "branch protection"
+RULESET: Final = "ruleset"
+CONFIGURATION: Final = "configuration"
+
+
 class Signal(NamedTuple):
     """One check run or commit status on the head commit, as GitHub reported it.
 
@@ -101,7 +123,7 @@ class Signal(NamedTuple):
     event: str | None = None  # what triggered the check run's workflow run (push, pull_request)
     workflow_path: str | None = None  # the workflow file (a workflow's identity), when given
     app_id: int | None = None  # the check run's app database id (rulesets name apps by it)
-    rule: str | None = None  # expected signals: the rules that require the context, in words
+    rules: tuple[Rule, ...] = ()  # expected signals: the rules that require the context
 
     @property
     def identity(self) -> tuple[str, str, str | None, str | None, str | None, str | None]:
@@ -119,10 +141,10 @@ class Signal(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class RequiredContext:
-    """One context GitHub requires on a base branch, and which rule requires it."""
+    """One context GitHub requires on a base branch, and which rules require it."""
 
     name: str
-    rules: tuple[str, ...]  # e.g. ("branch protection of main", "ruleset Main")
+    rules: tuple[Rule, ...]
     app_id: int | None = None  # a ruleset's integrationId: only that app's check satisfies it
 
 
@@ -245,6 +267,8 @@ class Report:
     stale_after: timedelta = timedelta(minutes=120)
     truncated: bool = False
     notes: tuple[str, ...] = field(default=())
+    # what the base branch requires; None where it was not asked
+    required_checks: RequiredChecks | None = None
 
     @property
     def commit_url(self) -> str:

@@ -17,6 +17,7 @@ from bot.core.model import (
     PullSnapshot,
     Reconciliation,
     Report,
+    RequiredChecks,
     Row,
     RtdBuild,
     RtdLookup,
@@ -26,6 +27,7 @@ from bot.core.model import (
     Verdict,
     format_utc,
 )
+from bot.core.required import HEAD_SEEN_KEY, expected_signals, rules_words, with_required
 from bot.docs.readthedocs.rules import Settled, settle_status, target_of
 
 NO_SIGNALS_NOTE: Final = "No check runs or commit statuses are reported on this commit."
@@ -33,6 +35,7 @@ TRUNCATED_NOTE: Final = (
     "GitHub reported more checks and statuses on this commit than were read; "
     "the signals not read are not counted, so the verdict cannot be passing."
 )
+NOT_REPORTED: Final = "Not reported on this commit"
 EXPECTED_FINDING: Final = "GitHub lists this context as expected; no source has reported it."
 RTD_SKIP_NOTIFICATION: Final = "build:user:exit-code-183"
 RTD_CANCEL_NOTIFICATION: Final = "build:user:cancelled"
@@ -119,15 +122,22 @@ def reconcile(
     *,
     now: datetime,
     first_seen: Mapping[str, datetime] | None = None,
+    expected: Iterable[str] = (),
 ) -> Report:
-    """Reconcile every signal on the head commit with Read the Docs and compute the verdict."""
+    """Reconcile every signal on the head commit with Read the Docs and compute the verdict.
+
+    Every context the base branch requires (or `expected` names) that nothing on the head
+    reports is a signal of its own, pending from when the bot first knew the head, then stale.
+    """
     clock = _Clock(policy, now)
     seen = first_seen or {}
+    signals = dedupe(with_required(snapshot.signals, snapshot.required_checks))
+    missing = expected_signals(signals, snapshot.required_checks, expected)
     rows = tuple(
         sorted(
             (
                 _row(s, rtd, clock=clock, seen=seen, number=snapshot.number)
-                for s in dedupe(snapshot.signals)
+                for s in (*signals, *missing)
             ),
             key=row_order,
         )
@@ -145,23 +155,26 @@ def reconcile(
         stale_after=policy.stale_after,
         truncated=snapshot.truncated,
         notes=_notes(rows, truncated=snapshot.truncated)
+        + _required_note(snapshot.required_checks)
         + _project_note(rtd, clock, number=snapshot.number),
+        required_checks=snapshot.required_checks,
     )
 
 
 def dedupe(signals: Iterable[Signal]) -> tuple[Signal, ...]:
-    """Keep the newest check run per (name, app, workflow, event); statuses pass through.
+    """Keep the newest check run per (name, app, workflow, event, workflow file); statuses
+    pass through.
 
-    Runs of one workflow triggered by different events (push, pull_request) are different
-    signals: merging them can hide a failure.
+    Runs of one workflow triggered by different events (push, pull_request), and runs of two
+    workflow files that share a name, are different signals: merging them can hide a failure.
     """
-    newest: dict[tuple[str, str | None, str | None, str | None], Signal] = {}
+    newest: dict[tuple[str, str, str | None, str | None, str | None, str | None], Signal] = {}
     statuses: list[Signal] = []
     for signal in signals:
         if signal.kind is not Kind.CHECK_RUN:
             statuses.append(signal)
             continue
-        key = (signal.name, signal.app, signal.workflow, signal.event)
+        key = signal.identity
         kept = newest.get(key)
         if kept is None or _newer(signal, kept):
             newest[key] = signal
@@ -180,7 +193,7 @@ def verdict_of(rows: Iterable[Row], *, truncated: bool = False) -> Verdict:
     return Verdict.PASSING
 
 
-def row_order(row: Row) -> tuple[int, str, str, str, str, str]:
+def row_order(row: Row) -> tuple[int, str, str, str, str, str, str, str]:
     """Sort key: failing, incomplete, pending, passing; then by name (case-insensitive), kind."""
     signal = row.signal
     return (
@@ -190,11 +203,15 @@ def row_order(row: Row) -> tuple[int, str, str, str, str, str]:
         str(signal.kind),
         signal.app or "",
         signal.workflow or "",
+        signal.workflow_path or "",
+        signal.event or "",
     )
 
 
 def github_state(signal: Signal) -> State:
     """Map GitHub's raw value through the one table for its kind; unknown values are UNKNOWN."""
+    if signal.kind is Kind.EXPECTED:  # never reported: waiting, like GitHub's "Expected"
+        return State.PENDING
     table = CHECK_RUN_STATES if signal.kind is Kind.CHECK_RUN else STATUS_STATES
     return table.get(signal.github_state, State.UNKNOWN)
 
@@ -238,7 +255,7 @@ def _when(run: Signal) -> tuple[int, float]:
 
 def _notes(rows: tuple[Row, ...], *, truncated: bool) -> tuple[str, ...]:
     notes: list[str] = []
-    if not rows:
+    if all(row.signal.kind is Kind.EXPECTED for row in rows):
         notes.append(NO_SIGNALS_NOTE)
     if truncated:
         notes.append(TRUNCATED_NOTE)
@@ -282,7 +299,21 @@ def _row(
     return Row(signal, state, since.at, since.source, None, finding)
 
 
+def _required_note(checks: RequiredChecks | None) -> tuple[str, ...]:
+    """Said once where the base branch's rules could not be read."""
+    if checks is None or checks.read:
+        return ()
+    error = (checks.error or "no reason given").strip().rstrip(".")
+    return (
+        f"The checks required on {checks.base} could not be read ({error}): a required check "
+        "that never reported on this commit is not shown.",
+    )
+
+
 def _since(signal: Signal, seen: _Seen) -> _Since:
+    if signal.kind is Kind.EXPECTED:  # GitHub gives no time: since the bot first knew the head
+        first = seen.get(HEAD_SEEN_KEY)
+        return _Since(first, SinceSource.FIRST_SEEN if first else SinceSource.NONE)
     if signal.kind is Kind.STATUS:
         given = signal.created_at
     elif github_state(signal) is State.PENDING:
@@ -300,6 +331,8 @@ def _since(signal: Signal, seen: _Seen) -> _Since:
 def _github_finding(
     signal: Signal, base: State, *, state: State, since: datetime | None, clock: _Clock
 ) -> str | None:
+    if signal.kind is Kind.EXPECTED:
+        return _expected_finding(signal, state=state, since=since, clock=clock)
     if state is State.STALE and base is State.PENDING and since is not None:
         shown = f"GitHub has shown it {signal.github_state} since {format_utc(since)}"
         return f"{shown}, longer than {clock.limit}."
@@ -310,6 +343,16 @@ def _github_finding(
     if base is State.UNKNOWN:
         return f'GitHub reported the value "{signal.github_state}", which this bot does not map.'
     return None
+
+
+def _expected_finding(
+    signal: Signal, *, state: State, since: datetime | None, clock: _Clock
+) -> str:
+    """ "Not reported on this commit; required by branch protection of `main`." (and stale)."""
+    said = NOT_REPORTED
+    if state is State.STALE and since is not None:
+        said += f", which this bot has known since {format_utc(since)}, longer than {clock.limit}"
+    return f"{said}; {rules_words(signal.rules, lambda name: f'`{name}`')}."
 
 
 # --- Read the Docs -------------------------------------------------------------------------

@@ -197,6 +197,22 @@ def _in_alias(error: dict[str, Any]) -> bool:
     return len(path) > 1 and path[0] == "repository" and str(path[1]).startswith("p")
 
 
+def _in_base_ref(error: dict[str, Any]) -> bool:
+    """An error inside the base branch of one pull request: ...pullRequest.baseRef...."""
+    return "baseRef" in _path(error)
+
+
+def _required_of_ref(base: str, node: Any, errors: list[dict[str, Any]]) -> RequiredChecks:
+    """What a base branch requires, from its Ref and the errors GitHub gave on it."""
+    if errors:
+        error = f"GitHub answered on the rules of {base}: {_message(errors[0])}"
+        return RequiredChecks(base, read=False, error=error)
+    try:
+        return parse_required(base, node)
+    except Unreadable as exc:
+        return RequiredChecks(base, read=False, error=str(exc))
+
+
 def _in_ref(error: dict[str, Any]) -> bool:
     """An error inside one aliased base branch: repository.b<i>...."""
     path = _path(error)
@@ -432,9 +448,10 @@ class GitHubApi:
     def pull(self, repo: str, number: int, *, now: datetime) -> PullSnapshot:
         """One pull request with every context on its head and what is required for it."""
         owner, name = repo.split("/", 1)
-        data = self.graphql(
+        data, errors = self._graphql(
             pull_query(with_labels=self._with_labels),
             {"owner": owner, "name": name, "number": number},
+            tolerate=_in_base_ref,
         )
         if _get(data, "repository") is None:
             raise NotFound(f"repository {repo} not found or not visible", status=404)
@@ -445,7 +462,8 @@ class GitHubApi:
         if isinstance(partial, PullFailure):
             raise MalformedAnswer(f"{partial.label}: {partial.reason}")
         self._complete(owner, name, [partial], required=True)
-        self._attach_required(repo, [partial], None, now=now)
+        if partial.base is not None:
+            partial.required_checks = _required_of_ref(partial.base, node.get("baseRef"), errors)
         snapshot = partial.finish()
         if isinstance(snapshot, PullFailure):
             raise MalformedAnswer(f"{snapshot.label}: {snapshot.reason}")
@@ -616,16 +634,10 @@ class GitHubApi:
                 log.warning("could not read the required checks of %s: %s", repo, exc)
                 found |= {b: RequiredChecks(b, read=False, error=str(exc)) for b in chunk}
                 continue
-            refused = {str(_path(e)[1]): _message(e) for e in errors}
             for i, base in enumerate(chunk):
-                if f"b{i}" in refused:
-                    error = f"GitHub answered on the rules of {base}: {refused[f'b{i}']}"
-                    found[base] = RequiredChecks(base, read=False, error=error)
-                    continue
-                try:
-                    found[base] = parse_required(base, _get(data, "repository", f"b{i}"))
-                except (Unreadable, MalformedAnswer) as exc:
-                    found[base] = RequiredChecks(base, read=False, error=str(exc))
+                mine = [e for e in errors if str(_path(e)[1]) == f"b{i}"]
+                node = _get(data, "repository", f"b{i}") if not mine else None
+                found[base] = _required_of_ref(base, node, mine)
         return found
 
     # -- the comment -----------------------------------------------------------------------

@@ -14,10 +14,13 @@ from datetime import datetime
 from typing import Any
 
 from bot.core.model import (
+    BRANCH_PROTECTION,
+    RULESET,
     Kind,
     PullSnapshot,
     RequiredChecks,
     RequiredContext,
+    Rule,
     Signal,
     parse_time,
 )
@@ -266,15 +269,15 @@ REQUIRED_STATUS_CHECKS = "REQUIRED_STATUS_CHECKS"
 def parse_required(base: str, node: Any) -> RequiredChecks:
     """What a base branch Ref's protection and active rulesets require (pure).
 
-    Each context keeps every rule that requires it, in words ("branch protection of main",
-    "ruleset Main"); a ruleset's integrationId is kept: only that app's check satisfies it.
+    Each context keeps every rule that requires it (branch protection of the base, a ruleset
+    by name); a ruleset's integrationId is kept: only that app's check satisfies it.
     """
     if not isinstance(node, dict):
         return RequiredChecks(base, read=False, error=f"GitHub gave no branch {base}")
-    found: dict[tuple[str, int | None], list[str]] = {}
+    found: dict[tuple[str, int | None], list[Rule]] = {}
     for context in get(node, "refUpdateRule", "requiredStatusCheckContexts") or []:
         if isinstance(context, str) and context:
-            found.setdefault((context, None), []).append(f"branch protection of {base}")
+            found.setdefault((context, None), []).append(Rule(BRANCH_PROTECTION, base))
     rules = node.get("rules")
     if not isinstance(rules, dict) or not isinstance(rules.get("nodes"), list):
         return RequiredChecks(base, read=False, error=f"the rulesets of {base} were not given")
@@ -285,7 +288,7 @@ def parse_required(base: str, node: Any) -> RequiredChecks:
         if not isinstance(rule, dict) or rule.get("type") != REQUIRED_STATUS_CHECKS:
             continue
         ruleset = get(rule, "repositoryRuleset", "name")
-        where = f"ruleset {ruleset}" if isinstance(ruleset, str) else "a ruleset"
+        where = Rule(RULESET, ruleset if isinstance(ruleset, str) else "")
         for check in get(rule, "parameters", "requiredStatusChecks") or []:
             context, app = get(check, "context"), get(check, "integrationId")
             if isinstance(context, str) and context:

@@ -6,6 +6,15 @@ PAGE = 100  # GitHub's largest page of any connection
 RATE = "rateLimit { cost remaining resetAt }"
 
 
+RULES = (
+    "refUpdateRule { pattern requiredStatusCheckContexts }\n"
+    f"    rules(first: {PAGE}) {{ pageInfo {{ hasNextPage }} nodes {{ type"
+    " repositoryRuleset { name }\n"
+    "      parameters { ... on RequiredStatusChecksParameters {"
+    " requiredStatusChecks { context integrationId } } } } }"
+)
+
+
 def context_nodes(*, required_for: str | None = None) -> str:
     """The selection of one rollup context; `required_for` a variable naming the pull request.
 
@@ -74,13 +83,15 @@ def pulls_by_number_query(numbers: list[int], *, with_labels: bool) -> str:
 
 
 def pull_query(*, with_labels: bool) -> str:
-    """The query that reads one pull request with its head's rollup and what is required."""
+    """The query that reads one pull request with its head's rollup and what is required
+    (each context's isRequired, and the base branch's protection and rulesets)."""
     return (
         "query OnePull($owner: String!, $name: String!, $number: Int!) {\n"
         f"  {RATE}\n"
         "  repository(owner: $owner, name: $name) {\n"
         f"    pullRequest(number: $number) {{\n"
-        f"      {_pull_fields(with_labels=with_labels, required_for='$number')} }}\n"
+        f"      {_pull_fields(with_labels=with_labels, required_for='$number')}\n"
+        f"      baseRef {{ name {RULES} }} }}\n"
         "  }\n}\n"
     )
 
@@ -108,15 +119,6 @@ def more_contexts_query(count: int, *, required: bool = False) -> str:
         f"  {RATE}\n"
         f"  repository(owner: $owner, name: $name) {{\n{aliases}\n  }}\n}}\n"
     )
-
-
-RULES = (
-    "refUpdateRule { pattern requiredStatusCheckContexts }\n"
-    f"    rules(first: {PAGE}) {{ pageInfo {{ hasNextPage }} nodes {{ type"
-    " repositoryRuleset { name }\n"
-    "      parameters { ... on RequiredStatusChecksParameters {"
-    " requiredStatusChecks { context integrationId } } } } }"
-)
 
 
 def required_sets_query(count: int) -> str:

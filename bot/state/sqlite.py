@@ -16,7 +16,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Literal, Self
 
-from bot.core.model import RequiredChecks, RequiredContext
+from bot.core.model import RequiredChecks, RequiredContext, Rule
 
 Action = Literal["created", "edited", "adopted"]
 
@@ -231,14 +231,17 @@ class StoredTriage:
 def required_to_json(checks: RequiredChecks) -> str:
     """A read required set as text (only sets that were read are kept)."""
     return json.dumps(
-        [{"name": c.name, "rules": list(c.rules), "app_id": c.app_id} for c in checks.contexts]
+        [
+            {"name": c.name, "rules": [list(r) for r in c.rules], "app_id": c.app_id}
+            for c in checks.contexts
+        ]
     )
 
 
 def required_from_json(base: str, text: str) -> RequiredChecks:
     """A required set kept by `required_to_json`."""
     contexts = tuple(
-        RequiredContext(item["name"], tuple(item["rules"]), item["app_id"])
+        RequiredContext(item["name"], tuple(Rule(*r) for r in item["rules"]), item["app_id"])
         for item in json.loads(text)
     )
     return RequiredChecks(base, read=True, contexts=contexts)
