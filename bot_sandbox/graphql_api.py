@@ -403,7 +403,7 @@ class Objects:
 
     def repository(self, info: Any, owner: str, name: str, **kw: Any) -> JSON | None:
         """Query.repository (null + NOT_FOUND error when unknown)."""
-        rec = self.world.repos.get(f"{owner}/{name}")
+        rec = self.world.find_repo(f"{owner}/{name}")
         if rec is None:
             node = info.field_nodes[0]
             loc = node.loc.source.get_location(node.loc.start) if node.loc else None

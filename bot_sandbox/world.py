@@ -443,6 +443,15 @@ class World:
             self.user(rec.owner)
             return repo_json(rec)
 
+    def find_repo(self, full_name: str) -> RepoRec | None:
+        """The repository GitHub would answer for `full_name` (owner and name ignore case)."""
+        with self.lock:
+            rec = self.repos.get(full_name)
+            if rec is None:
+                folded = full_name.casefold()
+                rec = next((r for n, r in self.repos.items() if n.casefold() == folded), None)
+            return rec
+
     def repo(self, full_name: str) -> RepoRec:
         """The repository record (KeyError when unknown)."""
         try:
