@@ -21,19 +21,8 @@ from github.Requester import Requester
 from support import LOGIN, REPO, TOKEN, bot_comments, outside_allowlist, write_config, writes
 
 from bot.cli import main
-from bot.core.model import (
-    Kind,
-    Policy,
-    PullSnapshot,
-    RequiredChecks,
-    RequiredContext,
-    Rule,
-    Signal,
-    State,
-    Verdict,
-)
+from bot.core.model import Kind, Policy, PullSnapshot, Signal, State, Verdict
 from bot.core.reconcile import reconcile
-from bot.core.required import HEAD_SEEN_KEY
 from bot.service.webhooks import Inbox, Receiver, read_event, signature
 from bot.state.sqlite import Store
 from bot_sandbox import Sandbox, World
@@ -221,6 +210,9 @@ def test_rules_that_cannot_be_read_are_said_once_and_the_rest_carries_on(
 
 
 def test_an_expected_context_goes_stale_after_the_limit_and_never_passes() -> None:
+    from bot.core.model import RequiredChecks, RequiredContext, Rule
+    from bot.core.required import HEAD_SEEN_KEY
+
     head = "c" * 40
     checks = RequiredChecks("main", read=True, contexts=(
         RequiredContext("DCO", (Rule("branch protection", "main"),)),
@@ -395,6 +387,8 @@ def test_a_pull_request_edited_to_a_new_base_is_marked(env: Env) -> None:
 def test_a_rules_event_drops_the_required_set_of_that_repository(
     env: Env, tmp_path: Path, event: str
 ) -> None:
+    from bot.core.model import RequiredChecks, RequiredContext
+
     store = Store.open(tmp_path / "s.sqlite3")
     checks = RequiredChecks("main", read=True, contexts=(RequiredContext("lint", ()),))
     store.remember_required_sets(REPO, {"main": checks}, now=NOW)
