@@ -135,7 +135,11 @@ def test_a_required_check_that_never_reported_is_a_signal_and_never_passing(
     }
     [never] = expected_of(report)
     assert never["name"] == "ci / build"
-    assert (never["github_state"], never["state"], never["required"]) == ("expected", "pending", True)
+    assert (never["github_state"], never["state"], never["required"]) == (
+        "expected",
+        "pending",
+        True,
+    )
     assert never["url"] is None and never["app"] is None
     assert never["finding"] == (
         "Not reported on this commit; required by branch protection of `main`."
