@@ -67,7 +67,7 @@ def fill(path: Path, *, prs: int, signals: int, repos: int) -> None:
     """Keep `prs` reports and their comments in a new state, as cycles would."""
     now = datetime.now(UTC)
     with Store.open(path) as store:
-        keeper = TriageKeeper(store, clock=lambda: now)
+        keeper = TriageKeeper(store, clock=lambda: now, docs=())
         for index in range(prs):
             repo, number = f"octo/repo{index % repos}", 1000 + index
             report = _report(number, repo, signals=signals, now=now)

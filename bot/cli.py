@@ -12,9 +12,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bot.core.reconcile import reconcile
 from bot.logs import redact, register_secrets, setup_logging
+from bot.render.report import report_json
 from bot.settings import ConfigError, RepoSettings, Settings, describe, load_settings
 from bot.state.sqlite import StateBusy, Store, StoreError
+from bot.triage import rows
+from bot.triage.keeper import stored_entries
 
 if TYPE_CHECKING:
     from bot.render.comment import Renderer
@@ -61,22 +65,33 @@ def _select_repos(settings: Settings, names: Sequence[str] | None) -> list[RepoS
 # -- commands ----------------------------------------------------------------------------
 
 
-def cmd_check_config(settings: Settings, _: argparse.Namespace) -> int:
-    """Validate and print the effective settings, secrets masked."""
+def cmd_check_config(settings: Settings, args: argparse.Namespace) -> int:
+    """Validate and print the effective settings, secrets masked; then, unless --offline, ask
+    GitHub and Read the Docs (reads only) and print every finding, then a summary."""
     settings.require_github_auth()
     _check_templates(settings)
     settings.require_repos()
     print(describe(settings))
-    print("configuration OK")
-    return EXIT_OK
+    if args.offline:
+        print("configuration OK (offline: no service was asked)")
+        return EXIT_OK
+    from bot.preflight import check_services
+
+    print("asking the services (reads only):")
+    report = check_services(settings)
+    for finding in report.findings:
+        print(redact(finding.line()))
+    print(report.summary())
+    if any(f.outcome == "problem" for f in report.findings):
+        return EXIT_USAGE
+    return EXIT_FAIL if report.problems else EXIT_OK
 
 
 def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
     """Fetch, reconcile and print one pull request's report; never writes."""
     from bot.app import build_clients, now_utc
-    from bot.core.reconcile import reconcile
-    from bot.cycle import read_rtd
-    from bot.render.report import report_json
+    from bot.cycle import read_docs
+    from bot.docs.readthedocs.provider import ReadTheDocs
 
     match = _PR_REF.match(args.pull)
     if not match:
@@ -88,10 +103,8 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
     try:
         now = now_utc()
         snapshot = clients.github.pull(repo.name, number, now=now)
-        lookups = read_rtd(snapshot, repo, rtd=clients.rtd, now=now)
-        report = reconcile(
-            snapshot, lookups, settings.policy_model(), now=now, expected=repo.expected
-        )
+        docs = read_docs(snapshot, repo, [ReadTheDocs(clients.rtd)], now=now)
+        report = reconcile(snapshot, docs, settings.policy_model(), now=now, expected=repo.expected)
     finally:
         clients.close()
     if args.format == "json":
@@ -146,14 +159,29 @@ def cmd_demo(_: Settings | None, args: argparse.Namespace) -> int:
     """Run the bot against the built-in loopback sandbox and print what it posted."""
     from bot.demo import run_demo
 
-    return run_demo(out=print)
+    return run_demo(out=print, serve=args.serve)
 
 
 def cmd_report(settings: Settings, args: argparse.Namespace) -> int:
     """The triage view from the state (no GitHub request); --live reads GitHub first, read-only."""
-    from bot.triage import formats, rows
-    from bot.triage.keeper import stored_entries
+    filters = _report_filters(settings, args)
+    try:
+        entries = _live_entries(settings, args.repo) if args.live else _stored_entries(settings)
+    except StoreError as exc:
+        print(f"ci-status-bot: {exc}", file=sys.stderr)
+        return EXIT_FAIL
+    view = rows.ordered(entries, filters)
+    tty = sys.stdout.isatty() and not args.output
+    text = _triage_text(view, args.format, tty=tty)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(f"wrote the triage view ({len(view)} pull requests) to {args.output}")
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
 
+
+def _report_filters(settings: Settings, args: argparse.Namespace) -> rows.Filters:
     try:
         verdicts = rows.parse_verdicts(args.verdict or "")
         named = [
@@ -162,46 +190,45 @@ def cmd_report(settings: Settings, args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(f"report: {exc}") from exc
     configured = [r.name for r in settings.repos]
-    filters = rows.Filters(frozenset(named or configured), verdicts, args.drafts)
-    path = settings.state.path
-    try:
-        if args.live:
-            settings.require_github_auth()
-            from bot.app import build_clients, make_cycle
+    return rows.Filters(frozenset(named or configured), verdicts, args.drafts)
 
-            repos = _select_repos(settings, args.repo)
-            clients = build_clients(settings, repos)
-            store = Store.open_readonly(path) if Path(path).exists() else Store.open(":memory:")
-            try:
-                cycle = make_cycle(settings, clients, store, dry_run=True)
-                reports = cycle.read_reports(repos)
-                entries = [rows.entry_for(s, r, comment_id=c) for s, r, c in reports]
-            finally:
-                store.close()
-                clients.close()
-        else:
-            with Store.open_readonly(path) as store:
-                entries = stored_entries(store)
-    except StoreError as exc:
-        print(f"ci-status-bot: {exc}", file=sys.stderr)
-        return EXIT_FAIL
-    view, now = rows.ordered(entries, filters), datetime.now(UTC)
-    tty = sys.stdout.isatty() and not args.output
-    if args.format == "json":
-        text = formats.triage_json(view, now=now) + "\n"
-    elif args.format == "markdown":
-        text = formats.markdown(view, now=now)
-    elif args.format == "html":
-        text = formats.PageRenderer().render(view, now=now)
-    else:
-        width = shutil.get_terminal_size((100, 24)).columns if tty else 100
-        text = formats.table(view, now=now, width=width, colour=tty)
-    if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
-        print(f"wrote the triage view ({len(view)} pull requests) to {args.output}")
-    else:
-        sys.stdout.write(text)
-    return EXIT_OK
+
+def _stored_entries(settings: Settings) -> list[rows.TriageEntry]:
+    with Store.open_readonly(settings.state.path) as store:
+        return stored_entries(store)
+
+
+def _live_entries(settings: Settings, names: Sequence[str] | None) -> list[rows.TriageEntry]:
+    """Read and reconcile every selected open pull request now, writing nothing."""
+    settings.require_github_auth()
+    from bot.app import build_clients, make_cycle, open_store
+
+    repos = _select_repos(settings, names)
+    clients = build_clients(settings, repos)
+    store = open_store(settings, dry_run=True)
+    try:
+        cycle = make_cycle(settings, clients, store, dry_run=True)
+        return [
+            rows.entry_for(snapshot, report, docs=cycle.docs, comment_id=comment_id)
+            for snapshot, report, comment_id in cycle.read_reports(repos)
+        ]
+    finally:
+        store.close()
+        clients.close()
+
+
+def _triage_text(view: Sequence[rows.TriageEntry], fmt: str, *, tty: bool) -> str:
+    import bot.triage.formats as formats
+
+    now = datetime.now(UTC)
+    if fmt == "json":
+        return formats.triage_json(view, now=now) + "\n"
+    if fmt == "markdown":
+        return formats.markdown(view, now=now)
+    if fmt == "html":
+        return formats.PageRenderer().render(view, now=now)
+    width = shutil.get_terminal_size((100, 24)).columns if tty else 100
+    return formats.table(view, now=now, width=width, colour=tty)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -220,8 +247,14 @@ def _parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", parents=[common], help="print one pull request's report")
     show.add_argument("pull", metavar="OWNER/NAME#N")
     show.add_argument("--format", choices=("markdown", "json"), default="markdown")
-    sub.add_parser("check-config", parents=[common], help="validate and print the settings")
-    sub.add_parser("demo", parents=[common], help="run against the offline sandbox")
+    check = sub.add_parser(
+        "check-config", parents=[common], help="validate the settings and ask the services"
+    )
+    check.add_argument("--offline", action="store_true", help="ask no service (no request)")
+    demo = sub.add_parser("demo", parents=[common], help="run against the offline sandbox")
+    demo.add_argument(
+        "--serve", action="store_true", help="then keep the sandbox and `run`'s page up (Ctrl-C)"
+    )
     report = sub.add_parser("report", parents=[common], help="the triage view, most urgent first")
     report.add_argument("--repo", action="append", metavar="OWNER/NAME", help="only these")
     report.add_argument("--verdict", metavar="V[,V]", help="only these verdicts")
@@ -262,7 +295,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StateBusy as exc:
         _error(f"{exc}")
         return EXIT_FAIL
-    except (StoreError, OSError) as exc:
+    except StoreError as exc:  # the message names the state and the problem
+        _error(f"{exc}")
+        return EXIT_FAIL
+    except OSError as exc:
         _error(f"{exc.__class__.__name__}: {exc}")
         return EXIT_FAIL
     except KeyboardInterrupt:

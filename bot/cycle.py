@@ -10,12 +10,12 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Literal, Protocol
 
+from bot.core.evidence import Evidence
 from bot.core.facts import facts_key
-from bot.core.model import MARKER, PullSnapshot, Report, RtdLookup, Verdict
+from bot.core.model import MARKER, PullSnapshot, Report, Verdict
 from bot.core.reconcile import reconcile
 from bot.core.required import HEAD_SEEN_KEY, expected_signals
-from bot.docs.readthedocs.client import RtdApi
-from bot.docs.readthedocs.rules import evidence
+from bot.docs.provider import DocsProvider
 from bot.github.client import Comment, GitHubApi, GitHubError, RateLimited, ReadOnlyRequired
 from bot.github.parse import PullFailure
 from bot.render.comment import Renderer
@@ -30,6 +30,8 @@ PRIORITY = {Verdict.FAILING: 0, Verdict.INCOMPLETE: 1, Verdict.PENDING: 2, Verdi
 # Comments to be edited are re-read in batches (one GraphQL query each) just before the batch's
 # writes; writes are >= 1 s apart, so a re-read is at most about this many seconds old.
 REREAD_BATCH = 50
+# The bot's comments left as they are are re-read this many per GraphQL query (one point).
+CHECK_BATCH = 100
 # A failed create is tried twice more, each time only after looking that it did not land.
 CREATE_POLICY = RetryPolicy(attempts=3, backoff_s=1.0, jitter_s=1.0)
 
@@ -108,19 +110,14 @@ def selected(snapshot: PullSnapshot, policy: PolicySettings) -> bool:
     return not {label.casefold() for label in snapshot.labels} & skip_labels
 
 
-def read_rtd(
-    snapshot: PullSnapshot,
-    repo: RepoSettings,
-    *,
-    rtd: RtdApi,
-    now: datetime,
-    store: Store | None = None,
-    write: bool = True,
-) -> dict[str, RtdLookup]:
-    """What Read the Docs says about each RTD status of the head (the RTD rules' evidence)."""
-    return evidence(
-        snapshot, rtd_project=repo.rtd_project, api=rtd, now=now, store=store, write=write
-    )
+def read_docs(
+    snapshot: PullSnapshot, repo: RepoSettings, docs: Sequence[DocsProvider], *, now: datetime
+) -> dict[str, Evidence]:
+    """What every docs provider says about the head's statuses, by context."""
+    found: dict[str, Evidence] = {}
+    for provider in docs:
+        found.update(provider.evidence(snapshot, repo, now=now))
+    return found
 
 
 def needs_first_seen(snapshot: PullSnapshot, expected: Sequence[str] = ()) -> list[str]:
@@ -134,6 +131,16 @@ def needs_first_seen(snapshot: PullSnapshot, expected: Sequence[str] = ()) -> li
     if expected_signals(snapshot.signals, snapshot.required_checks, expected):
         keys.append(HEAD_SEEN_KEY)
     return keys
+
+
+def due_for_check(
+    last_good: Mapping[tuple[str, int], datetime], *, per_query: int = CHECK_BATCH
+) -> list[tuple[str, int]]:
+    """Which comments to re-read this pass: all of them when that takes no more queries than
+    half of them would, else the least recently known good, whole queries, at least half."""
+    queries = -(-len(last_good) // (2 * per_query))
+    ordered = sorted(last_good, key=lambda key: (last_good[key], key))
+    return ordered[: queries * per_query]
 
 
 def is_own(comment: Comment, login: str) -> bool:
@@ -158,7 +165,7 @@ class Cycle:
         self,
         *,
         github: GitHubApi,
-        rtd: RtdApi,
+        docs: Sequence[DocsProvider],
         store: Store,
         renderer: Renderer,
         policy: PolicySettings,
@@ -171,7 +178,7 @@ class Cycle:
         stop: threading.Event | None = None,
         observers: Sequence[CycleObserver] = (),
     ) -> None:
-        self.github, self.rtd, self.store, self.renderer = github, rtd, store, renderer
+        self.github, self.docs, self.store, self.renderer = github, tuple(docs), store, renderer
         self.policy = policy
         self.core_policy = policy.core()
         self.login = login
@@ -181,6 +188,7 @@ class Cycle:
         self.sleep = sleep  # None: wait on `stop`; either way a wait ends on a stop request
         self.should_stop = should_stop
         self.stop = stop or threading.Event()
+        self._left: list[Plan] = []  # this pass's comments left as they are (to be checked)
         self.observers = tuple(observers)
 
     # -- the pass ------------------------------------------------------------------------
@@ -194,8 +202,9 @@ class Cycle:
         """
         summary = Summary()
         plans: list[Plan] = []
+        self._left = []
         gh_before, points_before = self.github.usage.total, self.github.usage.graphql_points
-        rtd_before = self.rtd.requests
+        rtd_before = self._docs_requests()
         for index, repo in enumerate(repos):
             if self.stopping():
                 self._not_read(repos[index:], summary, "not read: the bot is stopping")
@@ -218,11 +227,15 @@ class Cycle:
             except Exception as exc:  # one repository's failure never loses the cycle
                 summary.failed[repo.name] = f"{exc.__class__.__name__}: {exc}"
                 log.warning("could not read %s", repo.name, exc_info=True)
+        plans.extend(self._check_left(summary))
         self._publish_all(plans, summary)
         summary.github_requests = self.github.usage.total - gh_before
         summary.graphql_points = self.github.usage.graphql_points - points_before
-        summary.rtd_requests = self.rtd.requests - rtd_before
+        summary.rtd_requests = self._docs_requests() - rtd_before
         return summary
+
+    def _docs_requests(self) -> int:
+        return sum(provider.requests for provider in self.docs)
 
     def stopping(self) -> bool:
         """Whether a stop was requested (the service's flag or the Event handed down)."""
@@ -275,6 +288,8 @@ class Cycle:
         if plan.action in ("leave", "adopt"):
             summary.left += 1
             self._show(plan)
+            if plan.action == "leave":
+                self._left.append(plan)
             return None
         return plan
 
@@ -304,16 +319,9 @@ class Cycle:
                 self.store.mark_seen(*args, keys, now=now)
             first_seen = self.store.first_seen(*args)
             first_seen = {k: first_seen.get(k, now) for k in keys}
-        lookups = read_rtd(
-            snapshot, repo, rtd=self.rtd, now=now, store=self.store, write=not self.dry_run
-        )
+        docs = read_docs(snapshot, repo, self.docs, now=now)
         report = reconcile(
-            snapshot,
-            lookups,
-            self.core_policy,
-            now=now,
-            first_seen=first_seen,
-            expected=repo.expected,
+            snapshot, docs, self.core_policy, now=now, first_seen=first_seen, expected=repo.expected
         )
         key = facts_key(report)
         known = self.store.get_facts(repo.name, snapshot.number)
@@ -336,7 +344,7 @@ class Cycle:
             return self._plan_unknown(report, key, repo.name)
         comment_key = self._comment_key(report, key)
         if stored.facts_key == comment_key:
-            return Plan(report, "leave", "", comment_key, stored.comment_id)
+            return Plan(report, "leave", "", comment_key, stored.comment_id, stored.node_id)
         if self.dry_run:  # the write would re-read the comment first: so does the prediction
             current = self.github.get_comment(repo.name, stored.comment_id)
             if current is None or not is_own(current, self.login):
@@ -368,6 +376,48 @@ class Cycle:
         action: Literal["edit", "adopt"] = "adopt" if own.body == body else "edit"
         comment_key = self._comment_key(report, key)
         return Plan(report, action, body, comment_key, own.id, own.node_id, found=own, looked=True)
+
+    # -- the comment stays true ----------------------------------------------------------------
+
+    def _check_left(self, summary: Summary) -> list[Plan]:
+        """Re-read the comments this pass leaves as they are (the least recently checked, at
+        least half of them: each is checked every second pass or more often, 100 per GraphQL
+        point); plan a create for one deleted and an edit for one someone else changed."""
+        left = {(p.report.repo, p.report.number): p for p in self._left if p.node_id}
+        stored = {key: self.store.get_comment(*key) for key in left}
+        kept = {key: s for key, s in stored.items() if s is not None and s.node_id}
+        due = due_for_check({key: s.last_known_good for key, s in kept.items()})
+        if not due:
+            return []
+        try:
+            found = self.github.read_comments([kept[key].node_id for key in due])
+        except RateLimited as exc:  # checked again next pass; the writes meet the limit too
+            summary.rate_limited_s = exc.wait_s
+            log.warning("rate limited while checking the bot's comments: %s", exc)
+            return []
+        except GitHubError as exc:  # checked again next pass; nothing is written on a guess
+            log.warning("could not check the bot's comments: %s", exc)
+            return []
+        plans: list[Plan] = []
+        good: list[tuple[str, int]] = []
+        for key in due:
+            record, plan = kept[key], left[key]
+            current = found.get(record.node_id)
+            if current is not None and is_own(current, self.login):
+                if sha256(current.body) == record.body_hash:
+                    good.append(key)
+                    continue
+                log.info("comment on %s was edited by %s: restoring it", plan.label, current.editor)
+                plans.append(replace(plan, action="edit"))
+            else:
+                log.info("comment on %s is gone (or no longer the bot's): posting it", plan.label)
+                if not self.dry_run:
+                    self.store.forget_comment(*key)
+                plans.append(replace(plan, action="create", comment_id=None, node_id=""))
+            summary.left -= 1
+        if not self.dry_run:
+            self.store.mark_checked(good, now=self.clock())
+        return plans
 
     def rendered(self, plan: Plan) -> Plan:
         """The plan with its comment body (rendered only when it is about to be written)."""
@@ -553,11 +603,12 @@ class Cycle:
     ) -> Summary:
         """Plan and publish already-read pull requests through the same rules as `run`."""
         summary = Summary()
+        self._left = []  # a refresh checks no comment: the pass does
         gh_before, points_before = self.github.usage.total, self.github.usage.graphql_points
-        rtd_before = self.rtd.requests
+        rtd_before = self._docs_requests()
         plans = [p for s, r in pulls if (p := self._plan_one(s, r, summary)) is not None]
         self._publish_all(plans, summary)
         summary.github_requests = self.github.usage.total - gh_before
         summary.graphql_points = self.github.usage.graphql_points - points_before
-        summary.rtd_requests = self.rtd.requests - rtd_before
+        summary.rtd_requests = self._docs_requests() - rtd_before
         return summary

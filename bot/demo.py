@@ -4,23 +4,37 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import tempfile
+import threading
+import time
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, timedelta
 from pathlib import Path
 from typing import Any
 
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
 from pydantic import SecretStr
 
-from bot.app import build_clients, make_cycle, now_utc
+from bot.app import Clients, build_clients, hold_state, make_cycle, now_utc
 from bot.core.model import MARKER
+from bot.cycle import Summary
+from bot.service.http import Monitor, serve
+from bot.service.scheduler import run_service
+from bot.service.webhooks import Webhooks
 from bot.settings import Settings
 from bot.state.sqlite import Store
+from bot.triage.formats import table
+from bot.triage.keeper import stored_entries
+from bot.triage.rows import ordered
 from bot_sandbox import Sandbox, World
 from bot_sandbox.seeds import seed_demo
+from bot_sandbox.webhook_sender import WebhookSender
 
 DEMO_REPO = "octo/omni"
 WRITE_METHODS = frozenset({"POST", "PATCH", "PUT", "DELETE"})
+WEBHOOK_WAIT_S = 30.0  # the demo gives up on the webhook's edit after this long
 COMMENT_PATH = re.compile(r"/repos/[^/]+/[^/]+/issues/(?:\d+/comments|comments/\d+)")
 
 
@@ -56,8 +70,9 @@ def _rerun_passes(world: World, seeded: dict[str, Any]) -> None:
     )  # fmt: skip
 
 
-def run_demo(*, out: Callable[[str], None] = print) -> int:
-    """Seed the sandbox, run three real cycles of the bot, print what it posted."""
+def run_demo(*, out: Callable[[str], None] = print, serve: bool = False) -> int:
+    """Seed the sandbox, run three real cycles of the bot, print what it posted; with
+    `serve`, then keep the sandbox up and run the service (`run`, its page) until Ctrl-C."""
     world = World()
     seeded = seed_demo(world, now=now_utc() - timedelta(minutes=1))
     with Sandbox(world) as sandbox, tempfile.TemporaryDirectory() as tmp:
@@ -91,17 +106,35 @@ def run_demo(*, out: Callable[[str], None] = print) -> int:
             f"of which {len(others)} were not issue comments. "
             "This bot reads CI state and retriggers nothing."
         )
-    out(triage_view)
-    failed = {**first.failed, **second.failed, **third.failed}
+        out(triage_view)
+        failed = {**first.failed, **second.failed, **third.failed}
+        if serve and not failed and webhook_ok:
+            return serve_demo(sandbox, settings, out=out)
     return 1 if failed or not webhook_ok else 0
+
+
+def serve_demo(sandbox: Sandbox, settings: Settings, *, out: Callable[[str], None]) -> int:
+    """`ci-status-bot run` against the demo's sandbox and state until SIGINT/SIGTERM."""
+    port = _free_port()
+    served = settings.model_copy(
+        update={
+            "server": settings.server.model_copy(update={"host": "127.0.0.1", "port": port}),
+            "schedule": settings.schedule.model_copy(
+                update={"interval_seconds": 60, "jitter_seconds": 0}
+            ),
+        }
+    )
+    out(
+        f"[serve] `ci-status-bot run` against the sandbox: the triage page is at "
+        f"http://127.0.0.1:{port}/ (and /livez, /readyz, /metrics); a cycle every 60 s; "
+        f"the sandbox's GitHub stays at {sandbox.github_url}. Press Ctrl-C to stop."
+    )
+    with hold_state(served):
+        return run_service(served, list(served.repos))
 
 
 def _triage_view(store: Store, settings: Settings) -> str:
     """The triage table of the demo's last cycle, and where `run` would serve it as a page."""
-    from bot.triage.formats import table
-    from bot.triage.keeper import stored_entries
-    from bot.triage.rows import ordered
-
     view = ordered(stored_entries(store))
     where = f"http://{settings.server.host}:{settings.server.port}/"
     return (
@@ -112,77 +145,98 @@ def _triage_view(store: Store, settings: Settings) -> str:
 
 
 def run_webhook_step(
-    world: World, settings: Settings, clients: Any, last: Any, *, out: Callable[[str], None]
+    world: World, settings: Settings, clients: Clients, last: Summary, *, out: Callable[[str], None]
 ) -> bool:
     """The webhook fast path: a CI change in the sandbox reaches the bot as a signed delivery."""
-    import socket
-    import threading
-    import time
-    from datetime import UTC
-
-    from apscheduler.executors.pool import ThreadPoolExecutor
-    from apscheduler.schedulers.background import BackgroundScheduler
-
-    from bot.service.http import Monitor, serve
-    from bot.service.webhooks import Webhooks
-    from bot_sandbox.webhook_sender import WebhookSender
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
-    secret = "demo-webhook-secret"
-    hooked = settings.model_copy(
-        update={
-            "server": settings.server.model_copy(update={"port": port}),
-            "webhooks": settings.webhooks.model_copy(
-                update={"secrets": [SecretStr(secret)], "debounce_seconds": 2.0}
-            ),
-        }
-    )
-    repos = list(settings.repos)
-    scheduler = BackgroundScheduler(timezone=UTC, executors={"default": ThreadPoolExecutor(1)})
-    stop = threading.Event()
-    hooks = Webhooks(
-        hooked, repos, scheduler=scheduler, clients=clients, make_cycle=make_cycle, stop=stop
-    ).start()
-    monitor = Monitor(state_path=settings.state.path, interval_s=300, repos=[DEMO_REPO])
-    http = serve(monitor, host="127.0.0.1", port=port, extra_routes=hooks.routes())
-    hooks.after_cycle(last, repos)
-    scheduler.start()
+    port, secret, number = _free_port(), "demo-webhook-secret", 7430
+    service = _WebhookService(settings, clients, last, port=port, secret=secret)
     sender = WebhookSender(f"http://127.0.0.1:{port}/webhook", secret).attach(world)
-    number = 7430
     before = _own_body(world, clients.login, number)
     try:
         started = time.monotonic()
-        now = now_utc()
-        world.add_check_run(
-            DEMO_REPO, world.pull(DEMO_REPO, number).head_sha, name="linkcheck",
-            app_slug="github-actions", workflow="docs", conclusion="failure",
-            started_at=now, completed_at=now,
-        )  # fmt: skip
+        _linkcheck_fails(world, number)
         out(
             f"[sandbox] a new check run `linkcheck` failed on #{number}; the sandbox sends a "
             f"signed check_run delivery to http://127.0.0.1:{port}/webhook (debounce 2 s)"
         )
-        while _own_body(world, clients.login, number) == before:
-            if time.monotonic() - started > 30:
-                out("[webhook] the comment did not change within 30 s")
-                return False
-            time.sleep(0.05)
-        took = time.monotonic() - started
+        took = _wait_for_edit(world, clients.login, number, before, started=started)
     finally:
         sender.close()
-        stop.set()
-        if http is not None:
-            http.stop()
-        hooks.stop_receiving()
-        scheduler.shutdown(wait=True)
-        hooks.close()
+        service.close()
+    if took is None:
+        out(f"[webhook] the comment did not change within {WEBHOOK_WAIT_S:.0f} s")
+        return False
     answered = ", ".join(f"{d.event} {d.status}" for d in sender.sent)
     out(f"[webhook] deliveries answered: {answered}; comment on #{number} edited {took:.1f} s "
         "after the event (no polling cycle ran):")  # fmt: skip
     out(_own_body(world, clients.login, number))
     return True
+
+
+class _WebhookService:
+    """The webhook receiver, the page server and the refresh worker, wired as `run` wires them."""
+
+    def __init__(
+        self, settings: Settings, clients: Clients, last: Summary, *, port: int, secret: str
+    ) -> None:
+        """Start receiving on `port`, signed with `secret`, after the demo's `last` cycle."""
+        hooked = settings.model_copy(
+            update={
+                "server": settings.server.model_copy(update={"port": port}),
+                "webhooks": settings.webhooks.model_copy(
+                    update={"secrets": [SecretStr(secret)], "debounce_seconds": 2.0}
+                ),
+            }
+        )
+        repos = list(settings.repos)
+        self.scheduler = BackgroundScheduler(
+            timezone=UTC, executors={"default": ThreadPoolExecutor(1)}
+        )
+        self.stop = threading.Event()
+        self.hooks = Webhooks(
+            hooked, repos, scheduler=self.scheduler, clients=clients, make_cycle=make_cycle,
+            stop=self.stop,
+        ).start()  # fmt: skip
+        monitor = Monitor(state_path=settings.state.path, interval_s=300, repos=[DEMO_REPO])
+        self.http = serve(monitor, host="127.0.0.1", port=port, extra_routes=self.hooks.routes())
+        self.hooks.after_cycle(last, repos)
+        self.scheduler.start()
+
+    def close(self) -> None:
+        """Stop receiving, let a refresh in flight finish, release everything."""
+        self.stop.set()
+        if self.http is not None:
+            self.http.stop()
+        self.hooks.stop_receiving()
+        self.scheduler.shutdown(wait=True)
+        self.hooks.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _linkcheck_fails(world: World, number: int) -> None:
+    """In the sandbox: a new check run `linkcheck` fails on the pull request's head."""
+    now = now_utc()
+    world.add_check_run(
+        DEMO_REPO, world.pull(DEMO_REPO, number).head_sha, name="linkcheck",
+        app_slug="github-actions", workflow="docs", conclusion="failure",
+        started_at=now, completed_at=now,
+    )  # fmt: skip
+
+
+def _wait_for_edit(
+    world: World, login: str, number: int, before: str, *, started: float
+) -> float | None:
+    """Seconds from `started` until the bot's comment changed, or None after WEBHOOK_WAIT_S."""
+    while _own_body(world, login, number) == before:
+        if time.monotonic() - started > WEBHOOK_WAIT_S:
+            return None
+        time.sleep(0.05)
+    return time.monotonic() - started
 
 
 def _own_body(world: World, login: str, number: int) -> str:

@@ -42,6 +42,7 @@ GITHUB_REST_ALLOWED: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 RTD_ALLOWED: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     ("GET", re.compile(pattern))
     for pattern in (
+        r"/projects/",  # check-config: the token's own projects (whether RTD accepts it)
         r"/projects/[^/]+/builds/",
         r"/projects/[^/]+/builds/\d+/",
         r"/projects/[^/]+/builds/\d+/notifications/",

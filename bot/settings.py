@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
@@ -11,10 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -44,6 +46,11 @@ _REPO_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}/(?!\.\.?\Z)[A-Za-z0-9._-
 # "" (none) or a slug as Read the Docs makes them (the rule bot/readthedocs.py checks too)
 _RTD_SLUG = re.compile(r"(?:[A-Za-z0-9][A-Za-z0-9_-]{0,254})?")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_HOST_NAME = re.compile(
+    r"(?=.{1,253}\Z)(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*"
+    r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.?"
+)
+MIN_SECRET_CHARS = 4  # bot.logs masks every secret at least this long
 MAX_SECONDS = 86_400.0  # no wait, timeout or interval of the bot is longer than a day
 MAX_PRIVATE_KEY_BYTES = 64 * 1024
 _SECRET_WORDS = ("token", "tokn", "secret", "key", "password")
@@ -54,12 +61,28 @@ class ConfigError(Exception):
 
 
 def _http_url(value: str) -> str:
-    """Accept an absolute http(s) URL and drop a trailing slash."""
+    """Accept an absolute http(s) URL without credentials in it; drop a trailing slash."""
     text = value.strip()
     parts = urlsplit(text)
+    if "@" in parts.netloc:  # checked first: the message must never show the password
+        raise ValueError(
+            "must not contain a user name or password (value not shown); put the credential "
+            "in the token key"
+        )
     if parts.scheme not in ("http", "https") or not parts.netloc or _CONTROL.search(text):
         raise ValueError(f"must be an http:// or https:// URL, got {value!r}")
     return text.rstrip("/")
+
+
+def _host(value: str) -> str:
+    """Accept an IP address or a DNS host name (what the server can bind to)."""
+    text = value.strip()
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        if not _HOST_NAME.fullmatch(text):
+            raise ValueError(f"must be an IP address or a host name, got {value!r}") from None
+    return text
 
 
 def _clean_secret(value: object) -> object:
@@ -68,11 +91,23 @@ def _clean_secret(value: object) -> object:
     if not isinstance(raw, str):
         return value
     text = raw.strip()
+    if 0 < len(text) < MIN_SECRET_CHARS:  # too short to be masked in logs without harm
+        raise ValueError(
+            f"is shorter than {MIN_SECRET_CHARS} characters (value not shown): no real "
+            "credential is, and it could not be masked in the logs"
+        )
     if _CONTROL.search(text):
         raise ValueError("contains a control character (value not shown); paste it again")
     if len(text) > 4096:
         raise ValueError("is longer than 4096 characters (value not shown)")
     return text
+
+
+def _non_empty(value: SecretStr) -> SecretStr:
+    """Refuse a secret that is empty after stripping (it would silently turn a feature off)."""
+    if not value.get_secret_value():
+        raise ValueError("is empty (after stripping spaces): remove it, or paste the secret")
+    return value
 
 
 def _no_control(value: str) -> str:
@@ -199,11 +234,18 @@ class ServerSettings(_Section):
     host: str = Field(default="127.0.0.1", min_length=1)
     port: int = Field(default=8080, ge=0, le=65535)
 
+    @field_validator("host")
+    @classmethod
+    def _check_host(cls, value: str) -> str:
+        return _host(value)
+
 
 class WebhooksSettings(_Section):
     """[webhooks]: GitHub webhook secrets (several allow rotation; none = off) and debounce."""
 
-    secrets: list[SecretStr] = Field(default_factory=list, max_length=10)
+    secrets: list[Annotated[SecretStr, AfterValidator(_non_empty)]] = Field(
+        default_factory=list, max_length=10
+    )
     debounce_seconds: float = Field(default=10.0, ge=0, le=600, allow_inf_nan=False)
 
     @field_validator("secrets", mode="before")
@@ -450,6 +492,10 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 def _read_env(env: Mapping[str, str]) -> dict[str, Any]:
     """The CI_STATUS_BOT_* variables of `env`, exploded into nested sections."""
+    unknown = sorted(name for name in env if _names_no_key(name))
+    if unknown:
+        lines = [f"  {name}: names no configuration key (check its spelling)" for name in unknown]
+        raise ConfigError("invalid configuration:\n" + "\n".join(lines))
     source = EnvSettingsSource(Settings)
     source.env_vars = {key.lower(): value for key, value in env.items()}
     try:
@@ -470,6 +516,24 @@ def _env_error_text(exc: SettingsError, env: Mapping[str, str]) -> str:
 def _dotted_env(name: str) -> str:
     """CI_STATUS_BOT_POLICY__SKIP_LABELS -> policy.skip_labels."""
     return ".".join(name[len(ENV_PREFIX) :].lower().split(ENV_DELIMITER))
+
+
+def _names_no_key(name: str) -> bool:
+    """Whether a CI_STATUS_BOT_* variable names no key of the model (CONFIG is the file)."""
+    if not name.upper().startswith(ENV_PREFIX) or name.upper() == CONFIG_ENV_VAR:
+        return False
+    model: type[BaseModel] = Settings
+    parts = _dotted_env(name).split(".")
+    for depth, part in enumerate(parts):
+        field = model.model_fields.get(part)
+        if field is None:
+            return True
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            model = annotation
+            continue
+        return depth != len(parts) - 1  # a list or a scalar ends the name
+    return False
 
 
 def _is_complex(name: str) -> bool:

@@ -13,21 +13,61 @@ from bot_sandbox import seeds
 from bot_sandbox.server import Sandbox
 from bot_sandbox.world import World
 
+DESCRIPTION = """\
+The loopback sandbox: a fake GitHub (REST and GraphQL, the GraphQL executed against GitHub's
+real public schema) and a fake Read the Docs (API v3), in one local HTTP server, seeded with
+example pull requests. It records every request. The bot's tests, `ci-status-bot demo` and
+the benchmarks use it; run it alone to point a configuration at it (nothing leaves the
+machine)."""
+
+SERVE_EPILOG = """\
+It prints one JSON line with the addresses to put in a configuration ("github_url" as
+github.api_url, "rtd_url" as readthedocs.api_url and readthedocs.business_api_url) and the
+token and repository it accepts, then serves until SIGTERM or Ctrl-C. Example:
+  python -m bot_sandbox serve --port 8900
+  CI_STATUS_BOT_GITHUB__API_URL=http://127.0.0.1:8900/api/v3 ..."""
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The command-line parser."""
-    parser = argparse.ArgumentParser(prog="python -m bot_sandbox")
-    sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="serve a seeded sandbox until SIGTERM")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=0)
-    serve.add_argument("--latency-ms", type=float, default=0.0)
-    serve.add_argument("--scenario", choices=("demo", "scale"), default="demo")
-    serve.add_argument("--prs", type=int, default=100)
-    serve.add_argument("--checks", type=int, default=20)
-    serve.add_argument("--seed", type=int, default=0)
-    serve.add_argument("--webhook-url", default="", help="send signed webhooks here on changes")
-    serve.add_argument("--webhook-secret", default="", help="the secret that signs them")
+    parser = argparse.ArgumentParser(prog="python -m bot_sandbox", description=DESCRIPTION)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    serve = sub.add_parser(
+        "serve",
+        help="serve a seeded sandbox until SIGTERM or Ctrl-C",
+        description="Serve a seeded sandbox until SIGTERM or Ctrl-C.",
+        epilog=SERVE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (%(default)s)")
+    serve.add_argument(
+        "--port", type=int, default=0, help="port to listen on (default 0: any free port)"
+    )
+    serve.add_argument(
+        "--latency-ms", type=float, default=0.0, metavar="MS",
+        help="added to every answer, like a real network (default %(default)s)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--scenario", choices=("demo", "scale"), default="demo",
+        help="demo: the five pull requests of `ci-status-bot demo`; scale: --prs generated "
+        "pull requests with --checks check runs each (default %(default)s)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--prs", type=int, default=100, help="scale: open pull requests (default %(default)s)"
+    )
+    serve.add_argument(
+        "--checks", type=int, default=20, help="scale: check runs per head (default %(default)s)"
+    )
+    serve.add_argument(
+        "--seed", type=int, default=0, help="scale: random seed of the generated world"
+    )
+    serve.add_argument(
+        "--webhook-url", default="", metavar="URL",
+        help="send signed GitHub webhook deliveries here when the world changes",
+    )  # fmt: skip
+    serve.add_argument(
+        "--webhook-secret", default="", metavar="SECRET", help="the secret that signs them"
+    )
     return parser
 
 

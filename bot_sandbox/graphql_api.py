@@ -399,6 +399,9 @@ class Objects:
             "databaseId": rec.id,
             "body": rec.body,
             "author": self.actor(rec.author),
+            "lastEditedAt": iso(rec.last_edited_at),
+            "editor": None if rec.editor is None else self.actor(rec.editor),
+            "isMinimized": False,
         }
 
     def repository(self, info: Any, owner: str, name: str, **kw: Any) -> JSON | None:
@@ -543,6 +546,11 @@ class Objects:
                 args,
             )
 
+        def comments(info: Any, **args: Any) -> JSON:
+            return connection(
+                self.world.comment_records(rec.full_name, pull.number), self.comment, args
+            )
+
         return {
             "__typename": "PullRequest",
             "id": node_id("PullRequest", pull.id),
@@ -567,6 +575,7 @@ class Objects:
             "author": self.actor(author.login),
             "labels": labels,
             "commits": commits,
+            "comments": comments,
             "statusCheckRollup": lambda info: self.rollup(rec, pull.head_sha),
         }
 

@@ -599,7 +599,7 @@ def edit_comment(call: Call, params: dict[str, str]) -> Answer:
     problem = _not_author(call, ident, doc) or _body_problem(payload, doc)
     if problem:
         return problem
-    return Answer(200, call.world.edit_comment(ident, payload["body"]))
+    return Answer(200, call.world.edit_comment(ident, payload["body"], editor=call.login))
 
 
 @route("DELETE", _REPO + r"/issues/comments/(?P<id>\d+)", "comments.delete")

@@ -23,6 +23,7 @@ FINAL_STATES = {"finished", "cancelled"}
 DEFAULT_LIMIT = 10
 MAX_LIMIT = 100
 
+_PROJECTS = re.compile(r"/projects/")
 _BUILDS = re.compile(r"/projects/(?P<slug>[^/]+)/builds/")
 _BUILD = re.compile(r"/projects/(?P<slug>[^/]+)/builds/(?P<id>\d+)/")
 _NOTES = re.compile(r"/projects/(?P<slug>[^/]+)/builds/(?P<id>\d+)/notifications/")
@@ -39,6 +40,7 @@ def not_found() -> Answer:
 def route_kind(method: str, path: str) -> str:
     """A short name of the endpoint, for statistics."""
     for pattern, kind in (
+        (_PROJECTS, "rtd.projects.list"),
         (_NOTES, "rtd.notifications"),
         (_BUILD, "rtd.build"),
         (_BUILDS, "rtd.builds.list"),
@@ -54,15 +56,13 @@ def route_kind(method: str, path: str) -> str:
 def handle(call: Call) -> Answer:
     """Answer one RTD API v3 request."""
     world = call.world
-    if world.rtd_require_token:
-        auth = call.headers.get("authorization", "")
-        scheme, _, token = auth.partition(" ")
-        if (
-            scheme.lower() != "token"
-            or not token
-            or (world.rtd_tokens and token not in world.rtd_tokens)
-        ):
-            return Answer(401, {"detail": "Authentication credentials were not provided."})
+    scheme, _, token = call.headers.get("authorization", "").partition(" ")
+    presented = scheme.lower() == "token" and bool(token)
+    # A token RTD does not know is refused on every endpoint (once the world knows any).
+    if presented and world.rtd_tokens and token not in world.rtd_tokens:
+        return Answer(401, {"detail": "Invalid token."})
+    if not presented and (world.rtd_require_token or _PROJECTS.fullmatch(call.path)):
+        return Answer(401, {"detail": "Authentication credentials were not provided."})
     with world.lock:
         return _dispatch(call)
 
@@ -73,6 +73,9 @@ def _dispatch(call: Call) -> Answer:
         return _trigger(call, found.group("slug"), found.group("version"))
     if call.method != "GET":
         return Answer(405, {"detail": f'Method "{call.method}" not allowed.'})
+    if _PROJECTS.fullmatch(path):  # the projects the token's user maintains
+        projects = sorted(call.world.rtd_projects)
+        return Answer(200, _page(call, [{"slug": p, "name": p} for p in projects]))
     if found := _VERSION.fullmatch(path) or _VERSIONS.fullmatch(path):
         return _versions(call, found)
     for pattern in (_NOTES, _BUILD, _BUILDS):

@@ -20,13 +20,14 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from bot_sandbox import graphql_api, rest_api, rtd_api
-from bot_sandbox.world import API, RTD_API, Answer, Call, World
+from bot_sandbox.world import API, RTD_API, Answer, AppRec, Call, World
 
 logger = logging.getLogger(__name__)
 
 EXPOSED = (
     "ETag, Link, Location, Retry-After, X-GitHub-OTP, X-RateLimit-Limit, X-RateLimit-Remaining, "
-    "X-RateLimit-Used, X-RateLimit-Resource, X-RateLimit-Reset"
+    "X-RateLimit-Used, X-RateLimit-Resource, X-RateLimit-Reset, X-OAuth-Scopes, "
+    "X-Accepted-OAuth-Scopes"
 )
 GITHUB_PREFIX = "/api/v3"
 GRAPHQL_PATH = "/api/graphql"
@@ -598,6 +599,9 @@ class _Handler(BaseHTTPRequestHandler):
         self, sandbox: Sandbox, call: Call, answer: Answer, resource: str, *, charged: bool
     ) -> _Reply:
         headers = {**_github_headers(), **answer.headers}
+        token = sandbox.world.token_record(call.token) if call.token else None
+        if token is not None and token.scopes is not None:  # a classic token says its scopes
+            headers["X-OAuth-Scopes"] = token.scopes
         body = answer.raw if answer.raw is not None else _dump(answer.payload, call)
         status = answer.status
         if call.method == "GET" and status == 200:
@@ -699,12 +703,32 @@ def _jwt_app(world: World, token: str) -> str | None:
     except (ValueError, AttributeError):
         issuer = ""
     with world.lock:
-        for app in world.apps.values():
-            if str(app.app_id) == issuer:
-                return app.slug
-        if len(world.apps) == 1:
-            return next(iter(world.apps))
-    return None
+        found = next((a for a in world.apps.values() if str(a.app_id) == issuer), None)
+        if found is None and len(world.apps) == 1:
+            found = next(iter(world.apps.values()))
+    if found is None or not _signed_by(found, token):
+        return None
+    return found.slug
+
+
+def _signed_by(app: AppRec, token: str) -> bool:
+    """Whether the JWT's RS256 signature verifies with the App's key (no key set: any)."""
+    if app.public_key_pem is None:
+        return True
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import padding, rsa
+    from cryptography.hazmat.primitives.serialization import load_pem_public_key
+
+    key = load_pem_public_key(app.public_key_pem.encode())
+    head, _, signature = token.rpartition(".")
+    try:
+        raw = base64.urlsafe_b64decode(signature + "=" * (-len(signature) % 4))
+        assert isinstance(key, rsa.RSAPublicKey)
+        key.verify(raw, head.encode(), padding.PKCS1v15(), hashes.SHA256())
+    except (InvalidSignature, ValueError):
+        return False
+    return True
 
 
 def _mentions(call: Call, text: str) -> bool:

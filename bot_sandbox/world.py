@@ -7,7 +7,7 @@ import hashlib
 import itertools
 import threading
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -15,6 +15,11 @@ from typing import Any
 API = "https://api.github.com"
 WEB = "https://github.com"
 RTD_API = "https://readthedocs.org/api/v3"
+APP_PERMISSIONS = {  # what the bot's App asks for (README, "Credentials")
+    "checks": "read", "issues": "write", "metadata": "read", "pull_requests": "read",
+    "statuses": "read",
+}  # fmt: skip
+ACTIONS_APP_ID = 15368  # the `github-actions` App that issues GITHUB_TOKEN
 
 JSON = dict[str, Any]
 
@@ -97,6 +102,9 @@ class AppRec:
     installation_id: int
     repos: tuple[str, ...]
     name: str
+    # what the installation was granted (GET /repos/{o}/{r}/installation says it)
+    permissions: Mapping[str, str] = field(default_factory=lambda: dict(APP_PERMISSIONS))
+    public_key_pem: str | None = None  # set: a JWT must carry a signature this key verifies
 
 
 @dataclass
@@ -106,6 +114,7 @@ class TokenRec:
     login: str
     expires_at: datetime | None = None
     installation_id: int | None = None
+    scopes: str | None = None  # a classic token's X-OAuth-Scopes, e.g. "public_repo, read:org"
 
 
 @dataclass
@@ -213,6 +222,8 @@ class CommentRec:
     created_at: datetime
     updated_at: datetime
     deleted: bool = False
+    last_edited_at: datetime | None = None  # GraphQL lastEditedAt: None until someone edits it
+    editor: str | None = None  # GraphQL editor: who made the last edit
 
 
 @dataclass
@@ -355,12 +366,12 @@ class World:
                 self.users[login] = rec
             return rec
 
-    def add_user(self, login: str, token: str | None = None) -> JSON:
-        """Add an account; `token` (if given) authenticates as it."""
+    def add_user(self, login: str, token: str | None = None, *, scopes: str | None = None) -> JSON:
+        """Add an account; `token` (if given) authenticates as it (`scopes`: a classic token's)."""
         with self.lock:
             rec = self.user(login)
             if token is not None:
-                self.tokens[token] = TokenRec(login=login)
+                self.tokens[token] = TokenRec(login=login, scopes=scopes)
             return user_json(rec)
 
     def add_app(
@@ -371,14 +382,21 @@ class World:
         repos: Sequence[str] = (),
         *,
         name: str | None = None,
+        permissions: Mapping[str, str] | None = None,
+        public_key_pem: str | None = None,
     ) -> JSON:
         """Add a GitHub App installed on `repos`; its installation tokens act as "<slug>[bot]".
 
         Called again with the same slug and another installation id, it installs the same App
         on more repositories (another organisation): each installation reaches only its own.
+        `permissions`: what the installation was granted (default: what the bot asks for);
+        `public_key_pem`: the App's key, so that a JWT signed with another key is refused.
         """
         with self.lock:
-            app = AppRec(slug, app_id, installation_id, tuple(repos), name or slug)
+            granted = dict(APP_PERMISSIONS if permissions is None else permissions)
+            app = AppRec(
+                slug, app_id, installation_id, tuple(repos), name or slug, granted, public_key_pem
+            )
             self.installations[installation_id] = app
             known = self.apps.get(slug)
             if known is None or known.installation_id == installation_id:
@@ -404,6 +422,18 @@ class World:
                 expires_at=self.now() + timedelta(hours=1),
                 installation_id=app.installation_id,
             )
+            self.tokens[token] = rec
+            return rec
+
+    def add_actions_token(self, token: str, repo: str) -> TokenRec:
+        """A workflow's GITHUB_TOKEN: an installation token of the `github-actions` App that
+        reaches only the workflow's repository and acts as `github-actions[bot]`."""
+        with self.lock:
+            app = AppRec("github-actions", ACTIONS_APP_ID, 1_000_000 + len(self.installations),
+                         (repo,), "GitHub Actions")  # fmt: skip
+            self.installations[app.installation_id] = app
+            self.user("github-actions[bot]")
+            rec = TokenRec(login="github-actions[bot]", installation_id=app.installation_id)
             self.tokens[token] = rec
             return rec
 
@@ -832,12 +862,16 @@ class World:
             pull.updated_at = max(pull.updated_at, when)
             return comment_json(self, rec)
 
-    def edit_comment(self, comment_id: int, body: str) -> JSON:
-        """Replace a comment's body."""
+    def edit_comment(self, comment_id: int, body: str, *, editor: str | None = None) -> JSON:
+        """Replace a comment's body, as `editor` (default: its author; a maintainer may edit
+        anyone's comment on GitHub)."""
         with self.lock:
             rec = self.comment_recs[comment_id]
+            if editor is not None:
+                self.user(editor)
             rec.body = body
             rec.updated_at = self.now()
+            rec.last_edited_at, rec.editor = rec.updated_at, editor or rec.author
             pull = self.repo(rec.repo).pulls.get(rec.number)
             if pull is not None:
                 pull.updated_at = max(pull.updated_at, rec.updated_at)
@@ -1061,7 +1095,7 @@ def installation_json(app: AppRec, account: str) -> JSON:
         "app_slug": app.slug,
         "target_id": 1,
         "target_type": "Organization",
-        "permissions": {"checks": "read", "issues": "write", "metadata": "read"},
+        "permissions": dict(app.permissions),
         "events": [],
         "created_at": "2024-01-01T00:00:00Z",
         "updated_at": "2024-01-01T00:00:00Z",

@@ -1,12 +1,16 @@
-"""Shared pytest fixtures: an empty sandbox World and a running loopback Sandbox over it."""
+"""Shared pytest fixtures: a World, a running loopback Sandbox over it, and `env` (both plus a
+config and a clock). A test module seeds `env` by overriding the `world` fixture."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
+from support import Env, sandbox_env
 
 from bot_sandbox import Sandbox, World
 
@@ -18,8 +22,14 @@ if os.environ.get("CI"):
 
 
 @pytest.fixture
+def now() -> datetime:
+    """The test's "now" (UTC), the same for its world and its env."""
+    return datetime.now(UTC)
+
+
+@pytest.fixture
 def world() -> World:
-    """An empty World."""
+    """An empty World (modules override this fixture to seed one)."""
     return World()
 
 
@@ -28,3 +38,10 @@ def sandbox(world: World) -> Iterator[Sandbox]:
     """A running Sandbox serving `world`."""
     with Sandbox(world) as sb:
         yield sb
+
+
+@pytest.fixture
+def env(world: World, tmp_path: Path, now: datetime) -> Iterator[Env]:
+    """A Sandbox serving `world` and a config for it; checks the allowlist afterwards."""
+    with sandbox_env(world, tmp_path, now) as env:
+        yield env

@@ -1,19 +1,34 @@
-"""Shared helpers for the end-to-end tests: seed worlds, write configs, run the real CLI."""
+"""Shared helpers of the test suite (unit and e2e): seed worlds, write configs, run the CLI, build
+core values."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import signal
+import socket
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bot.core.model import MARKER
+import httpx
+from github.Requester import Requester
+
+from bot.core.model import MARKER, Kind, Policy, PullSnapshot, Report, Signal
+from bot.core.reconcile import reconcile
+from bot.docs.readthedocs.rows import RtdLookup
+from bot.docs.readthedocs.rules import RtdBuild
 from bot.guard import Guard
 from bot_sandbox import Recorded, Sandbox, World
 
+TESTS = Path(__file__).resolve().parent  # tests/: data/ and golden/ live here
+ROOT = TESTS.parent  # the repository
 REPO = "octo/omni"
 RTD = "omni-docs"
 TOKEN = "test-token"
@@ -106,6 +121,51 @@ def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     )
 
 
+def free_port() -> int:
+    """A loopback port free right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def serve_config(tmp: Path, sandbox: Sandbox, port: int) -> Path:
+    """The tests' config with the HTTP server on `port`."""
+    config = write_config(tmp, sandbox)
+    config.write_text(config.read_text().replace("port = 0", f"port = {port}"))
+    return config
+
+
+def start_run(config: Path) -> subprocess.Popen[str]:
+    """`ci-status-bot run` as a subprocess."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "bot", "run", "--config", str(config)],
+        env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def wait_ready(base: str, proc: subprocess.Popen[str], *, timeout: float = 60) -> httpx.Response:
+    """Poll /readyz until it answers 200 (the process must stay alive)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()[1]
+        try:
+            answer = httpx.get(base + "/readyz", timeout=5)
+        except httpx.TransportError:
+            answer = None
+        if answer is not None and answer.status_code == 200:
+            return answer
+        time.sleep(0.2)
+    raise AssertionError("the service never became ready")
+
+
+def stop(proc: subprocess.Popen[str]) -> tuple[int, str]:
+    """SIGTERM the process (if still running); its exit code and stderr."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    return proc.returncode, err
+
+
 def bot_comments(world: World, number: int, *, login: str = LOGIN) -> list[dict[str, Any]]:
     """The bot's own comments on a pull request (marker AND author)."""
     return [
@@ -148,3 +208,135 @@ def outside_allowlist(sandbox: Sandbox) -> list[Refused]:
         except Exception as exc:
             refused.append(Refused(r, str(exc)))
     return refused
+
+
+@dataclass
+class Env:
+    """A running sandbox over `world`, a config pointing at it, the test's folder and clock."""
+
+    world: World
+    sandbox: Sandbox
+    tmp: Path
+    config: Path
+    now: datetime
+
+    @property
+    def state(self) -> Path:
+        """The state file the config names."""
+        return self.tmp / "state.sqlite3"
+
+    def configure(self, **policy: Any) -> Path:
+        """Rewrite the config with these [policy] keys; its path."""
+        return write_config(self.tmp, self.sandbox, **policy)
+
+
+@contextmanager
+def sandbox_env(world: World, tmp: Path, now: datetime) -> Iterator[Env]:
+    """Serve `world`; afterwards, assert the bot sent nothing outside its allowlist."""
+    with Sandbox(world) as sandbox:
+        yield Env(world, sandbox, tmp, write_config(tmp, sandbox), now)
+        # main() in-process installs the bot's guard process-wide; leave PyGithub as it was
+        Requester.resetConnectionClasses()
+        refused = outside_allowlist(sandbox)
+        assert refused == [], f"requests outside the allowlist: {refused}"
+
+
+# --- The pure core's builders (table tests of reconcile and render) ----------------------
+
+NOW = datetime(2026, 10, 5, 14, 3, tzinfo=UTC)
+SHA = "eb46d06c1f3a9b25e8d7c4f0a6b3e9d2c5f8a1b4"
+PR_URL = "https://github.com/example/omni/pull/7430"
+DOCS = "docs/readthedocs.org:omni-docs"
+BUILD_URL = "https://readthedocs.org/projects/omni-docs/builds/34894885/"
+RECENT = NOW - timedelta(minutes=10)
+OLD = NOW - timedelta(hours=3)
+
+
+def at(hour: int, minute: int) -> datetime:
+    """A time on the seed day, in UTC."""
+    return datetime(2026, 10, 5, hour, minute, tzinfo=UTC)
+
+
+def run(name: str, state: str, **fields: object) -> Signal:
+    """A check run; completed states get a recent completed_at unless given."""
+    fields.setdefault("app", "github-actions")
+    fields.setdefault("started_at", RECENT)
+    fields.setdefault("completed_at", RECENT if state not in PENDING_RAW else None)
+    return Signal(name, Kind.CHECK_RUN, state, **fields)  # type: ignore[arg-type]
+
+
+def status(name: str, state: str, **fields: object) -> Signal:
+    """A commit status posted recently unless created_at is given."""
+    fields.setdefault("created_at", RECENT)
+    return Signal(name, Kind.STATUS, state, **fields)  # type: ignore[arg-type]
+
+
+def snapshot(*signals: Signal, truncated: bool = False, draft: bool = False) -> PullSnapshot:
+    """A pull request whose head carries the given signals."""
+    return PullSnapshot(
+        repo="example/omni",
+        number=7430,
+        title="Add the omni docs",
+        author="someone",
+        draft=draft,
+        head_sha=SHA,
+        url=PR_URL,
+        signals=signals,
+        truncated=truncated,
+    )
+
+
+def build(code: str, success: bool | None, **fields: object) -> RtdBuild:
+    """An RTD build of the head commit, of the pull request's own version (7430)."""
+    fields.setdefault("id", 34894885)
+    fields.setdefault("version", "7430")
+    fields.setdefault("created", RECENT)
+    fields.setdefault("url", BUILD_URL)
+    fields.setdefault("commit", SHA)
+    return RtdBuild(project="omni-docs", state=code, success=success, **fields)  # type: ignore[arg-type]
+
+
+def lookup(*builds: RtdBuild, notes: tuple[str, ...] = (), error: str | None = None) -> RtdLookup:
+    """What RTD answered for omni-docs and the head commit."""
+    return RtdLookup("omni-docs", SHA, NOW, builds, notes, error)
+
+
+def one_row(signal: Signal, rtd: RtdLookup | None = None, **kwargs: object) -> Report:
+    """Reconcile a pull request carrying one signal."""
+    table = {signal.name: rtd} if rtd is not None else {}
+    return reconcile(snapshot(signal), table, Policy(), now=NOW, **kwargs)  # type: ignore[arg-type]
+
+
+def seed_snapshot() -> PullSnapshot:
+    """The seed case: a draft PR, four passing runs and a docs status pending since 09:12."""
+    return dataclasses.replace(
+        snapshot(
+            run("DCO", "success", app="dco", started_at=at(9, 10), completed_at=at(9, 10)),
+            run("build-wheel (3.11)", "success", workflow="wheels", completed_at=at(9, 31)),
+            run("build-wheel (3.12)", "success", workflow="wheels", completed_at=at(9, 33)),
+            run("pre-commit", "success", workflow="pre-commit", completed_at=at(9, 14)),
+            status(
+                DOCS,
+                "pending",
+                url=BUILD_URL,
+                description="Read the Docs build is in progress!",
+                created_at=at(9, 12),
+            ),
+        ),
+        draft=True,
+        fetched_at=NOW,
+    )
+
+
+def seed_rtd() -> dict[str, RtdLookup]:
+    """RTD's answer in the seed case: one cancelled build, notification build:user:cancelled."""
+    cancelled = build("cancelled", False, created=at(9, 12), duration=0, finished=None)
+    return {DOCS: lookup(cancelled, notes=("build:user:cancelled",))}
+
+
+def seed_report() -> Report:
+    """The seed case reconciled at 14:03 UTC."""
+    return reconcile(seed_snapshot(), seed_rtd(), Policy(), now=NOW)
+
+
+PENDING_RAW = ("queued", "in_progress", "waiting", "pending", "requested")

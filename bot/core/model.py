@@ -10,9 +10,6 @@ from enum import StrEnum
 from typing import Final, NamedTuple
 
 MARKER = "<!-- ci-status-bot:v1 -->"
-# The key, among a pull request's RTD lookups, of the one made for `repos[].rtd_project` on a
-# head with no RTD status: reported as a note, never as a signal (no context contains a NUL).
-RTD_PROJECT_KEY = "\0rtd_project"
 REPORT_SCHEMA = "ci-status-bot.report/v1"
 
 
@@ -177,40 +174,6 @@ class PullSnapshot:
     base: str | None = None  # the base branch's name
     # what the base branch requires; None where it was not asked (then no expected signals)
     required_checks: RequiredChecks | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class RtdBuild:
-    """One Read the Docs build of a commit, as RTD API v3 reported it."""
-
-    id: int
-    project: str
-    commit: str
-    state: str  # RTD's state code: triggered, cloning, ..., finished, cancelled (raw)
-    success: bool | None
-    version: str | None = None
-    created: datetime | None = None
-    finished: datetime | None = None
-    duration: int | None = None
-    url: str | None = None  # urls.build
-
-
-@dataclass(frozen=True, slots=True)
-class RtdLookup:
-    """What Read the Docs answered about one project and one exact commit."""
-
-    project: str
-    commit: str
-    fetched_at: datetime
-    builds: tuple[RtdBuild, ...] = ()  # newest first (see below)
-    notifications: tuple[str, ...] = ()  # message ids of the settling build, when it was read
-    error: str | None = None  # set when RTD could not be read: what it answered
-    # `builds`: every build of the exact commit, all versions, plus a build a status named;
-    # which of them settles a status is bot.docs.readthedocs.rules.settle_status's one rule.
-    # `notifications` are those of that settling build; False here when they could not be read:
-    notifications_read: bool = True
-    # set while RTD cannot be read (429, 5xx, timeout): since when; the evidence is the last good
-    unverified_since: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

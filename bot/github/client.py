@@ -25,6 +25,7 @@ from bot.github.parse import (
     PullFailure,
     Unreadable,
     get,
+    normal_login,
     parse_contexts,
     parse_graphql_comment,
     parse_labels,
@@ -36,6 +37,8 @@ from bot.github.parse import (
 from bot.github.query import (
     COMMENTS_QUERY,
     MORE_LABELS_QUERY,
+    PAGE,
+    VIEWER_QUERY,
     more_contexts_query,
     pull_query,
     pulls_by_number_query,
@@ -107,6 +110,21 @@ class Usage:
     def total(self) -> int:
         """All GitHub requests sent."""
         return sum(self.requests.values())
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """What GitHub answered one read: status (None: no answer), headers (lower case), body."""
+
+    status: int | None
+    headers: dict[str, str]
+    data: Any
+
+    @property
+    def message(self) -> str:
+        """GitHub's own message (`Bad credentials`, `Not Found`, ...), or the status."""
+        message = self.data.get("message") if isinstance(self.data, dict) else None
+        return str(message) if message else f"HTTP {self.status}"
 
 
 class RequiredCache(Protocol):
@@ -397,12 +415,33 @@ class GitHubApi:
 
     # -- reads -----------------------------------------------------------------------------
 
+    def probe(self, path: str) -> Probe:
+        """One REST read for check-config, never retried: what GitHub answered, errors included."""
+        self.usage.requests["probe"] += 1  # `path` is below the API root; the guard checks it
+        try:
+            headers, data = self._requester.requestJsonAndCheck("GET", path)
+        except GithubException as exc:
+            return Probe(exc.status, _lower_headers(exc.headers), exc.data)
+        except (requests.Timeout, requests.ConnectionError) as exc:
+            return Probe(None, {}, {"message": f"no answer ({exc.__class__.__name__})"})
+        return Probe(200, _lower_headers(headers), data)
+
     def viewer_login(self) -> str:
-        """The login of the token's user (the bot's own comments carry it)."""
-        _, data = self._send("GET", "/user", kind="rest_get")
+        """The login the token acts as, in REST's form (the bot's own comments carry it).
+
+        `GET /user`; an installation token (a workflow's GITHUB_TOKEN, an App's token) is
+        refused it (403) but has a GraphQL `viewer`, which is asked then.
+        """
+        try:
+            _, data = self._send("GET", "/user", kind="rest_get")
+        except GitHubError as exc:
+            if exc.status != 403 or isinstance(exc, RateLimited):
+                raise
+            viewer = _get(self.graphql(VIEWER_QUERY, {}), "viewer")
+            data = {"login": normal_login(_get(viewer, "login"), _get(viewer, "__typename"))}
         login = _get(data, "login")
         if not isinstance(login, str):
-            raise MalformedAnswer("GET /user has no login")
+            raise MalformedAnswer("GitHub did not say the token's login")
         return login
 
     def open_pulls(
@@ -663,7 +702,14 @@ class GitHubApi:
         return comments
 
     def read_comments(self, node_ids: Sequence[str]) -> dict[str, Comment | None]:
-        """Re-read many comments in one GraphQL query; None for one that no longer exists."""
+        """Re-read comments, 100 per GraphQL query (one point each); None for one that no
+        longer exists."""
+        found: dict[str, Comment | None] = {}
+        for start in range(0, len(node_ids), PAGE):
+            found.update(self._read_comments(node_ids[start : start + PAGE]))
+        return found
+
+    def _read_comments(self, node_ids: Sequence[str]) -> dict[str, Comment | None]:
         if not node_ids:
             return {}
         data, errors = self._graphql(

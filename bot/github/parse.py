@@ -307,6 +307,7 @@ class Comment:
     author: str | None
     body: str
     node_id: str = ""
+    editor: str | None = None  # who made the last edit (GraphQL only; None: never edited)
 
 
 def parse_rest_comment(data: Any) -> Comment:
@@ -329,4 +330,6 @@ def parse_graphql_comment(node: Any, node_id: str) -> Comment:
     if not isinstance(comment_id, int):
         raise Unreadable("an IssueComment has no databaseId")
     author = normal_login(get(node, "author", "login"), get(node, "author", "__typename"))
-    return Comment(id=comment_id, author=author, body=get(node, "body") or "", node_id=node_id)
+    editor = normal_login(get(node, "editor", "login"), get(node, "editor", "__typename"))
+    body = get(node, "body") or ""
+    return Comment(id=comment_id, author=author, body=body, node_id=node_id, editor=editor)

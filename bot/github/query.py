@@ -148,12 +148,24 @@ query MoreLabels($owner: String!, $name: String!, $number: Int!, $after: String)
 }}
 """
 
+# What tells the bot's own comment and whether someone else edited it last.
+COMMENT_FIELDS = "id databaseId body author { __typename login } editor { __typename login }"
+
 COMMENTS_QUERY = f"""
 query Comments($ids: [ID!]!) {{
   {RATE}
   nodes(ids: $ids) {{
     __typename
-    ... on IssueComment {{ databaseId body author {{ __typename login }} }}
+    ... on IssueComment {{ {COMMENT_FIELDS} }}
   }}
+}}
+"""
+
+# Who the token acts as, where REST's GET /user refuses the token (an
+# installation token: a workflow's GITHUB_TOKEN, an App's): GraphQL's viewer answers it.
+VIEWER_QUERY = f"""
+query Viewer {{
+  {RATE}
+  viewer {{ __typename login }}
 }}
 """

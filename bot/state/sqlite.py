@@ -137,7 +137,10 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
             PRIMARY KEY (repo, number)
         )""",
     ),
-    # 8: what a base branch requires (branch protection and rulesets), as read, per repository
+    # 8: when the comment was last re-read to see that it still exists and says what the bot
+    # wrote (NULL: not since it was written; it is then as old as updated_at)
+    ("ALTER TABLE comments ADD COLUMN checked_at TEXT",),
+    # 9: what a base branch requires (branch protection and rulesets), as read, per repository
     # and base branch: the required set changes rarely; its webhooks drop it (issue 15)
     (
         """CREATE TABLE required_sets (
@@ -187,6 +190,12 @@ class StoredComment:
     head_sha: str
     updated_at: datetime
     node_id: str = ""
+    checked_at: datetime | None = None  # last re-read that found it as written (None: not since)
+
+    @property
+    def last_known_good(self) -> datetime:
+        """When the comment was last known to say what the bot wrote."""
+        return self.updated_at if self.checked_at is None else max(self.checked_at, self.updated_at)
 
 
 @dataclass(frozen=True, slots=True)
@@ -458,12 +467,12 @@ class Store:
         with self._lock:
             row = self._db.execute(
                 "SELECT comment_id, body_hash, facts_key, observed_at, head_sha, updated_at, "
-                "node_id FROM comments WHERE repo = ? AND number = ?",
+                "node_id, checked_at FROM comments WHERE repo = ? AND number = ?",
                 (repo, number),
             ).fetchone()
         if row is None:
             return None
-        comment_id, body_hash, facts_key, observed_at, head_sha, updated_at, node_id = row
+        comment_id, body_hash, facts_key, observed_at, head_sha, updated_at, node_id, checked = row
         return StoredComment(
             repo=repo,
             number=number,
@@ -474,7 +483,17 @@ class Store:
             head_sha=head_sha,
             updated_at=_from_text(updated_at),
             node_id=node_id,
+            checked_at=None if checked is None else _from_text(checked),
         )
+
+    def mark_checked(self, comments: Iterable[tuple[str, int]], *, now: datetime) -> None:
+        """These (repo, number) comments were re-read and found as the bot wrote them."""
+        at = _to_text(now)
+        with self._transaction() as db:
+            db.executemany(
+                "UPDATE comments SET checked_at = ? WHERE repo = ? AND number = ?",
+                [(at, repo, number) for repo, number in comments],
+            )
 
     def record_write(
         self,

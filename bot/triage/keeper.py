@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 
 from bot.core.model import PullSnapshot, Report, Verdict
+from bot.docs.provider import DocsProvider
 from bot.state.sqlite import Store, StoredTriage
 from bot.triage.rows import (
     COUNT_GROUPS,
@@ -21,13 +22,15 @@ from bot.triage.rows import (
 class TriageKeeper:
     """Observes a writing cycle: keeps each planned pull request's row, drops the closed ones."""
 
-    def __init__(self, store: Store, *, clock: Callable[[], datetime]) -> None:
-        """Keep rows in `store`, dated by `clock`."""
-        self.store, self.clock = store, clock
+    def __init__(
+        self, store: Store, *, clock: Callable[[], datetime], docs: Sequence[DocsProvider]
+    ) -> None:
+        """Keep rows in `store`, dated by `clock`; `docs` count the stuck docs builds."""
+        self.store, self.clock, self.docs = store, clock, tuple(docs)
 
     def pull_done(self, snapshot: PullSnapshot, report: Report) -> None:
         """Keep a planned pull request's last report."""
-        entry = entry_for(snapshot, report)
+        entry = entry_for(snapshot, report, docs=self.docs)
         self.store.put_triage(
             entry.repo,
             entry.number,

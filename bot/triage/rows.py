@@ -17,7 +17,7 @@ from bot.core.model import (
     Verdict,
     as_utc,
 )
-from bot.core.reconcile import rtd_project_of
+from bot.docs.provider import DocsProvider
 from bot.render.escape import iso_utc
 
 COUNT_GROUPS: Final = ("failing", "pending", "incomplete", "passing")
@@ -100,9 +100,13 @@ def parse_verdicts(text: str) -> frozenset[str]:
 
 
 def entry_for(
-    snapshot: PullSnapshot, report: Report, *, comment_id: int | None = None
+    snapshot: PullSnapshot,
+    report: Report,
+    *,
+    docs: Sequence[DocsProvider],
+    comment_id: int | None = None,
 ) -> TriageEntry:
-    """The triage row of one reconciled pull request (pure)."""
+    """The triage row of one reconciled pull request (pure); `docs` tell their builds apart."""
     counts: Counter[str] = Counter({group: 0 for group in COUNT_GROUPS})
     required: list[str] = []
     unsettled: list[Unsettled] = []
@@ -113,7 +117,7 @@ def entry_for(
             required.append(row.signal.name)
         if row.state in UNSETTLED_STATES:
             unsettled.append(Unsettled(row.signal.name, row.state.value, row.since))
-        if row.state in INCOMPLETE_STATES and rtd_project_of(row.signal.name) is not None:
+        if row.state in INCOMPLETE_STATES and any(d.recognises(row.signal) for d in docs):
             docs_stuck += 1
     oldest = min(unsettled, key=_since_key, default=None)
     return TriageEntry(

@@ -11,8 +11,8 @@ from urllib.parse import urljoin
 
 import httpx
 
-from bot.core.model import RtdBuild, parse_time
-from bot.docs.readthedocs.rules import RtdError
+from bot.core.model import parse_time
+from bot.docs.readthedocs.rules import RtdBuild
 from bot.guard import Guard, Pages, RefusedRequest
 from bot.retry import (
     TOO_MANY_REQUESTS,
@@ -28,6 +28,20 @@ log = logging.getLogger(__name__)
 RETRY_STATUSES = TRANSIENT_STATUSES | {TOO_MANY_REQUESTS}
 MAX_RETRY_AFTER_S = 30.0
 RTD_POLICY = RetryPolicy(attempts=4, backoff_s=0.5, jitter_s=0.5, max_wait_s=MAX_RETRY_AFTER_S)
+
+
+class RtdError(Exception):
+    """Read the Docs could not be read; the message says what it answered."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        """`status`: the HTTP status RTD answered, when it answered one."""
+        super().__init__(message)
+        self.status = status
+
+
+def is_transient(exc: RtdError) -> bool:
+    """A failure to read, not an answer: anything but a 4xx other than 429 (e.g. 404, 401)."""
+    return exc.status is None or exc.status == 429 or not 400 <= exc.status < 500
 
 
 class _TokenPerHost(httpx.Auth):
@@ -213,6 +227,14 @@ class RtdApi:
             raise RtdError("the notification list has no results")
         ids = (r.get("message", {}).get("id") for r in results if isinstance(r, dict))
         return tuple(i for i in ids if isinstance(i, str))
+
+    def own_projects(self, host: str) -> int:
+        """How many projects the token's user maintains on `host` (RTD refuses a bad token: 401)."""
+        page = self._get(f"{self._root(host)}/projects/", {"limit": 1})
+        count = page.get("count") if isinstance(page, dict) else None
+        if not isinstance(count, int):
+            raise RtdError("the project list has no count")
+        return count
 
     def _root(self, host: str) -> str:
         base = self._api_urls.get(host)

@@ -1,58 +1,44 @@
-"""Read the Docs in one place: its statuses, their project and host, the settling build, the cache.
-
-The cycle makes one call, `evidence()`: for each Read the Docs status of a head it returns what
-RTD says about the build that settles that status (an `RtdLookup`). The `client` module beside it
-is the HTTP transport and the parsing of its payloads; the core turns a lookup into a row.
-"""
+"""What Read the Docs' answers mean (pure): its statuses, their project and host, the settling
+build. The `evidence` module beside it reads and caches; `rows` turns a lookup into a row."""
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol
+from typing import Final, NamedTuple
 from urllib.parse import urlsplit
 
-from bot.core.model import (
-    RTD_PROJECT_KEY,
-    Kind,
-    PullSnapshot,
-    RtdBuild,
-    RtdLookup,
-    Signal,
-    parse_time,
-)
-from bot.state.sqlite import RtdRead
-
-if TYPE_CHECKING:  # the transport; this module holds the rules and needs no HTTP client
-    from bot.docs.readthedocs.client import RtdApi
+from bot.core.evidence import HEAD_KEY
+from bot.core.model import Kind, Signal
 
 FINAL_STATES: Final = frozenset({"finished", "cancelled"})
-
-
-class RtdError(Exception):
-    """Read the Docs could not be read; the message says what it answered."""
-
-    def __init__(self, message: str, *, status: int | None = None) -> None:
-        """`status`: the HTTP status RTD answered, when it answered one."""
-        super().__init__(message)
-        self.status = status
-
-
-def is_transient(exc: RtdError) -> bool:
-    """A failure to read, not an answer: anything but a 4xx other than 429 (e.g. 404, 401)."""
-    return exc.status is None or exc.status == 429 or not 400 <= exc.status < 500
-
-
-PROJECT_KEY: Final = RTD_PROJECT_KEY  # evidence()'s key of the `rtd_project` lookup
+# The key, among a pull request's RTD lookups, of the one made for `repos[].rtd_project` on a
+# head with no RTD status: reported as a note, never as a signal (evidence about the head).
+PROJECT_KEY: Final = HEAD_KEY + "rtd_project"
 INVALID_SLUG: Final = "not a valid project slug"
 
 _CONTEXT: Final = re.compile(r"docs/readthedocs(?:\.(org|com))?:(.*)", re.DOTALL)
 # RTD slugs are made by slugify: lower-case letters, digits, hyphens (underscores in old ones)
 _SLUG: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,254}")
 _BUILD_PAGE: Final = re.compile(r"/projects/(?P<slug>[^/]+)/builds/(?P<id>\d+)/?")
+
+
+@dataclass(frozen=True, slots=True)
+class RtdBuild:
+    """One Read the Docs build of a commit, as RTD API v3 reported it."""
+
+    id: int
+    project: str
+    commit: str
+    state: str  # RTD's state code: triggered, cloning, ..., finished, cancelled (raw)
+    success: bool | None
+    version: str | None = None
+    created: datetime | None = None
+    finished: datetime | None = None
+    duration: int | None = None
+    url: str | None = None  # urls.build
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,22 +71,6 @@ def named_build(url: str | None, slug: str) -> int | None:
     if match is None or match.group("slug") != slug:
         return None
     return int(match.group("id"))
-
-
-@dataclass(frozen=True, slots=True)
-class CommitRead:
-    """What one RTD site said about one project and one exact commit: the cache's unit."""
-
-    host: str
-    project: str
-    commit: str
-    read_at: datetime
-    builds: tuple[RtdBuild, ...] = ()  # the commit's builds (all versions) + builds a status named
-    notes: Mapping[int, tuple[str, ...]] = field(default_factory=dict)  # read notifications by id
-
-    def find(self, build_id: int | None) -> RtdBuild | None:
-        """The build with this id, if read."""
-        return next((b for b in self.builds if b.id == build_id), None)
 
 
 class Settled(NamedTuple):
@@ -137,298 +107,17 @@ def settling(
     return Settled(chosen, candidates, others, chosen is not None and chosen.id == named, version)
 
 
-def settle_status(lookup: RtdLookup, *, number: int, url: str | None) -> Settled:
-    """Which of a lookup's builds settles the status of pull request `number` naming `url`."""
-    named = named_build(url, lookup.project)
-    return settling(lookup.builds, commit=lookup.commit, version=str(number), named=named)
+def project_of(context: str) -> tuple[str, str] | None:
+    """(host, slug) of a Read the Docs status context with a valid slug, else None."""
+    target = target_of(context)
+    return (target.host, target.slug) if target is not None and target.valid else None
 
 
-def _lookup(read: CommitRead, ask: _Ask, *, unverified_since: datetime | None = None) -> RtdLookup:
-    """The lookup of one ask from one read: the builds, and why its settling build ended."""
-    chosen = _settled(read, ask).build
-    notes = None if chosen is None else read.notes.get(chosen.id)
-    return RtdLookup(
-        project=read.project,
-        commit=read.commit,
-        fetched_at=read.read_at,
-        builds=read.builds,
-        notifications=notes or (),
-        notifications_read=chosen is None or notes is not None or not _needs_notes(chosen),
-        unverified_since=unverified_since,
-    )
+def is_rtd_status(signal: Signal) -> bool:
+    """A commit status Read the Docs posts (`docs/readthedocs...`), valid or not."""
+    return signal.kind is Kind.STATUS and signal.name.startswith("docs/readthedocs")
 
 
-def _settled(read: CommitRead, ask: _Ask) -> Settled:
-    return settling(read.builds, commit=read.commit, version=ask.version, named=ask.named)
-
-
-def _needs_notes(build: RtdBuild) -> bool:
+def needs_notes(build: RtdBuild) -> bool:
     """Why a build ended is asked only for a cancelled or failed one."""
     return build.state == "cancelled" or (build.state == "finished" and build.success is False)
-
-
-class RtdState(Protocol):
-    """The parts of the state store this module reads and writes."""
-
-    def get_rtd_read(self, host: str, project: str, commit: str) -> RtdRead | None:
-        """The last good answer, when it was read, and since when (and how) reading fails."""
-
-    def put_rtd_read(
-        self, host: str, project: str, commit: str, *, payload: str, now: datetime
-    ) -> None:
-        """Keep a good answer."""
-
-    def rtd_read_failed(
-        self, host: str, project: str, commit: str, *, now: datetime, failure: str
-    ) -> None:
-        """Note a failed read."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Ask:
-    """One question to RTD: a status (or the configured project) of one head."""
-
-    host: str
-    slug: str
-    version: str
-    named: int | None
-    posted: datetime | None  # when GitHub's status was posted: a cached read older than it is old
-
-
-def evidence(
-    snapshot: PullSnapshot,
-    *,
-    rtd_project: str,
-    api: RtdApi,
-    now: datetime,
-    store: RtdState | None = None,
-    write: bool = True,
-) -> dict[str, RtdLookup]:
-    """What RTD says about each Read the Docs status of the head, by context (one call per PR).
-
-    The context's own slug is asked; `rtd_project` only when the head has no RTD status at all
-    (under PROJECT_KEY). Final evidence comes from the state's cache; a failed read (429, 5xx,
-    timeout) leaves the last good evidence standing, marked since when it could not be read.
-    With `write=False` (a dry run) the state is read but never written.
-    """
-    asks: dict[str, _Ask] = {}
-    answers: dict[str, RtdLookup] = {}
-    version = str(snapshot.number)
-    for signal in _rtd_statuses(snapshot.signals):
-        target = target_of(signal.name)
-        if target is None:
-            continue
-        if not target.valid:
-            answers[signal.name] = RtdLookup(
-                target.slug, snapshot.head_sha, now, error=INVALID_SLUG
-            )
-            continue
-        named = named_build(signal.url, target.slug)
-        asks[signal.name] = _Ask(target.host, target.slug, version, named, signal.created_at)
-    if rtd_project and not answers and not asks:
-        asks[PROJECT_KEY] = _Ask("org", rtd_project, version, None, None)
-    session = _Session(api, store if store is not None else _NoState(), now=now, write=write)
-    for key, ask in asks.items():
-        answers[key] = session.lookup(ask, snapshot.head_sha)
-    return answers
-
-
-def _rtd_statuses(signals: tuple[Signal, ...]) -> list[Signal]:
-    return [s for s in signals if s.kind is Kind.STATUS and s.name.startswith("docs/readthedocs")]
-
-
-class _NoState:
-    """No state at all (`show`): nothing cached, nothing kept."""
-
-    def get_rtd_read(self, host: str, project: str, commit: str) -> RtdRead | None:
-        return None
-
-    def put_rtd_read(
-        self, host: str, project: str, commit: str, *, payload: str, now: datetime
-    ) -> None:
-        return None
-
-    def rtd_read_failed(
-        self, host: str, project: str, commit: str, *, now: datetime, failure: str
-    ) -> None:
-        return None
-
-
-class _Session:
-    """The reads of one pull request: each (host, project, commit) is read at most once."""
-
-    def __init__(self, api: RtdApi, store: RtdState, *, now: datetime, write: bool) -> None:
-        self.api, self.store, self.now, self.write = api, store, now, write
-        self.fresh: dict[tuple[str, str, str], CommitRead] = {}
-        self.failed: dict[tuple[str, str, str], tuple[datetime, str]] = {}
-
-    def lookup(self, ask: _Ask, commit: str) -> RtdLookup:
-        """The settled lookup for one ask: cached, freshly read, or the last good one."""
-        key = (ask.host, ask.slug, commit)
-        stored = self.store.get_rtd_read(*key)
-        last = _load(stored.payload) if stored is not None and stored.payload else None
-        read = self.fresh.get(key)
-        if read is None and key not in self.failed:
-            if last is not None and _final_for(last, ask):
-                return _lookup(last, ask)
-            try:
-                read = self._read(ask, commit)
-            except RtdError as exc:
-                if not is_transient(exc):
-                    return RtdLookup(ask.slug, commit, self.now, error=str(exc))
-                self.failed[key] = _failing(stored, exc, now=self.now)
-                if self.write:
-                    self.store.rtd_read_failed(*key, now=self.now, failure=_failure(exc))
-        if read is None:  # RTD cannot be read now: the last good evidence stands
-            since, failure = self.failed[key]
-            if last is None:
-                return RtdLookup(ask.slug, commit, self.now, error=failure, unverified_since=since)
-            return _lookup(last, ask, unverified_since=since)
-        read = self._complete(read, ask, last)
-        return _lookup(read, ask)
-
-    def _read(self, ask: _Ask, commit: str) -> CommitRead:
-        builds = self.api.commit_builds(ask.host, ask.slug, commit)
-        read = CommitRead(ask.host, ask.slug, commit, self.now, builds)
-        self.fresh[(ask.host, ask.slug, commit)] = read
-        return read
-
-    def _complete(self, read: CommitRead, ask: _Ask, last: CommitRead | None) -> CommitRead:
-        """Read the build the status names and why the settling build ended, where needed."""
-        key = (read.host, read.project, read.commit)
-        if ask.named is not None and read.find(ask.named) is None:
-            try:
-                named: RtdBuild | None = self.api.build(ask.host, ask.slug, ask.named)
-            except RtdError:  # not readable now: as last read, else the version's newest build
-                named = last.find(ask.named) if last is not None else None
-            if named is not None:
-                read = _with(read, builds=(*read.builds, named))
-        build = _settled(read, ask).build
-        if build is not None and _needs_notes(build) and build.id not in read.notes:
-            kept = last.notes.get(build.id) if last is not None else None
-            try:
-                notes = (
-                    kept
-                    if kept is not None
-                    else self.api.notifications(ask.host, ask.slug, build.id)
-                )
-                read = _with(read, notes={**read.notes, build.id: notes})
-            except RtdError:
-                pass  # the build evidence stands; the row says its notifications were not read
-        self.fresh[key] = read
-        if self.write:
-            self.store.put_rtd_read(*key, payload=_dump(read), now=self.now)
-        return read
-
-
-def _failure(exc: RtdError) -> str:
-    """What failed, in words that do not change from one answer to the next (no retry-after)."""
-    return str(exc) if exc.status is None else f"Read the Docs answered HTTP {exc.status}"
-
-
-def _failing(stored: RtdRead | None, exc: RtdError, *, now: datetime) -> tuple[datetime, str]:
-    """Since when and how reading fails: the first failure of the run stands."""
-    if stored is not None and stored.failing_since is not None:
-        return stored.failing_since, stored.failure or _failure(exc)
-    return now, _failure(exc)
-
-
-def _final_for(read: CommitRead, ask: _Ask) -> bool:
-    """Whether a cached read settles this ask for good: nothing RTD says about it can change."""
-    if ask.posted is not None and ask.posted > read.read_at:
-        return False  # GitHub heard from RTD after this was read
-    if ask.named is not None and read.find(ask.named) is None:
-        return False
-    build = _settled(read, ask).build
-    return (
-        build is not None
-        and build.state in FINAL_STATES
-        and (build.id in read.notes or not _needs_notes(build))
-    )
-
-
-def _with(
-    read: CommitRead,
-    *,
-    builds: tuple[RtdBuild, ...] | None = None,
-    notes: Mapping[int, tuple[str, ...]] | None = None,
-) -> CommitRead:
-    return CommitRead(
-        read.host,
-        read.project,
-        read.commit,
-        read.read_at,
-        read.builds if builds is None else builds,
-        read.notes if notes is None else notes,
-    )
-
-
-# --- the cache's text form ----------------------------------------------------------------------
-
-
-def _iso(value: datetime | None) -> str | None:
-    return None if value is None else value.isoformat()
-
-
-def _time(value: Any) -> datetime | None:
-    return None if value is None else parse_time(str(value))
-
-
-def _dump(read: CommitRead) -> str:
-    """A read as JSON text for the state."""
-    builds = [
-        {
-            "id": b.id,
-            "project": b.project,
-            "commit": b.commit,
-            "state": b.state,
-            "success": b.success,
-            "version": b.version,
-            "created": _iso(b.created),
-            "finished": _iso(b.finished),
-            "duration": b.duration,
-            "url": b.url,
-        }
-        for b in read.builds
-    ]
-    notes = {str(k): list(v) for k, v in read.notes.items()}
-    return json.dumps(
-        {
-            "host": read.host,
-            "project": read.project,
-            "commit": read.commit,
-            "read_at": _iso(read.read_at),
-            "builds": builds,
-            "notes": notes,
-        }
-    )
-
-
-def _load(text: str) -> CommitRead | None:
-    """A stored read, or None when the text cannot be read back (it is then read again)."""
-    try:
-        data = json.loads(text)
-        builds = tuple(
-            RtdBuild(
-                id=int(b["id"]),
-                project=str(b["project"]),
-                commit=b["commit"],
-                state=str(b["state"]),
-                success=b["success"],
-                version=b["version"],
-                created=_time(b["created"]),
-                finished=_time(b["finished"]),
-                duration=b["duration"],
-                url=b["url"],
-            )
-            for b in data["builds"]
-        )
-        notes = {int(k): tuple(str(i) for i in v) for k, v in data["notes"].items()}
-        read_at = _time(data["read_at"])
-        if read_at is None:
-            return None
-        return CommitRead(
-            str(data["host"]), str(data["project"]), str(data["commit"]), read_at, builds, notes
-        )
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return None

@@ -363,8 +363,8 @@ def test_a_repository_named_in_another_spelling_is_the_configured_one(
     db = sqlite3.connect(env.tmp / "state.sqlite3")
     assert {r for (r,) in db.execute("SELECT repo FROM triage")} == {REPO}
     assert {r for (r,) in db.execute("SELECT repo FROM comments")} == {REPO}
-    report = show(env, capsys, 40) | {}
-    code = main(["show", f"OCTO/omni#40", "--format", "json", "--config", env.config()])
+    report = show(env, capsys, 40)
+    code = main(["show", "OCTO/omni#40", "--format", "json", "--config", env.config()])
     assert code == 0 and json.loads(capsys.readouterr().out)["repo"] == report["repo"] == REPO
 
 

@@ -21,25 +21,29 @@ import cmarkgfm
 import jinja2
 import pytest
 from cmarkgfm.cmark import Options
-from support import cli, seed_case, write_config
-from test_reconcile import (
+from support import (
     BUILD_URL,
     DOCS,
     NOW,
     PR_URL,
     SHA,
+    TESTS,
     at,
     build,
+    cli,
     lookup,
     run,
+    seed_case,
     seed_report,
     snapshot,
     status,
+    write_config,
 )
 
 from bot.core.facts import facts_key
-from bot.core.model import MARKER, Policy, Report, RtdLookup, Signal, Verdict, format_utc
+from bot.core.model import MARKER, Policy, Report, Signal, Verdict, format_utc
 from bot.core.reconcile import NO_SIGNALS_NOTE, TRUNCATED_NOTE, reconcile
+from bot.docs.readthedocs.rows import RtdLookup
 from bot.render.comment import COMMENT_LIMIT, Renderer, TemplateInvalid, first_meaningful_line
 from bot.render.escape import (
     NB_HYPHEN,
@@ -57,7 +61,7 @@ from bot.render.report import report_dict, report_json
 from bot.render.stamp import facts_stamp, parse_facts_stamp
 from bot_sandbox import Sandbox, World
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = TESTS / "golden"
 LAST_LINE = "This bot reads CI state and retriggers nothing."
 HEADLINE = "### ⚪ Incomplete · 1 cancelled · 4 passing"
 DAY = "2026\u201110\u201105"  # 2026-10-05 with non-breaking hyphens

@@ -10,8 +10,7 @@ import stat
 import subprocess
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +21,12 @@ from support import (
     LOGIN,
     REPO,
     RTD,
+    SEED_SHA,
+    TESTS,
+    Env,
     bot_comments,
     cli,
-    outside_allowlist,
     seed_case,
-    write_config,
     writes,
 )
 
@@ -41,29 +41,11 @@ PENDING = "Read the Docs build is in progress!"
 THROTTLED = "Request was throttled. Expected available in {} seconds."
 
 
-@dataclass
-class Env:
-    world: World
-    sandbox: Sandbox
-    config: Path
-    tmp: Path
-    sha: str
-    now: datetime
-
-    @property
-    def state(self) -> Path:
-        return self.tmp / "state.sqlite3"
-
-
 @pytest.fixture
-def env(tmp_path: Path) -> Iterator[Env]:
+def world(now: datetime) -> World:
     world = World()
-    now = datetime.now(UTC)
-    sha = seed_case(world, now=now)
-    with Sandbox(world) as sandbox:
-        yield Env(world, sandbox, write_config(tmp_path, sandbox), tmp_path, sha, now)
-        refused = outside_allowlist(sandbox)
-        assert refused == [], f"requests outside the allowlist: {refused}"
+    seed_case(world, now=now)
+    return world
 
 
 def once(env: Env, *extra: str, config: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -108,7 +90,7 @@ def with_lines(config: Path, *lines: str, section: str | None = None) -> Path:
 
 def test_a_newer_branch_build_of_the_same_commit_never_settles_the_pr_status(env: Env) -> None:
     env.world.add_rtd_build(
-        RTD, id=34899999, commit=env.sha, version="latest", state="finished", success=True,
+        RTD, id=34899999, commit=SEED_SHA, version="latest", state="finished", success=True,
         created=env.now - timedelta(hours=1), finished=env.now - timedelta(minutes=55),
     )  # fmt: skip
     docs = signal(show(env))
@@ -152,7 +134,7 @@ def test_the_build_target_url_names_settles_even_when_not_listed_for_the_commit(
         created=env.now - timedelta(minutes=2),
     )  # fmt: skip
     env.world.add_status(
-        REPO, env.sha, context=CONTEXT, state="pending", description=PENDING,
+        REPO, SEED_SHA, context=CONTEXT, state="pending", description=PENDING,
         target_url=f"https://readthedocs.org/projects/{RTD}/builds/34900001/",
         created_at=env.now - timedelta(minutes=2),
     )  # fmt: skip
@@ -168,12 +150,12 @@ def test_the_build_target_url_names_settles_even_when_not_listed_for_the_commit(
 def test_each_context_is_settled_with_its_own_slug_not_rtd_project(env: Env) -> None:
     config = with_lines(env.config, f'rtd_project = "{RTD}"')
     env.world.add_status(
-        REPO, env.sha, context="docs/readthedocs.org:other-docs", state="pending",
+        REPO, SEED_SHA, context="docs/readthedocs.org:other-docs", state="pending",
         description=PENDING, target_url="https://readthedocs.org/projects/other-docs/builds/51/",
         created_at=env.now - timedelta(minutes=20),
     )  # fmt: skip
     env.world.add_rtd_build(
-        "other-docs", id=51, commit=env.sha, version="7430", state="finished", success=False,
+        "other-docs", id=51, commit=SEED_SHA, version="7430", state="finished", success=False,
         created=env.now - timedelta(minutes=20), finished=env.now - timedelta(minutes=18),
     )  # fmt: skip
     report = show(env, config=config)
@@ -209,7 +191,7 @@ def test_hostile_slug_is_that_signal_s_could_not_verify_and_never_a_request(env:
         "docs/readthedocs.com:a/b",
     ):
         env.world.add_status(
-            REPO, env.sha, context=bad, state="pending", description=PENDING,
+            REPO, SEED_SHA, context=bad, state="pending", description=PENDING,
             created_at=env.now - timedelta(minutes=5),
         )  # fmt: skip
     env.world.add_pull(REPO, 7442, title="other", author="bob", head_sha="e" * 40)
@@ -230,7 +212,7 @@ def test_hostile_slug_is_that_signal_s_could_not_verify_and_never_a_request(env:
 def test_self_hosted_context_is_asked_at_api_url(env: Env) -> None:
     # RTD's own default status name (self-hosted instances): docs/readthedocs:<slug>
     env.world.add_status(
-        REPO, env.sha, context=f"docs/readthedocs:{RTD}", state="pending", description=PENDING,
+        REPO, SEED_SHA, context=f"docs/readthedocs:{RTD}", state="pending", description=PENDING,
         target_url=f"https://docs.example.org/projects/{RTD}/builds/{BUILD}/",
         created_at=env.now - timedelta(minutes=5),
     )  # fmt: skip
@@ -261,12 +243,12 @@ def test_org_and_com_are_asked_with_their_own_token_and_cached_apart(
     env.config = with_lines(env.config, *tokens, section="readthedocs")
     com = f"docs/readthedocs.com:{RTD}"
     env.world.add_status(
-        REPO, env.sha, context=com, state="success", description=SUCCESS,
+        REPO, SEED_SHA, context=com, state="success", description=SUCCESS,
         target_url=f"https://{RTD}--7430.com.readthedocs.build/en/7430/",
         created_at=env.now - timedelta(hours=4),
     )  # fmt: skip
     business.world.add_rtd_build(
-        RTD, id=77, commit=env.sha, version="7430", state="finished", success=False,
+        RTD, id=77, commit=SEED_SHA, version="7430", state="finished", success=False,
         created=env.now - timedelta(hours=4), finished=env.now - timedelta(hours=4),
     )  # fmt: skip
     for _ in range(2):  # the second cycle reads the cache
@@ -385,7 +367,7 @@ def test_dry_run_predicts_edit_when_only_the_comment_knows_it_and_costs_no_more(
     assert once(env).returncode == 0
     env.state.unlink()
     env.world.add_check_run(
-        REPO, env.sha, name="lint", app_slug="github-actions", workflow="lint",
+        REPO, SEED_SHA, name="lint", app_slug="github-actions", workflow="lint",
         conclusion="failure", started_at=env.now, completed_at=env.now,
     )  # fmt: skip
     env.sandbox.clear_requests()
@@ -426,7 +408,7 @@ def _writable(*paths: Path) -> None:
 def test_dry_run_works_on_a_read_only_state_and_writes_nothing(env: Env) -> None:
     assert once(env).returncode == 0
     env.world.add_check_run(
-        REPO, env.sha, name="lint", app_slug="github-actions", workflow="lint",
+        REPO, SEED_SHA, name="lint", app_slug="github-actions", workflow="lint",
         conclusion="failure", started_at=env.now, completed_at=env.now,
     )  # fmt: skip
     folder = Path(tempfile.mkdtemp(prefix="ro-state-"))
@@ -462,7 +444,7 @@ def test_marker_and_login_decide_what_the_dry_run_adopts(env: Env) -> None:
 
 # --- the sandbox's Read the Docs holds to the real payloads (tests/data/real/rtd) ------------
 
-REAL = Path(__file__).parent / "data" / "real" / "rtd"
+REAL = TESTS / "data" / "real" / "rtd"
 
 
 def real(name: str) -> Any:
@@ -484,7 +466,7 @@ def sandbox_get(env: Env, path: str, **params: Any) -> Any:
 
 
 def test_sandbox_build_shapes_are_rtd_s_own(env: Env) -> None:
-    listing = sandbox_get(env, f"/projects/{RTD}/builds/", commit=env.sha)
+    listing = sandbox_get(env, f"/projects/{RTD}/builds/", commit=SEED_SHA)
     assert shape(listing) == {**shape(real("projects-builds-list.json")), "results": listing and [
         shape(real("projects-builds-list.json")["results"][0]) | {"finished": "NoneType"}
     ]}  # fmt: skip
@@ -506,11 +488,12 @@ def test_sandbox_build_shapes_are_rtd_s_own(env: Env) -> None:
 
 
 def test_sandbox_hides_pull_request_versions_like_rtd(world: World, sandbox: Sandbox) -> None:
-    # (not through `env`: the bot itself never asks the versions endpoints)
+    # (not through `env`: the bot itself never asks the versions endpoints; `world` holds the
+    # seed case)
     def get(path: str, **params: Any) -> Any:
         return httpx.get(sandbox.rtd_url + path, params=params, timeout=10).json()
 
-    sha = seed_case(world, now=datetime.now(UTC))
+    sha = SEED_SHA
     world.add_rtd_build(RTD, id=5, commit=sha, version="latest", state="finished", success=True)
     versions = get(f"/projects/{RTD}/versions/")
     assert [(v["slug"], v["type"]) for v in versions["results"]] == [("latest", "branch")]

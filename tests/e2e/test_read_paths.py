@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import graphql
 import pytest
-from github.Requester import Requester
-from support import CONTEXT, LOGIN, REPO, RTD, TOKEN, outside_allowlist, write_config, writes
+from support import CONTEXT, LOGIN, REPO, RTD, TESTS, TOKEN, Env, writes
 
 from bot.cli import main
 from bot.github.query import (
@@ -22,32 +19,27 @@ from bot.github.query import (
     pull_query,
     pulls_page_query,
 )
-from bot_sandbox import Sandbox, World
+from bot_sandbox import World
 
 SHA = "c0ffee0" + "1" * 33
 NOW = datetime.now(UTC).replace(microsecond=0)
 
 
-@dataclass
-class Env:
-    world: World
-    sandbox: Sandbox
-    config: Path
-
-
 @pytest.fixture
-def env(tmp_path: Path) -> Iterator[Env]:
+def world() -> World:
     world = World()
     world.add_user(login=LOGIN, token=TOKEN)
     world.add_repo(REPO)
     world.add_pull(REPO, 1, title="t", author="alice", head_sha=SHA)
     world.add_rtd_project(RTD)
-    with Sandbox(world) as sandbox:
-        yield Env(world, sandbox, write_config(tmp_path, sandbox))
-        # main() installed the bot's guard process-wide; leave PyGithub as other tests expect it
-        Requester.resetConnectionClasses()
-        assert outside_allowlist(sandbox) == []
-        assert writes(sandbox) == []
+    return world
+
+
+@pytest.fixture
+def env(env: Env) -> Iterator[Env]:
+    """The shared env (allowlist checked); `show` writes nothing to GitHub."""
+    yield env
+    assert writes(env.sandbox) == []
 
 
 def show(env: Env, capsys: pytest.CaptureFixture[str], number: int = 1) -> dict[str, Any]:
@@ -220,7 +212,7 @@ def test_a_502_on_graphql_is_retried(env: Env, capsys: pytest.CaptureFixture[str
     assert show(env, capsys)["number"] == 1
 
 
-SCHEMA_TEXT = (Path(__file__).parents[1] / "bot_sandbox" / "github-schema.graphql").read_text()
+SCHEMA_TEXT = (TESTS.parent / "bot_sandbox" / "github-schema.graphql").read_text()
 
 
 @pytest.fixture(scope="module")

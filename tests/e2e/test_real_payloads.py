@@ -12,7 +12,6 @@ import ast
 import json
 import re
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,21 +19,21 @@ from typing import Any
 
 import pytest
 from github.GithubException import GithubException
-from support import LOGIN, REPO, TOKEN, cli, write_config
+from support import LOGIN, REPO, TESTS, TOKEN, Env, cli
 
 from bot.core.model import (
     Kind,
     Policy,
     PullSnapshot,
     Report,
-    RtdBuild,
-    RtdLookup,
     Signal,
     State,
     Verdict,
 )
 from bot.core.reconcile import reconcile
 from bot.docs.readthedocs.client import RtdError, parse_build
+from bot.docs.readthedocs.rows import RtdLookup
+from bot.docs.readthedocs.rules import RtdBuild
 from bot.github import client as github_io
 from bot_sandbox import Sandbox, World
 
@@ -43,7 +42,7 @@ try:  # gh-truth moves the GitHub parsing to bot/github_parse.py
 except ImportError:  # pragma: no cover - before that merge
     _parse_module = github_io
 
-DATA = Path(__file__).parent / "data" / "real"
+DATA = TESTS / "data" / "real"
 SHA = "10a7135a04f71e6101f8b013aded8a662d08fd1f"  # a real sha (PyGithub's recorded commit)
 NUMBER = 7430
 
@@ -428,13 +427,17 @@ class Seeded:
 
 
 @pytest.fixture
-def seeded(tmp_path: Path) -> Iterator[Seeded]:
+def world() -> World:
     world = World()
     world.add_user(login=LOGIN, token=TOKEN)
     world.add_repo(REPO)
     world.add_pull(REPO, NUMBER, title="t", author="alice", head_sha=SHA)
-    with Sandbox(world) as sandbox:
-        yield Seeded(world, sandbox, write_config(tmp_path, sandbox))
+    return world
+
+
+@pytest.fixture
+def seeded(env: Env) -> Seeded:
+    return Seeded(env.world, env.sandbox, env.config)
 
 
 def by_name(report: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -27,14 +27,14 @@ from bot.core.model import (
     Report,
     RequiredChecks,
     RequiredContext,
-    RtdBuild,
-    RtdLookup,
     Rule,
     Signal,
     State,
     Verdict,
 )
 from bot.core.reconcile import dedupe, github_state, reconcile
+from bot.docs.readthedocs.rows import RtdLookup
+from bot.docs.readthedocs.rules import RtdBuild
 from bot.github.client import GitHubApi
 from bot.render.comment import Renderer
 from bot_sandbox import Sandbox, World

@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import REPO, seed_case
-from test_server import free_port, serve_config, start_run, stop, wait_ready
+from support import REPO, free_port, seed_case, serve_config, start_run, stop, wait_ready
 
 from bot_sandbox import Sandbox, World
 

@@ -7,10 +7,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 from support import (
@@ -18,10 +15,11 @@ from support import (
     LOGIN,
     REPO,
     RTD,
+    SEED_SHA,
+    Env,
     bot_comments,
     clean_env,
     cli,
-    outside_allowlist,
     seed_case,
     write_config,
     writes,
@@ -29,28 +27,16 @@ from support import (
 
 from bot.core.model import MARKER
 from bot.state.sqlite import Store
-from bot_sandbox import Sandbox, World
+from bot_sandbox import World
 
 COMMENTS_PATH = r"/repos/octo/omni/issues/\d+/comments"
 
 
-@dataclass
-class Env:
-    world: World
-    sandbox: Sandbox
-    config: Path
-    tmp: Path
-    sha: str
-
-
 @pytest.fixture
-def env(tmp_path: Path) -> Iterator[Env]:
+def world(now: datetime) -> World:
     world = World()
-    sha = seed_case(world, now=datetime.now(UTC))
-    with Sandbox(world) as sandbox:
-        yield Env(world, sandbox, write_config(tmp_path, sandbox), tmp_path, sha)
-        refused = outside_allowlist(sandbox)
-        assert refused == [], f"requests outside the allowlist: {refused}"
+    seed_case(world, now=now)
+    return world
 
 
 def once(env: Env, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -76,7 +62,7 @@ def test_once_creates_one_comment_then_leaves_it_then_edits_it_on_change(env: En
 
     now = datetime.now(UTC)
     env.world.add_check_run(
-        REPO, env.sha, name="pre-commit", app_slug="pre-commit-ci", conclusion="failure",
+        REPO, SEED_SHA, name="pre-commit", app_slug="pre-commit-ci", conclusion="failure",
         started_at=now, completed_at=now, new_suite=True,
     )  # fmt: skip
     env.sandbox.clear_requests()
@@ -146,7 +132,7 @@ def test_a_deleted_comment_is_created_again(env: Env) -> None:
     env.world.delete_comment(first["id"])
     now = datetime.now(UTC)
     env.world.add_check_run(
-        REPO, env.sha, name="lint", app_slug="github-actions", workflow="lint",
+        REPO, SEED_SHA, name="lint", app_slug="github-actions", workflow="lint",
         conclusion="failure", started_at=now, completed_at=now,
     )  # fmt: skip
     result = once(env)
@@ -166,7 +152,7 @@ def test_dry_run_prints_the_body_and_writes_nothing(env: Env) -> None:
     assert once(env).returncode == 0
     env.sandbox.clear_requests()
     now = datetime.now(UTC)
-    env.world.add_check_run(REPO, env.sha, name="lint", app_slug="github-actions",
+    env.world.add_check_run(REPO, SEED_SHA, name="lint", app_slug="github-actions",
                             workflow="lint", conclusion="failure", started_at=now,
                             completed_at=now)  # fmt: skip
     with Store.open(env.tmp / "state.sqlite3") as store:
@@ -275,11 +261,11 @@ def test_a_new_rtd_status_after_the_cached_build_is_looked_up_again(env: Env) ->
     assert once(env).returncode == 0
     later = datetime.now(UTC) + timedelta(seconds=1)
     env.world.add_rtd_build(
-        RTD, id=34894999, commit=env.sha, version="7430", state="finished", success=True,
+        RTD, id=34894999, commit=SEED_SHA, version="7430", state="finished", success=True,
         created=later, finished=later, duration=60,
     )  # fmt: skip
     env.world.add_status(
-        REPO, env.sha, context=CONTEXT, state="success",
+        REPO, SEED_SHA, context=CONTEXT, state="success",
         description="Read the Docs build succeeded!", created_at=later,
     )  # fmt: skip
     env.sandbox.clear_requests()

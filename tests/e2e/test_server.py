@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import socket
 import subprocess
 import sys
@@ -19,26 +18,26 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
-from support import REPO, TOKEN, clean_env, cli, seed_case, write_config, writes
+from support import (
+    REPO,
+    TOKEN,
+    clean_env,
+    cli,
+    free_port,
+    seed_case,
+    serve_config,
+    start_run,
+    stop,
+    wait_ready,
+    write_config,
+    writes,
+)
 
 from bot.service.http import Monitor, build_app, readiness_problems
 from bot_sandbox import Sandbox, World
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 FAILING_SHA = "f" * 40
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def serve_config(tmp: Path, sandbox: Sandbox, port: int) -> Path:
-    """The tests' config with the HTTP server on `port`."""
-    config = write_config(tmp, sandbox)
-    config.write_text(config.read_text().replace("port = 0", f"port = {port}"))
-    return config
 
 
 def seed(world: World) -> None:
@@ -58,34 +57,6 @@ class Service:
     base: str
     state: Path
     writes_after_first_cycle: int
-
-
-def start_run(config: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "bot", "run", "--config", str(config)],
-        env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-
-
-def wait_ready(base: str, proc: subprocess.Popen[str], *, timeout: float = 60) -> httpx.Response:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.communicate()[1]
-        try:
-            answer = httpx.get(base + "/readyz", timeout=5)
-        except httpx.TransportError:
-            answer = None
-        if answer is not None and answer.status_code == 200:
-            return answer
-        time.sleep(0.2)
-    raise AssertionError("the service never became ready")
-
-
-def stop(proc: subprocess.Popen[str]) -> tuple[int, str]:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=30)
-    return proc.returncode, err
 
 
 @pytest.fixture(scope="module")
@@ -218,7 +189,7 @@ def test_a_port_in_use_is_an_error_naming_it(tmp_path: Path) -> None:
 def test_the_server_binds_to_loopback_by_default(tmp_path: Path, sandbox: Sandbox) -> None:
     config = write_config(tmp_path, sandbox)
     config.write_text(config.read_text().replace("[server]\nport = 0\n", ""))
-    shown = cli("check-config", "--config", str(config))
+    shown = cli("check-config", "--offline", "--config", str(config))
     assert shown.returncode == 0, shown.stderr
     assert '[server]\nhost = "127.0.0.1"\nport = 8080' in shown.stdout
 

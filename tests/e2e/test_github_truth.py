@@ -11,19 +11,17 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from github.Requester import Requester
-from support import LOGIN, REPO, TOKEN, bot_comments, outside_allowlist, write_config
+from support import LOGIN, REPO, TESTS, TOKEN, Env, bot_comments
 
 from bot.cli import main
-from bot_sandbox import Sandbox, World
+from bot_sandbox import World
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 HOUR_AGO = NOW - timedelta(hours=1)
@@ -33,25 +31,12 @@ def sha(n: int) -> str:
     return f"{n:07x}" + "a" * 33
 
 
-@dataclass
-class Env:
-    world: World
-    sandbox: Sandbox
-    tmp: Path
-
-    def config(self, **policy: Any) -> str:
-        return str(write_config(self.tmp, self.sandbox, **policy))
-
-
 @pytest.fixture
-def env(tmp_path: Path) -> Iterator[Env]:
+def world() -> World:
     world = World()
     world.add_user(login=LOGIN, token=TOKEN)
     world.add_repo(REPO)
-    with Sandbox(world) as sandbox:
-        yield Env(world, sandbox, tmp_path)
-        Requester.resetConnectionClasses()
-        assert outside_allowlist(sandbox) == []
+    return world
 
 
 def pull(env: Env, number: int, *, author: str = "alice", **kw: Any) -> str:
@@ -68,7 +53,9 @@ def green(env: Env, head: str, name: str = "lint", **kw: Any) -> None:
 
 
 def show(env: Env, capsys: pytest.CaptureFixture[str], number: int, **policy: Any) -> Any:
-    code = main(["show", f"{REPO}#{number}", "--format", "json", "--config", env.config(**policy)])
+    code = main(
+        ["show", f"{REPO}#{number}", "--format", "json", "--config", str(env.configure(**policy))]
+    )
     out = capsys.readouterr()
     assert code == 0, out.err
     return json.loads(out.out)
@@ -82,7 +69,7 @@ class Once:
 
 
 def once(env: Env, capsys: pytest.CaptureFixture[str], *args: str, **policy: Any) -> Once:
-    code = main(["once", "--config", env.config(**policy), *args])
+    code = main(["once", "--config", str(env.configure(**policy)), *args])
     out = capsys.readouterr()
     return Once(code, out.out, out.err)
 
@@ -266,7 +253,7 @@ def test_the_read_path_fills_required_from_the_cache(env: Env) -> None:
     from bot.state.sqlite import Store
 
     protected(env)
-    settings = load_settings(env.config())
+    settings = load_settings(env.configure())
     clients = build_clients(settings, settings.repos)
     with Store.open(env.tmp / "state.sqlite3") as store:
         for _ in range(2):  # cold (learns), then warm (from the cache)
@@ -495,7 +482,7 @@ def graphql_bodies_of_kind(
     return found
 
 
-DATA = Path(__file__).parent / "data" / "github_truth"
+DATA = TESTS / "data" / "github_truth"
 
 
 def test_one_login_form_for_real_rest_and_graphql_bot_authors() -> None:

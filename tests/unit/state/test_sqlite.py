@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from support import ROOT
 
 from bot.state.sqlite import (
     _MIGRATIONS,
@@ -24,7 +25,6 @@ from bot.state.sqlite import (
     StoreError,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
 T0 = datetime(2026, 10, 5, 14, 3, tzinfo=UTC)
 SHA_A = "a" * 40
 SHA_B = "b" * 40
@@ -55,7 +55,7 @@ def write(store: Store, number: int, *, action: str = "created", at: datetime = 
 def test_open_creates_parent_dirs_and_file(tmp_path: Path) -> None:
     path = tmp_path / "state" / "deep" / "bot.sqlite3"
     with Store.open(path) as store:
-        assert store.schema_version == SCHEMA_VERSION == 8
+        assert store.schema_version == SCHEMA_VERSION == 9
     assert path.is_file()
 
 

@@ -11,13 +11,22 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from support import REPO, bot_comments, clean_env, cli, seed_case, write_config, writes
+from support import (
+    REPO,
+    Env,
+    bot_comments,
+    clean_env,
+    cli,
+    sandbox_env,
+    seed_case,
+    write_config,
+    writes,
+)
 
 from bot.core.model import Kind, PullSnapshot, Report, Row, Signal, SinceSource, State, Verdict
 from bot.triage.rows import TriageEntry, entry_for, ordered
@@ -65,34 +74,26 @@ def seed_triage(world: World) -> None:
     _pull(world, 106, draft=True)
 
 
-@dataclass
-class Env:
-    world: World
-    sandbox: Sandbox
-    config: Path
-    state: Path
-
-
-def _env(tmp: Path) -> Iterator[Env]:
-    world = World()
-    seed_triage(world)
-    with Sandbox(world) as sandbox:
-        config = write_config(tmp, sandbox)
-        result = cli("once", "--config", str(config))
-        assert result.returncode == 0, result.stderr
-        yield Env(world, sandbox, config, tmp / "state.sqlite3")
+def _once(env: Env) -> Env:
+    result = cli("once", "--config", str(env.config))
+    assert result.returncode == 0, result.stderr
+    return env
 
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     """One world after one real `once`, for the tests that only read."""
-    yield from _env(tmp_path_factory.mktemp("triage"))
+    world = World()
+    seed_triage(world)
+    with sandbox_env(world, tmp_path_factory.mktemp("triage"), datetime.now(UTC)) as env:
+        yield _once(env)
 
 
 @pytest.fixture
-def env(tmp_path: Path) -> Iterator[Env]:
-    """A world of its own, for tests that change it."""
-    yield from _env(tmp_path)
+def env(env: Env) -> Env:
+    """A world of its own after one real `once`, for tests that change it."""
+    seed_triage(env.world)
+    return _once(env)
 
 
 def report(env: Env, *args: str) -> subprocess.CompletedProcess[str]:
@@ -364,7 +365,7 @@ def _entry(number: int, verdict: Verdict, *rows: Row) -> TriageEntry:
     )  # fmt: skip
     snapshot = PullSnapshot(repo=REPO, number=number, title=f"t{number}", author="a",
                             draft=False, head_sha="a" * 40, url=f"https://x/{number}")  # fmt: skip
-    return entry_for(snapshot, report_)
+    return entry_for(snapshot, report_, docs=())
 
 
 def test_a_required_failure_comes_first_and_is_named() -> None:

@@ -398,3 +398,45 @@ def test_an_app_installed_on_two_organisations_comments_on_both(
         for repo, number in ((REPO, 1), (other, 9)):
             mine = [c for c in world.comments(repo, number) if c["user"]["login"] == login]
             assert len(mine) == 1 and "lint" in mine[0]["body"]
+
+
+# -- issue 17: state path problems name state.path, the folder and what to do -----------------
+
+
+def _state_at(config: Path, state: Path) -> None:
+    text = config.read_text()
+    start = text.index('path = "')
+    end = text.index("\n", start)
+    config.write_text(text[:start] + f'path = "{state}"' + text[end:])
+
+
+@pytest.mark.parametrize("command", ["once", "run"])
+def test_a_state_path_under_a_file_names_state_path_and_the_folder(
+    world: World, tmp_path: Path, command: str
+) -> None:
+    (tmp_path / "blocker").write_text("a file, not a folder")
+    with Sandbox(world) as sandbox:
+        config = write_config(tmp_path, sandbox)
+        _state_at(config, tmp_path / "blocker" / "state.sqlite3")
+        result = cli(command, "--config", str(config), timeout=30)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "state.path" in result.stderr and str(tmp_path / "blocker") in result.stderr
+    assert "not a folder" in result.stderr
+
+
+@pytest.mark.parametrize("command", ["once", "run"])
+@pytest.mark.parametrize("state", ["/sys/kernel/state.sqlite3", "/sys/kernel/bot/state.sqlite3"])
+def test_a_state_folder_the_process_cannot_write_names_the_uid_and_what_to_do(
+    world: World, tmp_path: Path, command: str, state: str
+) -> None:
+    # /sys/kernel refuses even root (the tests' user) to create anything: it stands for a
+    # bind-mounted folder the container's uid 10001 cannot write to
+    with Sandbox(world) as sandbox:
+        config = write_config(tmp_path, sandbox)
+        _state_at(config, Path(state))
+        result = cli(command, "--config", str(config), timeout=30)
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr and "PermissionError" not in result.stderr
+    assert "state.path" in result.stderr and "/sys/kernel" in result.stderr
+    assert "uid 10001" in result.stderr and "chown" in result.stderr

@@ -18,7 +18,17 @@ from typing import Any
 
 import httpx
 import pytest
-from support import LOGIN, REPO, bot_comments, clean_env, cli, seed_case, write_config, writes
+from support import (
+    LOGIN,
+    REPO,
+    TESTS,
+    bot_comments,
+    clean_env,
+    cli,
+    seed_case,
+    write_config,
+    writes,
+)
 
 from bot.service.webhooks import Inbox, Mark, read_event, signature, verify_signature
 from bot.settings import load_settings
@@ -26,7 +36,7 @@ from bot.state.sqlite import Store
 from bot_sandbox import Sandbox, World
 from bot_sandbox.webhook_sender import WebhookSender, sign
 
-DATA = Path(__file__).parent / "data" / "real" / "webhooks"
+DATA = TESTS / "data" / "real" / "webhooks"
 SECRET = "s3cret-current"
 OLD_SECRET = "s3cret-previous"
 DEBOUNCE_S = 2

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
+from support import ROOT
 
 from bot.core.model import Policy
 from bot.settings import (
@@ -26,7 +27,7 @@ from bot.settings import (
     load_settings,
 )
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "config" / "bot.example.toml"
+EXAMPLE = ROOT / "config" / "bot.example.toml"
 SECRET = "ghp_s3cr3tT0kenValue"
 
 
@@ -335,14 +336,14 @@ def private_key(tmp_path: Path) -> Path:
 @pytest.mark.parametrize(
     ("github", "expected_error"),
     [
-        ({"token": "t"}, None),
+        ({"token": "tokn"}, None),
         ({"app_id": 12, "private_key_path": "KEY"}, None),
         ({"app_id": 12, "private_key_path": "KEY", "installation_id": 34}, None),
         ({}, "github.token"),
         ({"app_id": 12}, "github.private_key_path"),
         ({"private_key_path": "KEY"}, "github.app_id"),
-        ({"token": "t", "app_id": 12, "private_key_path": "KEY"}, "not both"),
-        ({"token": "t", "app_id": 12}, "not both"),
+        ({"token": "tokn", "app_id": 12, "private_key_path": "KEY"}, "not both"),
+        ({"token": "tokn", "app_id": 12}, "not both"),
         ({"app_id": 12, "private_key_path": "missing.pem"}, "github.private_key_path"),
     ],
 )
@@ -510,3 +511,77 @@ def test_no_repos_is_a_configuration_error() -> None:
     with pytest.raises(ConfigError) as caught:
         load_settings(environ={}).require_repos()
     assert "repos" in str(caught.value) and "[[repos]]" in str(caught.value)
+
+
+# -- issue 17: the operator's typos ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "CI_STATUS_BOT_WEBHOOK__SECRETS",
+        "CI_STATUS_BOT_GITHUB_TOKEN",
+        "CI_STATUS_BOT_GITHUB__TOKN",
+        "CI_STATUS_BOT_GITHUB__TOKEN__X",
+        "ci_status_bot_state__pth",
+    ],
+)
+def test_an_environment_variable_naming_no_key_is_an_error_naming_it(name: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(environ={name: "value"})
+    assert name in str(caught.value)
+    assert "value" not in str(caught.value).replace(name, "")
+
+
+def test_every_key_of_the_model_and_the_config_path_are_known_variables(tmp_path: Path) -> None:
+    config = write(tmp_path / "c.toml", "")
+    env = {"CI_STATUS_BOT_CONFIG": str(config), "CI_STATUS_BOT_STATE__PATH": "x.sqlite3"}
+    assert load_settings(environ=env).state.path == "x.sqlite3"
+    for section, field in Settings.model_fields.items():
+        annotation = field.annotation
+        keys = [""]
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            keys = ["__" + key.upper() for key in annotation.model_fields]
+        for key in keys:  # every key of the model is known by name (its value is checked apart)
+            name = f"CI_STATUS_BOT_{section.upper()}{key}"
+            try:
+                load_settings(environ={**env, name: "1"})
+            except ConfigError as exc:
+                assert "names no configuration key" not in str(exc), str(exc)
+
+
+@pytest.mark.parametrize(
+    ("toml", "expected"),
+    [
+        ('[webhooks]\nsecrets = [" "]\n', ["webhooks.secrets[0]", "empty"]),
+        ('[webhooks]\nsecrets = ["abc"]\n', ["webhooks.secrets", "shorter than 4"]),
+        ('[github]\ntoken = "ab"\n', ["github.token", "shorter than 4"]),
+        ('[server]\nhost = "not a host"\n', ["server.host", "not a host"]),
+        ('[server]\nhost = "-bad-.example"\n', ["server.host"]),
+        (
+            '[github]\napi_url = "https://user:pass@ghe.example.com/api/v3"\n',
+            ["github.api_url", "user name or password"],
+        ),
+        (
+            '[readthedocs]\napi_url = "https://u:hunter22@rtd.example.org/api/v3"\n',
+            ["readthedocs.api_url", "user name or password"],
+        ),
+    ],
+)
+def test_values_that_would_not_work_or_are_unsafe_are_refused(
+    tmp_path: Path, toml: str, expected: list[str]
+) -> None:
+    path = write(tmp_path / "bot.toml", toml)
+    with pytest.raises(ConfigError) as caught:
+        load_settings(path, environ={})
+    text = str(caught.value)
+    for part in expected:
+        assert part in text, text
+    for secret in ("hunter22", "pass@", '"abc"', '"ab"'):
+        assert secret not in text
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "0.0.0.0", "::1", "::", "localhost", "bot.internal"])
+def test_usable_server_hosts_are_accepted(tmp_path: Path, host: str) -> None:
+    path = write(tmp_path / "bot.toml", f'[server]\nhost = "{host}"\n')
+    assert load_settings(path, environ={}).server.host == host

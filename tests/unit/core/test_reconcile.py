@@ -3,19 +3,36 @@
 from __future__ import annotations
 
 import dataclasses
-from datetime import UTC, datetime, timedelta
+import subprocess
+import sys
+from datetime import datetime, timedelta
 
 import pytest
+from support import (
+    BUILD_URL,
+    DOCS,
+    NOW,
+    OLD,
+    PENDING_RAW,
+    PR_URL,
+    RECENT,
+    SHA,
+    at,
+    build,
+    lookup,
+    one_row,
+    run,
+    seed_report,
+    seed_rtd,
+    seed_snapshot,
+    snapshot,
+    status,
+)
 
 from bot.core.facts import facts_key
 from bot.core.model import (
-    RTD_PROJECT_KEY,
     Kind,
     Policy,
-    PullSnapshot,
-    Report,
-    RtdBuild,
-    RtdLookup,
     Signal,
     SinceSource,
     State,
@@ -26,108 +43,11 @@ from bot.core.reconcile import (
     NO_SIGNALS_NOTE,
     TRUNCATED_NOTE,
     reconcile,
-    rtd_project_of,
 )
-from bot.docs.readthedocs.rules import Target, settle_status, target_of
-
-NOW = datetime(2026, 10, 5, 14, 3, tzinfo=UTC)
-SHA = "eb46d06c1f3a9b25e8d7c4f0a6b3e9d2c5f8a1b4"
-PR_URL = "https://github.com/example/omni/pull/7430"
-DOCS = "docs/readthedocs.org:omni-docs"
-BUILD_URL = "https://readthedocs.org/projects/omni-docs/builds/34894885/"
-RECENT = NOW - timedelta(minutes=10)
-OLD = NOW - timedelta(hours=3)
-
-
-def at(hour: int, minute: int) -> datetime:
-    """A time on the seed day, in UTC."""
-    return datetime(2026, 10, 5, hour, minute, tzinfo=UTC)
-
-
-def run(name: str, state: str, **fields: object) -> Signal:
-    """A check run; completed states get a recent completed_at unless given."""
-    fields.setdefault("app", "github-actions")
-    fields.setdefault("started_at", RECENT)
-    fields.setdefault("completed_at", RECENT if state not in PENDING_RAW else None)
-    return Signal(name, Kind.CHECK_RUN, state, **fields)  # type: ignore[arg-type]
-
-
-def status(name: str, state: str, **fields: object) -> Signal:
-    """A commit status posted recently unless created_at is given."""
-    fields.setdefault("created_at", RECENT)
-    return Signal(name, Kind.STATUS, state, **fields)  # type: ignore[arg-type]
-
-
-def snapshot(*signals: Signal, truncated: bool = False, draft: bool = False) -> PullSnapshot:
-    """A pull request whose head carries the given signals."""
-    return PullSnapshot(
-        repo="example/omni",
-        number=7430,
-        title="Add the omni docs",
-        author="someone",
-        draft=draft,
-        head_sha=SHA,
-        url=PR_URL,
-        signals=signals,
-        truncated=truncated,
-    )
-
-
-def build(code: str, success: bool | None, **fields: object) -> RtdBuild:
-    """An RTD build of the head commit, of the pull request's own version (7430)."""
-    fields.setdefault("id", 34894885)
-    fields.setdefault("version", "7430")
-    fields.setdefault("created", RECENT)
-    fields.setdefault("url", BUILD_URL)
-    fields.setdefault("commit", SHA)
-    return RtdBuild(project="omni-docs", state=code, success=success, **fields)  # type: ignore[arg-type]
-
-
-def lookup(*builds: RtdBuild, notes: tuple[str, ...] = (), error: str | None = None) -> RtdLookup:
-    """What RTD answered for omni-docs and the head commit."""
-    return RtdLookup("omni-docs", SHA, NOW, builds, notes, error)
-
-
-def one_row(signal: Signal, rtd: RtdLookup | None = None, **kwargs: object) -> Report:
-    """Reconcile a pull request carrying one signal."""
-    table = {signal.name: rtd} if rtd is not None else {}
-    return reconcile(snapshot(signal), table, Policy(), now=NOW, **kwargs)  # type: ignore[arg-type]
-
-
-def seed_snapshot() -> PullSnapshot:
-    """The seed case: a draft PR, four passing runs and a docs status pending since 09:12."""
-    return dataclasses.replace(
-        snapshot(
-            run("DCO", "success", app="dco", started_at=at(9, 10), completed_at=at(9, 10)),
-            run("build-wheel (3.11)", "success", workflow="wheels", completed_at=at(9, 31)),
-            run("build-wheel (3.12)", "success", workflow="wheels", completed_at=at(9, 33)),
-            run("pre-commit", "success", workflow="pre-commit", completed_at=at(9, 14)),
-            status(
-                DOCS,
-                "pending",
-                url=BUILD_URL,
-                description="Read the Docs build is in progress!",
-                created_at=at(9, 12),
-            ),
-        ),
-        draft=True,
-        fetched_at=NOW,
-    )
-
-
-def seed_rtd() -> dict[str, RtdLookup]:
-    """RTD's answer in the seed case: one cancelled build, notification build:user:cancelled."""
-    cancelled = build("cancelled", False, created=at(9, 12), duration=0, finished=None)
-    return {DOCS: lookup(cancelled, notes=("build:user:cancelled",))}
-
-
-def seed_report() -> Report:
-    """The seed case reconciled at 14:03 UTC."""
-    return reconcile(seed_snapshot(), seed_rtd(), Policy(), now=NOW)
-
-
-PENDING_RAW = ("queued", "in_progress", "waiting", "pending", "requested")
-
+from bot.docs.readthedocs.rows import RtdLookup, settle_status
+from bot.docs.readthedocs.rules import PROJECT_KEY as RTD_PROJECT_KEY
+from bot.docs.readthedocs.rules import RtdBuild, Target, target_of
+from bot.docs.readthedocs.rules import project_of as rtd_project_of
 
 # --- GitHub's raw values -------------------------------------------------------------------
 
@@ -1014,3 +934,15 @@ def test_facts_key_ignores_the_title_and_the_rtd_fetch_time() -> None:
     }
     again = reconcile(retitled, later_rtd, Policy(), now=NOW)
     assert facts_key(report) == facts_key(again)
+
+
+def test_the_pure_core_loads_no_io_module() -> None:
+    """Importing the reconciliation loads neither the state (sqlite3, fcntl) nor any transport."""
+    probe = (
+        "import sys, bot.core.reconcile, bot.core.facts; "
+        "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('sqlite3', 'fcntl', 'httpx', 'github', 'jinja2') or m.startswith('bot.') "
+        "and not m.startswith('bot.core'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == []

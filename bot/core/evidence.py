@@ -1,0 +1,62 @@
+"""The seam between the core and a second source (a docs provider): evidence about a head.
+
+A provider's evidence settles the row of a status it recognises (`row`), or, under a key that
+starts with HEAD_KEY (no context contains a NUL), is about the head as a whole (`note`). The
+core calls only these two methods; what the evidence holds is the provider's own data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Final, NamedTuple, Protocol
+
+from bot.core.model import Policy, Row, Signal, SinceSource, State
+
+HEAD_KEY: Final = "\0"
+
+
+class Since(NamedTuple):
+    """When a signal entered its GitHub state, and who said so."""
+
+    at: datetime | None
+    source: SinceSource
+
+
+@dataclass(frozen=True, slots=True)
+class Judge:
+    """The policy and the time one reconciliation is judged against."""
+
+    policy: Policy
+    now: datetime
+
+    def aged(self, state: State, since: datetime | None) -> State:
+        """A pending state older than the limit becomes STALE; anything else is unchanged."""
+        if (
+            state is State.PENDING
+            and since is not None
+            and self.now - since > self.policy.stale_after
+        ):
+            return State.STALE
+        return state
+
+    @property
+    def limit(self) -> str:
+        """The limit in words, e.g. "the 120-minute limit"."""
+        return f"the {int(self.policy.stale_after.total_seconds() // 60)}-minute limit"
+
+    def unverified(self, since: datetime | None) -> datetime | None:
+        """Since when a source cannot be read, once that has lasted the policy's limit."""
+        if since is None or self.now - since < self.policy.unverified_after:
+            return None
+        return since
+
+
+class Evidence(Protocol):
+    """What a provider learned about one status (or the head): it becomes a row or a note."""
+
+    def row(self, signal: Signal, *, number: int, since: Since, judge: Judge) -> Row:
+        """The row of `signal` (a status of pull request `number`) this evidence settles."""
+
+    def note(self, *, number: int, judge: Judge) -> str:
+        """The note this evidence about the head as a whole makes."""

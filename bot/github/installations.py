@@ -1,0 +1,164 @@
+"""A GitHub App's routing: each repository's calls go to its owner's installation.
+
+BotGitHub is the one GitHub client the bot uses: it counts writes in flight (so a stop waits
+for them) and sends each repository's reads and writes to the client that serves it (a
+token's own client, or the repository owner's App installation, looked up once per owner).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+from github import Auth, Github, GithubIntegration
+from github.GithubException import GithubException
+
+from bot.core.model import PullSnapshot
+from bot.github.client import Comment, GitHubApi, GitHubError, NotFound, RequiredCache, Usage
+from bot.github.parse import PullFailure
+
+log = logging.getLogger(__name__)
+
+
+class Installations:
+    """A GitHub App's installation client per repository owner, looked up once per owner."""
+
+    def __init__(
+        self,
+        integration: GithubIntegration,
+        app_auth: Auth.AppAuth,
+        *,
+        connect: Callable[[Auth.Auth], GitHubApi],
+        installation_id: int | None = None,
+    ) -> None:
+        """`connect` builds a client for an installation's auth; `installation_id` pins one."""
+        self.integration, self.app_auth, self.connect = integration, app_auth, connect
+        self.pinned = installation_id
+        self.usage = Usage()  # every installation's spending, in one budget view
+        self.by_owner: dict[str, GitHubApi] = {}
+        self.by_installation: dict[int, GitHubApi] = {}
+        self._lock = threading.Lock()
+
+    def installation_id(self, repo: str) -> int:
+        """The configured installation, or the one GitHub names for this repository."""
+        if self.pinned:
+            return self.pinned
+        owner, name = repo.split("/", 1)
+        try:
+            return int(self.integration.get_repo_installation(owner, name).id)
+        except GithubException as exc:
+            if exc.status == 404:
+                raise NotFound(
+                    f"the GitHub App is not installed on {repo} (or cannot see it)", status=404
+                ) from exc
+            raise GitHubError(f"installation of {repo}: GitHub answered {exc.status}") from exc
+
+    def for_repo(self, repo: str) -> GitHubApi:
+        """The client of the installation that serves `repo`."""
+        owner = repo.split("/", 1)[0].lower()
+        with self._lock:
+            api = self.by_owner.get(owner)
+            if api is None:
+                iid = self.installation_id(repo)
+                api = self.by_installation.get(iid)
+                if api is None:
+                    api = self.connect(self.app_auth.get_installation_auth(iid))
+                    api.usage = self.usage
+                    self.by_installation[iid] = api
+                    log.debug("GitHub App installation %d serves %s", iid, owner)
+                self.by_owner[owner] = api
+            return api
+
+    def clients(self) -> list[GitHubApi]:
+        """Every installation client looked up so far."""
+        with self._lock:
+            return list(self.by_installation.values())
+
+
+class BotGitHub(GitHubApi):
+    """GitHubApi that counts writes in flight and routes each repository to its client."""
+
+    def __init__(
+        self, gh: Github, *, installations: Installations | None = None, **options: Any
+    ) -> None:
+        """Over `gh`; with `installations` (an App) every repository's call is routed there."""
+        super().__init__(gh, **options)
+        self._installations = installations
+        if installations is not None:
+            self.usage = installations.usage
+        self._own = GitHubApi(gh, **options)  # a token's reads and writes
+        self._own.usage = self.usage
+        self._writes = 0
+        self._lock = threading.Lock()
+
+    @property
+    def writing(self) -> bool:
+        """Whether a comment write is in flight."""
+        return self._writes > 0
+
+    def route(self, repo: str) -> GitHubApi:
+        """The client that serves `repo`: the token's own, or its owner's installation."""
+        return self._own if self._installations is None else self._installations.for_repo(repo)
+
+    @contextmanager
+    def _write(self) -> Iterator[None]:
+        with self._lock:
+            self._writes += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._writes -= 1
+
+    def open_pulls(
+        self, repo: str, *, now: datetime, required: RequiredCache | None = None
+    ) -> Iterator[PullSnapshot | PullFailure]:
+        """The open pull requests of `repo`, through its client."""
+        return self.route(repo).open_pulls(repo, now=now, required=required)
+
+    def pulls_by_number(
+        self,
+        repo: str,
+        numbers: Sequence[int],
+        *,
+        now: datetime,
+        required: RequiredCache | None = None,
+    ) -> dict[int, PullSnapshot | PullFailure]:
+        """Named pull requests of `repo` (a webhook refresh), through its client."""
+        return self.route(repo).pulls_by_number(repo, numbers, now=now, required=required)
+
+    def pull(self, repo: str, number: int, *, now: datetime) -> PullSnapshot:
+        """One pull request, through its repository's client."""
+        return self.route(repo).pull(repo, number, now=now)
+
+    def list_comments(self, repo: str, number: int) -> list[Comment]:
+        """The comments of one pull request, through its repository's client."""
+        return self.route(repo).list_comments(repo, number)
+
+    def get_comment(self, repo: str, comment_id: int) -> Comment | None:
+        """One comment, through its repository's client."""
+        return self.route(repo).get_comment(repo, comment_id)
+
+    def read_comments(self, node_ids: Sequence[str]) -> dict[str, Comment | None]:
+        """Comments by node id: with several installations, each is asked and the finds merged."""
+        if self._installations is None:
+            return self._own.read_comments(node_ids)
+        found: dict[str, Comment | None] = dict.fromkeys(node_ids)
+        for api in self._installations.clients():
+            for key, comment in api.read_comments(node_ids).items():
+                found[key] = found.get(key) or comment
+        return found
+
+    def create_comment(self, repo: str, number: int, body: str) -> Comment:
+        """Create the comment (counted as a write in flight)."""
+        with self._write():
+            return self.route(repo).create_comment(repo, number, body)
+
+    def edit_comment(self, repo: str, comment_id: int, body: str) -> Comment:
+        """Edit the comment (counted as a write in flight)."""
+        with self._write():
+            return self.route(repo).edit_comment(repo, comment_id, body)

@@ -1,0 +1,270 @@
+"""`check-config`'s questions to GitHub and Read the Docs (reads only): every finding at once.
+
+Each finding names the configuration key it concerns and never shows a secret's value.
+A refusal (a credential GitHub or Read the Docs refuses, a repository that does not exist
+or cannot be read, an App installation without a permission the bot needs) is a problem; a
+service that could not be asked is "could not verify"; what could not be verified without
+writing is said as such.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+from github import Auth, Github, GithubIntegration
+from github.GithubException import GithubException
+
+from bot.app import pygithub_options
+from bot.docs.readthedocs.client import RtdApi, RtdError
+from bot.github.client import GitHubApi, GitHubError, Probe
+from bot.guard import Guard, install_github_guard
+from bot.settings import Settings, read_private_key
+
+Outcome = Literal["ok", "note", "problem", "unverified"]
+
+# What the bot needs of each repository (README, "Credentials"); an App says what it has.
+NEEDED = {
+    "metadata": "read",
+    "pull_requests": "read",
+    "checks": "read",
+    "statuses": "read",
+    "issues": "write",
+}
+_LEVEL = {"none": 0, "read": 1, "write": 2, "admin": 3}
+_NOT_WRITTEN = "writing the comment (issues: write) is not tried: check-config never writes"
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One line of the report."""
+
+    outcome: Outcome
+    key: str
+    text: str
+
+    def line(self) -> str:
+        """The printed line: outcome, key, what was found."""
+        return f"  {self.outcome:<10} {self.key}: {self.text}"
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """Every finding of one check."""
+
+    findings: tuple[Finding, ...]
+
+    @property
+    def problems(self) -> list[Finding]:
+        """The refusals and what could not be verified."""
+        return [f for f in self.findings if f.outcome in ("problem", "unverified")]
+
+    def summary(self) -> str:
+        """The last line."""
+        refused = sum(f.outcome == "problem" for f in self.findings)
+        unverified = sum(f.outcome == "unverified" for f in self.findings)
+        if not refused and not unverified:
+            return "configuration OK: the services accept every credential and repository"
+        parts = [f"{refused} problem(s)"] if refused else []
+        parts += [f"{unverified} could not be verified"] if unverified else []
+        return "configuration NOT OK: " + ", ".join(parts)
+
+
+def check_services(settings: Settings) -> Report:
+    """Ask GitHub and Read the Docs (reads only) about every credential and repository."""
+    rtd_urls = (settings.readthedocs.api_url, settings.readthedocs.business_api_url)
+    guard = Guard.for_urls(settings.github.api_url, rtd_urls)
+    install_github_guard(guard)
+    found = list(_github(settings)) + list(_readthedocs(settings, guard))
+    return Report(tuple(found))
+
+
+# -- GitHub ------------------------------------------------------------------------------
+
+
+def _github(settings: Settings) -> Iterator[Finding]:
+    if settings.github.token.get_secret_value():
+        yield from _token(settings)
+    else:
+        yield from _app(settings)
+
+
+def _token_api(settings: Settings) -> GitHubApi:
+    token = Auth.Token(settings.github.token.get_secret_value())
+    return GitHubApi(Github(auth=token, lazy=True, **pygithub_options(settings)), max_attempts=1)
+
+
+def _token(settings: Settings) -> Iterator[Finding]:
+    api = _token_api(settings)
+    answer = api.probe("/rate_limit")
+    if answer.status == 401:
+        yield Finding("problem", "github.token", f"GitHub refused the token ({_said(answer)})")
+        yield _not_checked(settings, "the GitHub token was refused")
+        return
+    if answer.status != 200:
+        yield Finding("unverified", "github.token", f"GitHub could not be asked ({_said(answer)})")
+        yield _not_checked(settings, "GitHub could not be asked")
+        return
+    try:
+        login = api.viewer_login()
+    except GitHubError as exc:
+        yield Finding("unverified", "github.token", f"GitHub did not say who the token is: {exc}")
+        return
+    yield from _token_kind(login, answer.headers.get("x-oauth-scopes"))
+    for index, repo in enumerate(settings.repos):
+        yield from _token_repo(api, f"repos[{index}].name", repo.name)
+
+
+def _token_kind(login: str, scopes: str | None) -> Iterator[Finding]:
+    """What kind of token this is, and what of its rights GitHub tells."""
+    if scopes is not None:  # a classic token lists its scopes
+        granted = {s.strip() for s in scopes.split(",") if s.strip()}
+        shown = ", ".join(sorted(granted)) or "none"
+        yield Finding(
+            "ok", "github.token", f"accepted; acts as {login} (classic token, scopes: {shown})"
+        )
+        if not granted & {"repo", "public_repo"}:
+            yield Finding(
+                "problem",
+                "github.token",
+                "a classic token needs the `repo` scope (or `public_repo` for public repositories "
+                "only) to write comments",
+            )
+        return
+    kind = "an installation token" if login.endswith("[bot]") else "a fine-grained token"
+    yield Finding(
+        "ok",
+        "github.token",
+        f"accepted; acts as {login} ({kind}: GitHub does not list its permissions, so the "
+        "reads below were tried; " + _NOT_WRITTEN + ")",
+    )
+
+
+def _token_repo(api: GitHubApi, key: str, repo: str) -> Iterator[Finding]:
+    found = api.probe(f"/repos/{repo}")
+    if found.status == 404:
+        yield Finding("problem", key, f"{repo}: not found, or not visible to this token (404)")
+        return
+    if found.status != 200:
+        yield _refused_or_unverified(key, f"{repo}: cannot be read", found)
+        return
+    pulls = api.probe(f"/repos/{repo}/pulls?state=open&per_page=1")
+    if pulls.status != 200:
+        yield _refused_or_unverified(key, f"{repo}: its pull requests cannot be read", pulls)
+        return
+    visibility = (
+        "private" if isinstance(found.data, dict) and found.data.get("private") else "public"
+    )
+    yield Finding(
+        "ok", key, f"{repo} ({visibility}): the repository and its pull requests can be read"
+    )
+
+
+def _app(settings: Settings) -> Iterator[Finding]:
+    cfg = settings.github
+    auth = Auth.AppAuth(cfg.app_id, read_private_key(cfg.private_key_path))
+    integration = GithubIntegration(auth=auth, **pygithub_options(settings))
+    keys = "github.app_id / github.private_key_path"
+    try:
+        slug = integration.get_app().slug
+    except GithubException as exc:
+        said = _said(Probe(exc.status, {}, exc.data))
+        outcome: Outcome = "problem" if exc.status in (401, 403, 404) else "unverified"
+        yield Finding(
+            outcome,
+            keys,
+            f"GitHub refused the App's signed token ({said}): is the key App {cfg.app_id}'s?"
+            if outcome == "problem"
+            else f"GitHub could not be asked ({said})",
+        )
+        yield _not_checked(settings, "the App's key was refused")
+        return
+    yield Finding("ok", keys, f"accepted: App `{slug}` (comments by {slug}[bot])")
+    for index, repo in enumerate(settings.repos):
+        yield from _app_repo(integration, f"repos[{index}].name", repo.name)
+
+
+def _app_repo(integration: GithubIntegration, key: str, repo: str) -> Iterator[Finding]:
+    owner, name = repo.split("/", 1)
+    try:
+        installation = integration.get_repo_installation(owner, name)
+    except GithubException as exc:
+        if exc.status == 404:
+            yield Finding(
+                "problem",
+                key,
+                f"{repo}: the App is not installed there, or it does not exist (404)",
+            )
+        else:
+            yield Finding(
+                "unverified",
+                key,
+                f"{repo}: GitHub answered {_said(Probe(exc.status, {}, exc.data))}",
+            )
+        return
+    granted = {str(k): str(v) for k, v in (installation.permissions or {}).items()}
+    missing = [
+        f"{perm}: {level} (has {granted.get(perm, 'none')})"
+        for perm, level in NEEDED.items()
+        if _LEVEL.get(granted.get(perm, "none"), 0) < _LEVEL[level]
+    ]
+    shown = ", ".join(f"{k}: {v}" for k, v in sorted(granted.items()))
+    if missing:
+        yield Finding(
+            "problem",
+            key,
+            f"{repo}: installation {installation.id} lacks {'; '.join(missing)} (granted: {shown})",
+        )
+    else:
+        yield Finding("ok", key, f"{repo}: installation {installation.id} grants {shown}")
+
+
+def _not_checked(settings: Settings, why: str) -> Finding:
+    names = ", ".join(r.name for r in settings.repos)
+    return Finding("unverified", "repos", f"not checked ({names}): {why}")
+
+
+def _said(answer: Probe) -> str:
+    return f"{answer.status}: {answer.message}" if answer.status else answer.message
+
+
+def _refused_or_unverified(key: str, what: str, answer: Probe) -> Finding:
+    refused = answer.status in (401, 403, 404, 451)
+    return Finding("problem" if refused else "unverified", key, f"{what} ({_said(answer)})")
+
+
+# -- Read the Docs -----------------------------------------------------------------------
+
+
+def _readthedocs(settings: Settings, guard: Guard) -> Iterator[Finding]:
+    cfg = settings.readthedocs
+    sites = (
+        ("org", "readthedocs.token", cfg.api_url, cfg.token.get_secret_value()),
+        (
+            "com",
+            "readthedocs.business_token",
+            cfg.business_api_url,
+            cfg.business_token.get_secret_value(),
+        ),
+    )
+    for host, key, url, token in sites:
+        if not token:
+            yield Finding("note", key, f"not set: {url} is read anonymously (throttled)")
+            continue
+        rtd = RtdApi(
+            api_urls={host: url}, tokens={host: token}, guard=guard,
+            timeout_s=cfg.timeout_seconds, max_retries=0,
+        )  # fmt: skip
+        try:
+            count = rtd.own_projects(host)
+        except RtdError as exc:
+            refused = exc.status in (401, 403)
+            what = (
+                "Read the Docs refused the token" if refused else "Read the Docs could not be asked"
+            )
+            yield Finding("problem" if refused else "unverified", key, f"{what} ({url}: {exc})")
+        else:
+            yield Finding("ok", key, f"accepted by {url} ({count} project(s) of the token's user)")
+        finally:
+            rtd.close()

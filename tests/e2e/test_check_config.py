@@ -1,0 +1,197 @@
+"""`check-config` asks the services (reads only), unless --offline: the real CLI, end to end."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from support import LOGIN, REPO, TOKEN, cli, outside_allowlist, seed_case
+
+from bot_sandbox import Sandbox, World
+
+RTD_TOKEN = "rtd-token-that-read-the-docs-knows"
+BAD = "this-value-must-never-be-printed"
+WRITES = {"POST", "PATCH", "PUT", "DELETE"}
+
+
+@pytest.fixture
+def env() -> Iterator[tuple[World, Sandbox]]:
+    """The seed case; Read the Docs knows one token."""
+    world = World()
+    seed_case(world, now=datetime.now(UTC))
+    world.add_rtd_token(RTD_TOKEN)
+    with Sandbox(world) as sandbox:
+        yield world, sandbox
+        assert outside_allowlist(sandbox) == []
+        assert not [
+            r for r in sandbox.requests if r.method in WRITES and r.graphql_operation is None
+        ]
+
+
+def config(
+    tmp: Path,
+    sandbox: Sandbox,
+    *,
+    github: list[str],
+    repos: tuple[str, ...] = (REPO,),
+    rtd_token: str = "",
+    business_token: str = "",
+) -> str:
+    """A configuration file pointing at the sandbox."""
+    lines = [
+        "[github]",
+        f'api_url = "{sandbox.github_url}"',
+        *github,
+        "[readthedocs]",
+        f'api_url = "{sandbox.rtd_url}"',
+        f'business_api_url = "{sandbox.rtd_url}"',
+        f'token = "{rtd_token}"',
+        f'business_token = "{business_token}"',
+    ]
+    for name in repos:
+        lines += ["[[repos]]", f'name = "{name}"']
+    path = tmp / "bot.toml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return str(path)
+
+
+def test_a_missing_repository_and_refused_rtd_tokens_are_all_reported_in_one_run(
+    env: tuple[World, Sandbox], tmp_path: Path
+) -> None:
+    """exit 2; one line per problem, all of them, then the summary; no secret printed."""
+    _, sandbox = env
+    path = config(
+        tmp_path, sandbox, github=[f'token = "{TOKEN}"'], repos=(REPO, "octo/missing"),
+        rtd_token=BAD, business_token=BAD + "-com",
+    )  # fmt: skip
+    done = cli("check-config", "--config", path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    out = done.stdout
+    assert BAD not in out + done.stderr
+    lines = out.splitlines()
+    problems = [line for line in lines if line.strip().startswith("problem")]
+    assert len(problems) == 3, out
+    assert any("repos[1].name: octo/missing: not found" in line for line in problems)
+    assert any("readthedocs.token: Read the Docs refused the token" in line for line in problems)
+    assert any("readthedocs.business_token: Read the Docs refused" in line for line in problems)
+    assert any(f"repos[0].name: {REPO} (public)" in line for line in lines if "ok" in line)
+    assert lines[-1] == "configuration NOT OK: 3 problem(s)"
+
+
+def test_a_token_github_refuses_is_named_and_the_repositories_are_not_called_readable(
+    env: tuple[World, Sandbox], tmp_path: Path
+) -> None:
+    """A refused GitHub token and a refused RTD token in one run; repositories 'not checked'."""
+    _, sandbox = env
+    path = config(tmp_path, sandbox, github=[f'token = "{BAD}"'], rtd_token=BAD)
+    done = cli("check-config", "--config", path)
+    assert done.returncode == 2
+    out = done.stdout
+    assert BAD not in out + done.stderr
+    assert "github.token: GitHub refused the token (401: Bad credentials)" in out
+    assert "readthedocs.token: Read the Docs refused the token" in out
+    assert f"repos: not checked ({REPO}): the GitHub token was refused" in out
+    assert "configuration OK" not in out
+
+
+def test_offline_sends_no_request(env: tuple[World, Sandbox], tmp_path: Path) -> None:
+    """--offline validates and prints, and asks no service at all."""
+    _, sandbox = env
+    path = config(tmp_path, sandbox, github=[f'token = "{BAD}"'], rtd_token=BAD)
+    done = cli("check-config", "--offline", "--config", path)
+    assert done.returncode == 0, done.stderr
+    assert "configuration OK (offline: no service was asked)" in done.stdout
+    assert sandbox.requests == []
+
+
+def test_everything_accepted_says_what_it_could_and_could_not_verify(
+    env: tuple[World, Sandbox], tmp_path: Path
+) -> None:
+    """A classic token shows its scopes; an installation token (a workflow's GITHUB_TOKEN)
+    says its permissions are not listed and that writing was not tried."""
+    world, sandbox = env
+    world.add_user(LOGIN, "classic-token", scopes="repo, read:org")
+    world.add_actions_token("ghs_workflow", REPO)
+    path = config(tmp_path, sandbox, github=['token = "classic-token"'], rtd_token=RTD_TOKEN)
+    done = cli("check-config", "--config", path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"acts as {LOGIN} (classic token, scopes: read:org, repo)" in done.stdout
+    assert "readthedocs.token: accepted by" in done.stdout
+    assert "readthedocs.business_token: not set" in done.stdout
+    assert done.stdout.splitlines()[-1].startswith("configuration OK: ")
+
+    path = config(tmp_path, sandbox, github=['token = "ghs_workflow"'])
+    done = cli("check-config", "--config", path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "acts as github-actions[bot] (an installation token" in done.stdout
+    assert "check-config never writes" in done.stdout
+
+
+def test_a_classic_token_without_a_repo_scope_is_a_problem(
+    env: tuple[World, Sandbox], tmp_path: Path
+) -> None:
+    """It can read public repositories but GitHub refuses its comments."""
+    world, sandbox = env
+    world.add_user(LOGIN, "read-org-only", scopes="read:org")
+    path = config(tmp_path, sandbox, github=['token = "read-org-only"'])
+    done = cli("check-config", "--config", path)
+    assert done.returncode == 2
+    assert "needs the `repo` scope" in done.stdout
+
+
+def _key(tmp: Path, name: str) -> tuple[str, str]:
+    """A fresh RSA key: (path of its private PEM, its public PEM)."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    path = tmp / f"{name}.pem"
+    path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    public = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    return str(path), public.decode()
+
+
+def test_an_app_key_github_refuses_names_the_app_keys(
+    env: tuple[World, Sandbox], tmp_path: Path
+) -> None:
+    """A key that is not the App's: exit 2 naming github.app_id / github.private_key_path."""
+    world, sandbox = env
+    _, public = _key(tmp_path, "the-apps")
+    other, _ = _key(tmp_path, "another")
+    world.add_app("ci-status-bot", 1, 7, [REPO], public_key_pem=public)
+    path = config(tmp_path, sandbox, github=["app_id = 1", f'private_key_path = "{other}"'])
+    done = cli("check-config", "--config", path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "github.app_id / github.private_key_path: GitHub refused the App's signed token" in (
+        done.stdout
+    )
+
+
+def test_an_app_installation_says_its_permissions_and_what_it_lacks(
+    env: tuple[World, Sandbox], tmp_path: Path
+) -> None:
+    """The App's own key: installation permissions listed; a missing one is a problem."""
+    world, sandbox = env
+    key, public = _key(tmp_path, "the-apps")
+    granted = {"metadata": "read", "pull_requests": "read", "checks": "read", "issues": "read"}
+    world.add_app("ci-status-bot", 1, 7, [REPO], public_key_pem=public, permissions=granted)
+    path = config(
+        tmp_path, sandbox, github=["app_id = 1", f'private_key_path = "{key}"'],
+        repos=(REPO, "octo/elsewhere"),
+    )  # fmt: skip
+    done = cli("check-config", "--config", path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    out = done.stdout
+    assert "accepted: App `ci-status-bot` (comments by ci-status-bot[bot])" in out
+    assert f"repos[0].name: {REPO}: installation 7 lacks statuses: read (has none); " in out
+    assert "issues: write (has read)" in out
+    assert "repos[1].name: octo/elsewhere: the App is not installed there" in out
