@@ -29,6 +29,7 @@ from bot_sandbox import Sandbox, World
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 HOUR_AGO = NOW - timedelta(hours=1)
+DATA = Path(__file__).resolve().parent.parent / "data" / "real" / "webhooks"
 DCO_APP_ID = 1861  # the DCO app's database id (bot_sandbox.world.KNOWN_APPS, as on GitHub)
 
 
@@ -442,3 +443,31 @@ def test_show_says_github_gives_no_time_for_a_queued_run(
     assert queued["since"] is None and queued["since_source"] == "none"
     row = next(line for line in show_markdown(env, capsys, 60).splitlines() if "deploy" in line)
     assert "GitHub gives no time for it" in row
+
+
+@pytest.mark.parametrize("name", ["edited", "created"])
+def test_a_recorded_branch_protection_rule_delivery_drops_the_required_set(
+    tmp_path: Path, name: str
+) -> None:
+    """octokit/webhooks' recorded payloads (tests/data/real/webhooks/PROVENANCE.md)."""
+    from bot.core.model import RequiredChecks
+
+    body = (DATA / f"branch_protection_rule_{name}.payload.json").read_bytes()
+    repo = json.loads(body)["repository"]["full_name"]
+    dropped: list[str] = []
+    receiver = Receiver(
+        secrets=["s"], repos=[repo.upper()], inbox=Inbox(),
+        note_delivery=lambda *a: True, on_first_mark=lambda: None,
+        clock=lambda: NOW, on_rules_changed=dropped.append,
+    )  # fmt: skip
+    headers = {
+        "x-github-event": "branch_protection_rule",
+        "x-github-delivery": f"d-{name}",
+        "x-hub-signature-256": signature(body, "s"),
+    }
+    answer = receiver.handle(headers, body)
+    assert (answer.status, answer.outcome) == (202, "rules-changed")
+    assert dropped == [repo.upper()]  # the configured spelling
+    store = Store.open(tmp_path / "s.sqlite3")
+    store.remember_required_sets(repo, {"main": RequiredChecks("main", read=True)}, now=NOW)
+    assert store.forget_required(repo) == 1
