@@ -19,7 +19,7 @@ from bot.docs.provider import DocsProvider
 from bot.github.client import Comment, GitHubApi, GitHubError, RateLimited, ReadOnlyRequired
 from bot.github.parse import PullFailure
 from bot.render.comment import Renderer
-from bot.render.stamp import parse_facts_stamp
+from bot.render.stamp import parse_facts_stamp, stamped_head_seen
 from bot.retry import Retryable, RetryPolicy, Stopped, pause, run_with_retries
 from bot.settings import PolicySettings, RepoSettings
 from bot.state.sqlite import Store
@@ -308,8 +308,13 @@ class Cycle:
                 stored = self.store.get_comment(repo.name, snapshot.number)
                 yield snapshot, report, None if stored is None else stored.comment_id
 
-    def report_for(self, snapshot: PullSnapshot, repo: RepoSettings) -> tuple[Report, str]:
-        """Reconcile one pull request with a stable observation time; also its facts key."""
+    def report_for(
+        self, snapshot: PullSnapshot, repo: RepoSettings, *, head_seen: datetime | None = None
+    ) -> tuple[Report, str]:
+        """Reconcile one pull request with a stable observation time; also its facts key.
+
+        `head_seen`: since when the bot's own comment says it has known this head (a run
+        without a state takes it from the comment's stamp)."""
         now = self.clock()
         keys = needs_first_seen(snapshot, repo.expected)
         first_seen: dict[str, datetime] = {}
@@ -317,8 +322,12 @@ class Cycle:
             args = (repo.name, snapshot.number, snapshot.head_sha)
             if not self.dry_run:
                 self.store.mark_seen(*args, keys, now=now)
+                if head_seen is not None and HEAD_SEEN_KEY in keys:
+                    self.store.backdate_seen(*args, HEAD_SEEN_KEY, at=head_seen)
             first_seen = self.store.first_seen(*args)
             first_seen = {k: first_seen.get(k, now) for k in keys}
+            if head_seen is not None and HEAD_SEEN_KEY in first_seen:
+                first_seen[HEAD_SEEN_KEY] = min(first_seen[HEAD_SEEN_KEY], head_seen)
         docs = read_docs(snapshot, repo, self.docs, now=now)
         report = reconcile(
             snapshot, docs, self.core_policy, now=now, first_seen=first_seen, expected=repo.expected
@@ -341,7 +350,7 @@ class Cycle:
         report, key = self.report_for(snapshot, repo)
         stored = self.store.get_comment(repo.name, snapshot.number)
         if stored is None:
-            return self._plan_unknown(report, key, repo.name)
+            return self._plan_unknown(report, key, repo.name, snapshot=(snapshot, repo))
         comment_key = self._comment_key(report, key)
         if stored.facts_key == comment_key:
             return Plan(report, "leave", "", comment_key, stored.comment_id, stored.node_id)
@@ -357,9 +366,17 @@ class Cycle:
     def _comment_key(self, report: Report, key: str) -> str:
         return sha256(key + report.observed_at.isoformat() + self.renderer.fingerprint)
 
-    def _plan_unknown(self, report: Report, key: str, repo: str) -> Plan:
+    def _plan_unknown(
+        self,
+        report: Report,
+        key: str,
+        repo: str,
+        *,
+        snapshot: tuple[PullSnapshot, RepoSettings] | None = None,
+    ) -> Plan:
         """Plan for a pull request whose comment the state does not know: look at its comments
-        (once: a listing that found none is kept, and the write looks again before creating)."""
+        (once: a listing that found none is kept, and the write looks again before creating).
+        An own comment's stamp dates how long the bot has known the head (with `snapshot`)."""
         if self.store.known_without_comment(repo, report.number):
             return Plan(report, "create", "", self._comment_key(report, key), None)
         own = self._find_own(repo, report.number)
@@ -367,6 +384,9 @@ class Cycle:
             if not self.dry_run:
                 self.store.note_no_comment(repo, report.number, now=self.clock())
             return Plan(report, "create", "", self._comment_key(report, key), None, looked=True)
+        seen = stamped_head_seen(own.body)
+        if snapshot is not None and seen is not None and seen[0] == report.head_sha:
+            report, key = self.report_for(*snapshot, head_seen=seen[1])
         stamp = parse_facts_stamp(own.body)
         if stamp is not None and stamp[0] == key and stamp[1] != report.observed_at:
             report = replace(report, observed_at=stamp[1])

@@ -471,3 +471,22 @@ def test_a_recorded_branch_protection_rule_delivery_drops_the_required_set(
     store = Store.open(tmp_path / "s.sqlite3")
     store.remember_required_sets(repo, {"main": RequiredChecks("main", read=True)}, now=NOW)
     assert store.forget_required(repo) == 1
+
+
+def test_without_a_state_the_comment_dates_how_long_the_head_is_known(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A scheduled Action starts with no state: the since of a never-reported row comes from
+    the comment's stamp, so nothing is re-dated and nothing is edited."""
+    head = pull(env, 70)
+    green(env, head, "lint")
+    env.world.set_required_checks(REPO, ["ci / build"])
+    once(env, capsys)
+    first = comment_of(env, 70)
+    assert f"head={head}@" in first.splitlines()[1]
+    for _ in range(2):
+        (env.tmp / "state.sqlite3").unlink()
+        env.sandbox.clear_requests()
+        once(env, capsys)
+        assert writes(env.sandbox) == []
+        assert comment_of(env, 70) == first
