@@ -131,11 +131,14 @@ def run_child(cmd: Sequence[str], *, timeout_s: float) -> Child:
 class SandboxProcess:
     """`python -m bot_sandbox serve` in its own process, and its control API."""
 
-    def __init__(self, args: argparse.Namespace, log: IO[bytes]) -> None:
+    def __init__(
+        self, args: argparse.Namespace, log: IO[bytes], extra: Sequence[str] = ()
+    ) -> None:
         cmd = [
             sys.executable, "-m", "bot_sandbox", "serve", "--host", "127.0.0.1", "--port", "0",
             "--latency-ms", str(args.latency_ms), "--scenario", "scale",
             "--prs", str(args.prs), "--checks", str(args.checks), "--seed", str(args.seed),
+            *extra,
         ]  # fmt: skip
         self.proc = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, cwd=ROOT,

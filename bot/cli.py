@@ -208,9 +208,10 @@ def _live_entries(settings: Settings, names: Sequence[str] | None) -> list[rows.
     store = open_store(settings, dry_run=True)
     try:
         cycle = make_cycle(settings, clients, store, dry_run=True)
+        read_at = datetime.now(UTC)
         return [
-            rows.entry_for(snapshot, report, docs=cycle.docs, comment_id=comment_id)
-            for snapshot, report, comment_id in cycle.read_reports(repos)
+            rows.entry_for(s, r, docs=cycle.docs, comment_id=c, read_at=read_at)
+            for s, r, c in cycle.read_reports(repos)
         ]
     finally:
         store.close()

@@ -157,6 +157,9 @@ class CycleObserver(Protocol):
     def repo_done(self, repo: str, seen: Iterable[int]) -> None:
         """Every open pull request of `repo` was listed; `seen` are the numbers kept."""
 
+    def repo_failed(self, repo: str, reason: str) -> None:
+        """`repo` could not be read (renamed, access removed, an error): what failed."""
+
 
 class Cycle:
     """One pass over repositories; one pull request's failure never stops the others."""
@@ -213,7 +216,7 @@ class Cycle:
                 plans.extend(self._plan_repo(repo, summary))
             except RateLimited as exc:
                 summary.rate_limited_s = exc.wait_s
-                summary.failed[repo.name] = f"rate limited: {exc}"
+                self._repo_failed(repo.name, summary, f"rate limited: {exc}")
                 log.warning("rate limited while reading %s: %s", repo.name, exc)
                 why = f"not read: GitHub's rate limit was reached while reading {repo.name}"
                 self._not_read(repos[index + 1 :], summary, why)
@@ -222,10 +225,10 @@ class Cycle:
                 self._not_read(repos[index:], summary, "not read: the bot is stopping")
                 break
             except GitHubError as exc:
-                summary.failed[repo.name] = str(exc)
+                self._repo_failed(repo.name, summary, str(exc))
                 log.warning("could not read %s: %s", repo.name, exc)
             except Exception as exc:  # one repository's failure never loses the cycle
-                summary.failed[repo.name] = f"{exc.__class__.__name__}: {exc}"
+                self._repo_failed(repo.name, summary, f"{exc.__class__.__name__}: {exc}")
                 log.warning("could not read %s", repo.name, exc_info=True)
         plans.extend(self._check_left(summary))
         self._publish_all(plans, summary)
@@ -240,6 +243,11 @@ class Cycle:
     def stopping(self) -> bool:
         """Whether a stop was requested (the service's flag or the Event handed down)."""
         return self.stop.is_set() or self.should_stop()
+
+    def _repo_failed(self, repo: str, summary: Summary, reason: str) -> None:
+        summary.failed[repo] = reason
+        for observer in self.observers:
+            observer.repo_failed(repo, reason)
 
     @staticmethod
     def _not_read(repos: Sequence[RepoSettings], summary: Summary, why: str) -> None:

@@ -151,14 +151,38 @@ def _token_repo(api: GitHubApi, key: str, repo: str) -> Iterator[Finding]:
         return
     pulls = api.probe(f"/repos/{repo}/pulls?state=open&per_page=1")
     if pulls.status != 200:
-        yield _refused_or_unverified(key, f"{repo}: its pull requests cannot be read", pulls)
+        yield _refused_or_unverified(
+            key, f"{repo}: its pull requests cannot be read (pull_requests: read)", pulls
+        )
         return
-    visibility = (
-        "private" if isinstance(found.data, dict) and found.data.get("private") else "public"
+    private = isinstance(found.data, dict) and found.data.get("private")
+    where = f"{repo} ({'private' if private else 'public'})"
+    head = pulls.data[0] if isinstance(pulls.data, list) and pulls.data else None
+    if not isinstance(head, dict):
+        yield Finding(
+            "ok", key, f"{where}: the repository and its pull requests can be read (none is "
+            "open: check runs, statuses and comments were not tried)",
+        )  # fmt: skip
+        return
+    number, sha = head.get("number"), (head.get("head") or {}).get("sha")
+    reads = (
+        ("check runs", "checks: read", f"/repos/{repo}/commits/{sha}/check-runs?per_page=1"),
+        ("commit statuses", "statuses: read", f"/repos/{repo}/commits/{sha}/status?per_page=1"),
+        ("comments", "issues: read", f"/repos/{repo}/issues/{number}/comments?per_page=1"),
     )
-    yield Finding(
-        "ok", key, f"{repo} ({visibility}): the repository and its pull requests can be read"
-    )
+    refused = False
+    for what, needs, path in reads:
+        answer = api.probe(path)
+        if answer.status != 200:
+            refused = True
+            yield _refused_or_unverified(
+                key, f"{repo}: the {what} of #{number} cannot be read ({needs})", answer
+            )
+    if not refused:
+        yield Finding(
+            "ok", key, f"{where}: the repository, its pull requests and #{number}'s check runs, "
+            "statuses and comments can be read",
+        )  # fmt: skip
 
 
 def _app(settings: Settings) -> Iterator[Finding]:

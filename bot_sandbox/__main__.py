@@ -62,6 +62,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--seed", type=int, default=0, help="scale: random seed of the generated world"
     )
     serve.add_argument(
+        "--actions-token", default="", metavar="TOKEN",
+        help="also accept TOKEN as a workflow's GITHUB_TOKEN for the seeded repository (an "
+        "installation token of `github-actions`: GET /user refuses it, comments are by "
+        "github-actions[bot])",
+    )  # fmt: skip
+    serve.add_argument(
         "--webhook-url", default="", metavar="URL",
         help="send signed GitHub webhook deliveries here when the world changes",
     )  # fmt: skip
@@ -78,6 +84,8 @@ def serve(args: argparse.Namespace) -> int:
         info = seeds.seed_demo(world)
     else:
         info = seeds.seed_scale(world, prs=args.prs, checks=args.checks, rng_seed=args.seed)
+    if args.actions_token:
+        world.add_actions_token(args.actions_token, str(info["repo"]))
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

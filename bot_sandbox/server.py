@@ -58,7 +58,7 @@ class _Rule:
     path: re.Pattern[str]
     status: int
     times: int
-    body: bytes | None
+    body: bytes | Callable[[], Any] | None  # a callable is called for each answer
     headers: dict[str, str | Callable[[], str]]  # a callable is read when answering
     apply: bool
     delay_s: float
@@ -205,7 +205,7 @@ class Sandbox:
         status: int = 502,
         *,
         times: int = 1,
-        body: bytes | str | dict[str, Any] | None = None,
+        body: bytes | str | dict[str, Any] | Callable[[], Any] | None = None,
         headers: dict[str, str | Callable[[], str]] | None = None,
         apply: bool = False,
         delay_s: float = 0.0,
@@ -217,18 +217,13 @@ class Sandbox:
         The path may be given relative to the service root (/repos/...) or in full
         (/api/v3/repos/...); `times=-1` fails forever; `apply=True` performs the real
         operation first; `delay_s` sleeps before answering; status 0 closes the connection
-        without an answer. `when` limits the rule to
+        without an answer. A callable `body` is called for each answer (an error page that
+        differs per request, as a CDN's does). `when` limits the rule to
         requests whose body or query string contains that text (e.g. a GraphQL operation
         name); `transform` performs the real operation and rewrites its JSON payload (a
         repeated cursor, a foreign `next` link), keeping its status and headers.
         """
-        raw: bytes | None
-        if isinstance(body, dict):
-            raw = json.dumps(body).encode()
-        elif isinstance(body, str):
-            raw = body.encode()
-        else:
-            raw = body
+        raw = body if body is None or callable(body) else _as_bytes(body)
         rule = _Rule(
             method.upper() if method else None,
             re.compile(path),
@@ -516,7 +511,7 @@ class _Handler(BaseHTTPRequestHandler):
             kind = found[0].kind if found else "unknown"
             auth = found[0].auth if found else "token"
             resource = "core"
-        problem = self._authenticate(world, call, auth)
+        problem = self._authenticate(world, call, auth) or _lacks_permission(world, call, kind)
         if problem is not None:
             return (
                 self._github_reply(sandbox, call, problem, resource, charged=False),
@@ -691,6 +686,32 @@ def _outside_installation(world: World, token: str, path: str) -> Answer | None:
 
 _REPO_PATH = re.compile(r"/repos/([^/]+)/([^/]+)")
 
+# The permission (and level) each REST route needs of a fine-grained or installation token.
+_NEEDS = {
+    "repo": ("metadata", "read"),
+    "pulls.list": ("pull_requests", "read"), "pulls.get": ("pull_requests", "read"),
+    "check-runs.list": ("checks", "read"), "check-runs.get": ("checks", "read"),
+    "check-suites.list": ("checks", "read"), "check-suites.get": ("checks", "read"),
+    "status.combined": ("statuses", "read"), "statuses.list": ("statuses", "read"),
+    "issues.get": ("issues", "read"), "comments.list": ("issues", "read"),
+    "comments.get": ("issues", "read"), "comments.create": ("issues", "write"),
+    "comments.edit": ("issues", "write"), "comments.delete": ("issues", "write"),
+}  # fmt: skip
+_LEVELS = {"read": 1, "write": 2}
+
+
+def _lacks_permission(world: World, call: Call, kind: str) -> Answer | None:
+    """GitHub's 403 for a token whose permissions (when it has a list) do not cover the route."""
+    rec = world.token_record(call.token) if call.token else None
+    need = _NEEDS.get(kind)
+    if rec is None or rec.permissions is None or need is None:
+        return None
+    permission, level = need
+    if _LEVELS.get(rec.permissions.get(permission, ""), 0) >= _LEVELS[level]:
+        return None
+    who = "integration" if rec.installation_id is not None else "personal access token"
+    return rest_api.error(403, f"Resource not accessible by {who}")
+
 
 def _jwt_app(world: World, token: str) -> str | None:
     parts = token.split(".")
@@ -752,12 +773,18 @@ def _transformed(rule: _Rule, answer: Answer) -> Answer:
     )
 
 
+def _as_bytes(body: bytes | str | dict[str, Any]) -> bytes:
+    if isinstance(body, dict):
+        return json.dumps(body).encode()
+    return body.encode() if isinstance(body, str) else body
+
+
 def _fault_answer(rule: _Rule, service: str) -> Answer:
     phrase = (
         HTTPStatus(rule.status).phrase if rule.status in HTTPStatus._value2member_map_ else "Error"
     )
     if rule.body is not None:
-        raw = rule.body
+        raw = _as_bytes(rule.body()) if callable(rule.body) else rule.body
     elif service == "rtd":
         raw = json.dumps({"detail": phrase}).encode()
     else:

@@ -115,6 +115,8 @@ class TokenRec:
     expires_at: datetime | None = None
     installation_id: int | None = None
     scopes: str | None = None  # a classic token's X-OAuth-Scopes, e.g. "public_repo, read:org"
+    # a fine-grained or installation token's permissions (None: not limited by the sandbox)
+    permissions: Mapping[str, str] | None = None
 
 
 @dataclass
@@ -366,12 +368,21 @@ class World:
                 self.users[login] = rec
             return rec
 
-    def add_user(self, login: str, token: str | None = None, *, scopes: str | None = None) -> JSON:
-        """Add an account; `token` (if given) authenticates as it (`scopes`: a classic token's)."""
+    def add_user(
+        self,
+        login: str,
+        token: str | None = None,
+        *,
+        scopes: str | None = None,
+        permissions: Mapping[str, str] | None = None,
+    ) -> JSON:
+        """Add an account; `token` (if given) authenticates as it (`scopes`: a classic
+        token's; `permissions`: a fine-grained token's, enforced on the REST routes)."""
         with self.lock:
             rec = self.user(login)
             if token is not None:
-                self.tokens[token] = TokenRec(login=login, scopes=scopes)
+                granted = None if permissions is None else dict(permissions)
+                self.tokens[token] = TokenRec(login=login, scopes=scopes, permissions=granted)
             return user_json(rec)
 
     def add_app(
@@ -425,15 +436,22 @@ class World:
             self.tokens[token] = rec
             return rec
 
-    def add_actions_token(self, token: str, repo: str) -> TokenRec:
+    def add_actions_token(
+        self, token: str, repo: str, *, permissions: Mapping[str, str] | None = None
+    ) -> TokenRec:
         """A workflow's GITHUB_TOKEN: an installation token of the `github-actions` App that
-        reaches only the workflow's repository and acts as `github-actions[bot]`."""
+        reaches only the workflow's repository and acts as `github-actions[bot]`;
+        `permissions`: the workflow's `permissions:` block (None: not limited)."""
         with self.lock:
             app = AppRec("github-actions", ACTIONS_APP_ID, 1_000_000 + len(self.installations),
                          (repo,), "GitHub Actions")  # fmt: skip
             self.installations[app.installation_id] = app
             self.user("github-actions[bot]")
-            rec = TokenRec(login="github-actions[bot]", installation_id=app.installation_id)
+            rec = TokenRec(
+                login="github-actions[bot]",
+                installation_id=app.installation_id,
+                permissions=None if permissions is None else dict(permissions),
+            )
             self.tokens[token] = rec
             return rec
 

@@ -4,27 +4,36 @@ core values."""
 from __future__ import annotations
 
 import dataclasses
+import io
+import logging
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+import traceback
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
+import yaml
 from github.Requester import Requester
 
+from bot import logs
+from bot.cli import main
 from bot.core.model import MARKER, Kind, Policy, PullSnapshot, Report, Signal
 from bot.core.reconcile import reconcile
 from bot.docs.readthedocs.rows import RtdLookup
 from bot.docs.readthedocs.rules import RtdBuild
 from bot.guard import Guard
+from bot.logs import HEADER_LOGGERS
 from bot_sandbox import Recorded, Sandbox, World
 
 TESTS = Path(__file__).resolve().parent  # tests/: data/ and golden/ live here
@@ -104,21 +113,81 @@ def _toml(value: Any) -> str:
     return repr(value)
 
 
+def clean_env_of(environ: Mapping[str, str]) -> dict[str, str]:
+    """`environ` without any CI_STATUS_BOT_* variable."""
+    return {k: v for k, v in environ.items() if not k.startswith("CI_STATUS_BOT_")}
+
+
 def clean_env() -> dict[str, str]:
     """The environment without any CI_STATUS_BOT_* variable."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("CI_STATUS_BOT_")}
+    return clean_env_of(os.environ)
 
 
-def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """Run the real command line as a subprocess."""
+def cli_process(
+    *args: str, timeout: float = 120, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the real command line as a subprocess (`python -m bot`), in a clean environment."""
     return subprocess.run(
         [sys.executable, "-m", "bot", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
-        env=clean_env(),
+        env={**clean_env(), **(env or {})},
         check=False,
     )
+
+
+def cli(
+    *args: str, timeout: float = 120, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The command line in this process (`bot.cli.main`), seen as `cli_process` sees it.
+
+    A clean environment (plus `env`), its own stdout and stderr, the exit code, an uncaught
+    exception as a traceback on stderr with exit 1; afterwards the process-wide state main()
+    sets (logging, registered secrets, PyGithub's guarded connections) is put back. A call that
+    takes longer than `timeout` fails the test instead of blocking the suite.
+    """
+    out, err = io.StringIO(), io.StringIO()
+    outcome: list[int] = []
+
+    def call() -> None:
+        try:
+            outcome.append(main(list(args)))
+        except BaseException:
+            traceback.print_exc(file=err)
+            outcome.append(1)
+
+    with _process_state(env), redirect_stdout(out), redirect_stderr(err):
+        worker = threading.Thread(target=call, name="cli", daemon=True)
+        worker.start()
+        worker.join(timeout)
+    assert outcome, f"ci-status-bot {' '.join(args)} did not finish within {timeout} s"
+    return subprocess.CompletedProcess(
+        ["ci-status-bot", *args], outcome[0], out.getvalue(), err.getvalue()
+    )
+
+
+@contextmanager
+def _process_state(env: Mapping[str, str] | None) -> Iterator[None]:
+    """Run with a clean environment; then restore it, logging, secrets and PyGithub."""
+    environ = dict(os.environ)
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    levels = {name: logging.getLogger(name).level for name in HEADER_LOGGERS}
+    secrets = set(logs._secrets)
+    os.environ.clear()
+    os.environ.update({**clean_env_of(environ), **(env or {})})
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(environ)
+        root.handlers[:], root.level = handlers, level
+        for name, value in levels.items():
+            logging.getLogger(name).setLevel(value)
+        logs._secrets.clear()
+        logs._secrets.update(secrets)
+        Requester.resetConnectionClasses()
 
 
 def free_port() -> int:
@@ -340,3 +409,25 @@ def seed_report() -> Report:
 
 
 PENDING_RAW = ("queued", "in_progress", "waiting", "pending", "requested")
+
+
+# -- the GitHub Action (tests/e2e/test_action.py, benchmarks/action.py) ---------------------
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+_INPUT = re.compile(r"\$\{\{\s*inputs\.([A-Za-z0-9_-]+)\s*\}\}")
+
+
+def action_metadata() -> dict[str, Any]:
+    """action.yml, parsed."""
+    return dict(yaml.safe_load((REPOSITORY / "action.yml").read_text(encoding="utf-8")))
+
+
+def action_step(inputs: dict[str, str]) -> tuple[str, dict[str, str]]:
+    """The action's last step: its `run:` text and its `env:`, the inputs substituted as the
+    runner would (an input not given takes its default)."""
+    meta = action_metadata()
+    values = {name: str(spec.get("default", "")) for name, spec in meta["inputs"].items()}
+    values.update(inputs)
+    step = meta["runs"]["steps"][-1]
+    env = {k: _INPUT.sub(lambda m: values[m[1]], str(v)) for k, v in step["env"].items()}
+    return str(step["run"]), env

@@ -140,7 +140,16 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # 8: when the comment was last re-read to see that it still exists and says what the bot
     # wrote (NULL: not since it was written; it is then as old as updated_at)
     ("ALTER TABLE comments ADD COLUMN checked_at TEXT",),
-    # 9: what a base branch requires (branch protection and rulesets), as read, per repository
+    # 9: repositories whose last read failed (renamed, access removed, an error): since when
+    # and why, so the triage view marks their rows as last read instead of "as of now"
+    (
+        """CREATE TABLE repo_reads (
+            repo TEXT PRIMARY KEY,
+            failing_since TEXT NOT NULL,
+            failure TEXT NOT NULL
+        )""",
+    ),
+    # 10: what a base branch requires (branch protection and rulesets), as read, per repository
     # and base branch: the required set changes rarely; its webhooks drop it (issue 15)
     (
         """CREATE TABLE required_sets (
@@ -757,6 +766,33 @@ class Store:
             )
             for r in rows
         ]
+
+    def repo_read_failed(self, repo: str, *, now: datetime, failure: str) -> None:
+        """Note that `repo` could not be read: the first failure's time stands, the text is new."""
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO repo_reads (repo, failing_since, failure) VALUES (?, ?, ?) "
+                "ON CONFLICT (repo) DO UPDATE SET failure = excluded.failure",
+                (repo, _to_text(now), failure),
+            )
+
+    def repo_read_ok(self, repo: str) -> None:
+        """`repo` was read completely: it no longer fails."""
+        with self._transaction() as db:
+            db.execute("DELETE FROM repo_reads WHERE repo = ?", (repo,))
+
+    def unread_repos(self) -> dict[str, tuple[datetime, str]]:
+        """Repositories whose last read failed: since when, and what failed."""
+        with self._lock:
+            try:
+                rows = self._db.execute(
+                    "SELECT repo, failing_since, failure FROM repo_reads"
+                ).fetchall()
+            except sqlite3.OperationalError as exc:
+                if "no such table" in str(exc):  # a state from before this table
+                    return {}
+                raise
+        return {repo: (_from_text(since), failure) for repo, since, failure in rows}
 
     # -- required checks (learned from GitHub's isRequired, per base branch and name) --------
 

@@ -13,7 +13,15 @@ import jinja2
 from bot.core.model import as_utc, format_utc
 from bot.render.comment import default_template_dir
 from bot.render.escape import iso_utc, md, safe_url, short_sha
-from bot.triage.rows import COUNT_GROUPS, VERDICTS, TriageEntry, totals, unsettled_dict
+from bot.triage.rows import (
+    COUNT_GROUPS,
+    VERDICTS,
+    TriageEntry,
+    not_read_dict,
+    totals,
+    unread_repos,
+    unsettled_dict,
+)
 
 TRIAGE_SCHEMA: Final = "ci-status-bot.triage/v1"
 PAGE_TEMPLATE: Final = "triage.html.j2"
@@ -36,6 +44,8 @@ def pull_dict(entry: TriageEntry) -> dict[str, Any]:
         "oldest_unsettled": None if oldest is None else unsettled_dict(oldest),
         "observed_at": iso_utc(entry.observed_at),
         "comment_url": entry.comment_url,
+        "read_at": iso_utc(entry.read_at),
+        "not_read": not_read_dict(entry.not_read),
     }
 
 
@@ -115,8 +125,16 @@ def table(
         if e.required_failing:
             names = ", ".join(_clean(n) for n in e.required_failing)
             lines.append(_cell(f"{'':13}   required failing: {names}", width).rstrip())
+        if e.not_read is not None:
+            lines.append(f"{'':13}   last read {_short_time(e.read_at)} UTC".rstrip())
     t = totals(entries)
     counted = ", ".join(f"{n} {v}" for v, n in t.verdicts.items())
+    for repo, why in unread_repos(entries).items():
+        lines.append(
+            _cell(
+                f"{_clean(repo)} {_not_read_sentence(why.since)}: {_clean(why.reason)}", width
+            ).rstrip()
+        )
     lines.append(f"{t.total} open pull requests: {counted}.")
     lines.append(
         f"{t.failing_required} failing a required check; {_docs_builds(t.docs_stuck)} stale, "
@@ -163,10 +181,15 @@ def markdown(entries: Sequence[TriageEntry], *, now: datetime) -> str:
             ", ".join(f"`{md(n, 80)}`" for n in e.required_failing),
             unsettled,
             f"`{short_sha(e.head_sha)}`",
-            format_utc(e.observed_at),
+            format_utc(e.observed_at) + _md_last_read(e),
             _md_link("comment", e.comment_url) if e.comment_url else "",
         ]
         lines.append("| " + " | ".join(cells) + " |")
+    unread = unread_repos(entries)
+    if unread:
+        lines.append("")
+    for repo, why in unread.items():
+        lines.append(f"- {md(repo)} {_not_read_sentence(why.since)}: {md(why.reason, 200)}")
     lines += ["", "This bot reads CI state and retriggers nothing."]
     return "\n".join(lines) + "\n"
 
@@ -184,6 +207,7 @@ class PageRenderer:
             lstrip_blocks=True,
         )
         self._env.filters.update(utc=format_utc, short=short_sha, iso=iso_utc, url=safe_url)
+        self._env.globals.update(not_read_sentence=_not_read_sentence)
 
     def render(
         self, entries: Sequence[TriageEntry], *, now: datetime, refresh_seconds: int = 0
@@ -191,12 +215,24 @@ class PageRenderer:
         """The page for entries already in order; it re-reads itself every `refresh_seconds`."""
         return self._env.get_template(PAGE_TEMPLATE).render(
             entries=entries,
+            unread=unread_repos(entries),
             totals=totals(entries),
             verdicts=VERDICTS,
             now=now,
             refresh_seconds=refresh_seconds,
             schema=TRIAGE_SCHEMA,
         )
+
+
+def _not_read_sentence(since: datetime) -> str:
+    """What a repository's marked rows mean, said once per repository in every format."""
+    return f"could not be read since {format_utc(since)}; its rows are as last read"
+
+
+def _md_last_read(entry: TriageEntry) -> str:
+    if entry.not_read is None or entry.read_at is None:
+        return ""
+    return f" · **last read {format_utc(entry.read_at)}**"
 
 
 def _docs_builds(count: int) -> str:

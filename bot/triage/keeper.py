@@ -11,6 +11,7 @@ from bot.docs.provider import DocsProvider
 from bot.state.sqlite import Store, StoredTriage
 from bot.triage.rows import (
     COUNT_GROUPS,
+    NotRead,
     TriageEntry,
     Unsettled,
     comment_url,
@@ -48,11 +49,17 @@ class TriageKeeper:
     def repo_done(self, repo: str, seen: Iterable[int]) -> None:
         """After a repository was read completely: drop rows of pull requests it did not list."""
         self.store.prune_triage(repo, keep=set(seen))
+        self.store.repo_read_ok(repo)
+
+    def repo_failed(self, repo: str, reason: str) -> None:
+        """A repository could not be read: its rows stay, marked with since when and why."""
+        self.store.repo_read_failed(repo, now=self.clock(), failure=reason)
 
 
 def stored_entries(store: Store) -> list[TriageEntry]:
-    """Every row the state holds (any order)."""
-    return [_from_stored(row) for row in store.triage_rows()]
+    """Every row the state holds (any order); rows of a repository not read say so."""
+    unread = {repo: NotRead(since, why) for repo, (since, why) in store.unread_repos().items()}
+    return [_from_stored(row, unread.get(row.repo)) for row in store.triage_rows()]
 
 
 def _details_json(entry: TriageEntry) -> str:
@@ -70,7 +77,7 @@ def _details_json(entry: TriageEntry) -> str:
     )
 
 
-def _from_stored(row: StoredTriage) -> TriageEntry:
+def _from_stored(row: StoredTriage, not_read: NotRead | None) -> TriageEntry:
     details = json.loads(row.details)
     oldest = details.get("oldest_unsettled")
     return TriageEntry(
@@ -94,4 +101,6 @@ def _from_stored(row: StoredTriage) -> TriageEntry:
         ),
         docs_stuck=int(details.get("docs_stuck", 0)),
         comment_url=comment_url(row.url, row.comment_id),
+        read_at=row.updated_at,
+        not_read=not_read,
     )

@@ -40,6 +40,14 @@ class Unsettled:
 
 
 @dataclass(frozen=True, slots=True)
+class NotRead:
+    """Why a row's repository could not be read by the last cycle, and since when."""
+
+    since: datetime
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class TriageEntry:
     """One pull request's row of the triage view."""
 
@@ -57,6 +65,8 @@ class TriageEntry:
     oldest_unsettled: Unsettled | None = None
     docs_stuck: int = 0
     comment_url: str | None = None
+    read_at: datetime | None = None  # when GitHub was last read for this row
+    not_read: NotRead | None = None  # set while its repository cannot be read
 
     @property
     def label(self) -> str:
@@ -105,6 +115,7 @@ def entry_for(
     *,
     docs: Sequence[DocsProvider],
     comment_id: int | None = None,
+    read_at: datetime | None = None,
 ) -> TriageEntry:
     """The triage row of one reconciled pull request (pure); `docs` tell their builds apart."""
     counts: Counter[str] = Counter({group: 0 for group in COUNT_GROUPS})
@@ -135,6 +146,7 @@ def entry_for(
         oldest_unsettled=oldest,
         docs_stuck=docs_stuck,
         comment_url=comment_url(report.url, comment_id),
+        read_at=read_at,
     )
 
 
@@ -158,6 +170,16 @@ def comment_url(pull_url: str, comment_id: int | None) -> str | None:
 def unsettled_dict(item: Unsettled) -> dict[str, Any]:
     """The oldest unsettled signal as plain data."""
     return {"name": item.name, "state": item.state, "since": iso_utc(item.since)}
+
+
+def not_read_dict(item: NotRead | None) -> dict[str, Any] | None:
+    """Why a row's repository could not be read, as plain data (None while it can be)."""
+    return None if item is None else {"since": iso_utc(item.since), "reason": item.reason}
+
+
+def unread_repos(entries: Iterable[TriageEntry]) -> dict[str, NotRead]:
+    """The repositories of `entries` that the last cycle could not read, by name."""
+    return {e.repo: e.not_read for e in entries if e.not_read is not None}
 
 
 def urgency_key(entry: TriageEntry) -> tuple[int, str, str, int]:

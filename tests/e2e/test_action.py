@@ -3,47 +3,35 @@
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
-from support import REPO, bot_comments, clean_env, outside_allowlist, seed_case, writes
+from support import (
+    REPO,
+    action_step,
+    bot_comments,
+    clean_env,
+    outside_allowlist,
+    seed_case,
+    writes,
+)
 
 from bot_sandbox import Sandbox, World
 
 ROOT = Path(__file__).resolve().parents[2]
 ACTIONS_TOKEN = "ghs_actions-token-of-this-workflow-run"
 ACTIONS_LOGIN = "github-actions[bot]"
-_INPUT = re.compile(r"\$\{\{\s*inputs\.([A-Za-z0-9_-]+)\s*\}\}")
-
-
-def action() -> dict[str, Any]:
-    """action.yml, parsed."""
-    return dict(yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8")))
-
-
-def run_step(inputs: dict[str, str]) -> tuple[str, dict[str, str]]:
-    """The action's last step: its `run:` text and its `env:`, the inputs substituted as the
-    runner would (an input not given takes its default)."""
-    meta = action()
-    values = {name: str(spec.get("default", "")) for name, spec in meta["inputs"].items()}
-    values.update(inputs)
-    step = meta["runs"]["steps"][-1]
-    env = {k: _INPUT.sub(lambda m: values[m[1]], str(v)) for k, v in step["env"].items()}
-    return str(step["run"]), env
 
 
 def run_action(
     workspace: Path, runner_temp: Path, inputs: dict[str, str]
 ) -> subprocess.CompletedProcess[str]:
     """Run the action's command line exactly as action.yml writes it, in `workspace`."""
-    command, step_env = run_step(inputs)
+    command, step_env = action_step(inputs)
     env = clean_env()
     env.update(step_env)
     env["GITHUB_ACTION_PATH"] = str(ROOT)
@@ -96,7 +84,7 @@ def actions_sandbox() -> Iterator[tuple[World, Sandbox]]:
 
 def test_the_action_runs_the_script_in_the_repository() -> None:
     """action.yml's command is the repository's script, so the test below runs what it runs."""
-    command, env = run_step({})
+    command, env = action_step({})
     assert command.strip().strip("'") == '"$GITHUB_ACTION_PATH/scripts/action-once.sh"'
     assert env["INPUT_GITHUB_TOKEN"] == "${{ github.token }}"  # the default: GITHUB_TOKEN
     assert os.access(ROOT / "scripts" / "action-once.sh", os.X_OK)

@@ -195,3 +195,36 @@ def test_an_app_installation_says_its_permissions_and_what_it_lacks(
     assert f"repos[0].name: {REPO}: installation 7 lacks statuses: read (has none); " in out
     assert "issues: write (has read)" in out
     assert "repos[1].name: octo/elsewhere: the App is not installed there" in out
+
+
+def test_a_workflow_token_without_checks_and_statuses_read_is_told_what_it_lacks(
+    env: tuple[World, Sandbox], tmp_path: Path
+) -> None:
+    """A `permissions:` block that leaves out `checks: read` and `statuses: read`: GitHub
+    refuses those reads (403), and check-config names each with the permission it needs."""
+    world, sandbox = env
+    granted = {"metadata": "read", "pull_requests": "read", "issues": "write"}
+    world.add_actions_token("ghs_narrow", REPO, permissions=granted)
+    path = config(tmp_path, sandbox, github=['token = "ghs_narrow"'])
+    done = cli("check-config", "--config", path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    problems = [line for line in done.stdout.splitlines() if line.strip().startswith("problem")]
+    assert len(problems) == 2, done.stdout
+    assert (
+        "the check runs of #7430 cannot be read (checks: read) (403: Resource not " in (problems[0])
+    )
+    assert "the commit statuses of #7430 cannot be read (statuses: read)" in problems[1]
+
+
+def test_a_fine_grained_token_without_pull_requests_read_is_a_problem(
+    env: tuple[World, Sandbox], tmp_path: Path
+) -> None:
+    world, sandbox = env
+    world.add_user(LOGIN, "fine-grained", permissions={"metadata": "read", "issues": "write"})
+    path = config(tmp_path, sandbox, github=['token = "fine-grained"'])
+    done = cli("check-config", "--config", path)
+    assert done.returncode == 2
+    assert (
+        f"{REPO}: its pull requests cannot be read (pull_requests: read) (403: Resource not "
+        "accessible by personal access token)"
+    ) in done.stdout

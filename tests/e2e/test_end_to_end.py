@@ -232,24 +232,6 @@ def test_run_completes_a_cycle_and_stops_on_sigterm(env: Env) -> None:
     assert "cycle: 1 pull requests seen" in err and "stopped" in err
 
 
-def test_demo_runs_offline_and_prints_what_it_posted() -> None:
-    result = cli("demo", timeout=180)
-    assert result.returncode == 0, result.stderr
-    # five created, #7431 edited in place, then #7430 edited after a webhook delivery
-    assert result.stdout.count(MARKER) == 7
-    assert "[cycle 2, nothing changed]" in result.stdout and "left 5" in result.stdout
-    assert "edited 1, left 4" in result.stdout
-    assert '"octo/omni#7430": "incomplete"' in result.stdout
-    assert '"octo/omni#7431": "passing"' in result.stdout
-    assert "0 were not issue comments" in result.stdout
-    # the comments in the contract's shape: headline first, rows, passing collapsed
-    assert "\n### ⚪ Incomplete · 1 cancelled · 4 passing\n" in result.stdout
-    assert "\n### ❌ Failing · 1 failing · 2 passing\n" in result.stdout  # 7431, cycle 1
-    assert "\n### ✅ Passing · 3 passing\n" in result.stdout  # 7431 after the re-run
-    assert "<details><summary>✅ 4 passing</summary>" in result.stdout
-    assert "&#" not in result.stdout and "\u2060" not in result.stdout
-
-
 def test_the_rtd_answer_of_a_final_build_is_not_fetched_again(env: Env) -> None:
     assert once(env).returncode == 0
     env.sandbox.clear_requests()

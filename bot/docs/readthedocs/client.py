@@ -12,7 +12,7 @@ from urllib.parse import urljoin
 import httpx
 
 from bot.core.model import parse_time
-from bot.docs.readthedocs.rules import RtdBuild
+from bot.docs.readthedocs.rules import RtdBuild, describe_status
 from bot.guard import Guard, Pages, RefusedRequest
 from bot.retry import (
     TOO_MANY_REQUESTS,
@@ -37,11 +37,6 @@ class RtdError(Exception):
         """`status`: the HTTP status RTD answered, when it answered one."""
         super().__init__(message)
         self.status = status
-
-
-def is_transient(exc: RtdError) -> bool:
-    """A failure to read, not an answer: anything but a 4xx other than 429 (e.g. 404, 401)."""
-    return exc.status is None or exc.status == 429 or not 400 <= exc.status < 500
 
 
 class _TokenPerHost(httpx.Auth):
@@ -174,13 +169,9 @@ class RtdApi:
                 raise Retryable(error) from exc
             if response.status_code in RETRY_STATUSES:
                 wait = _retry_after(response)
-                try:
-                    _json_or_error(response)
-                    error = RtdError(f"Read the Docs answered HTTP {response.status_code}")
-                except RtdError as exc:
-                    error = exc
+                error = _status_error(response.status_code)
                 if wait is not None and self._policy.too_long(wait):
-                    raise RtdError(f"{error} (it asked to wait {wait:.0f} s)")
+                    raise RtdError(f"{error} (it asked to wait {wait:.0f} s)", status=error.status)
                 raise Retryable(error, wait_s=wait)
             return _json_or_error(response)
 
@@ -248,19 +239,16 @@ def _retry_after(response: httpx.Response) -> float | None:
     return retry_after_s(response.headers.get("retry-after"), now=datetime.now(UTC))
 
 
+def _status_error(status: int) -> RtdError:
+    """An answer other than 200, in words that never change between answers: the status code
+    and what it means. Its body is never quoted (error pages differ per request, a CDN's block
+    page carries a new ray id each time; and the body is not Read the Docs' evidence)."""
+    return RtdError(describe_status(status), status=status)
+
+
 def _json_or_error(response: httpx.Response) -> Any:
     if response.status_code != 200:
-        detail = ""
-        try:
-            body = response.json()
-            detail = body.get("detail", "") if isinstance(body, dict) else ""
-        except ValueError:
-            detail = response.text[:120]
-        suffix = f": {detail}" if detail else ""
-        raise RtdError(
-            f"Read the Docs answered HTTP {response.status_code}{suffix}",
-            status=response.status_code,
-        )
+        raise _status_error(response.status_code)
     try:
         return response.json()
     except ValueError as exc:

@@ -10,24 +10,28 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from bot.core.model import PullSnapshot, Signal, parse_time
-from bot.docs.readthedocs.client import RtdApi, RtdError, is_transient
+from bot.docs.readthedocs.client import RtdApi, RtdError
 from bot.docs.readthedocs.rows import RtdLookup
 from bot.docs.readthedocs.rules import (
     FINAL_STATES,
     INVALID_SLUG,
+    LEGACY_UNCHECKED,
     PROJECT_KEY,
     RtdBuild,
     Settled,
+    describe_status,
     is_rtd_status,
     named_build,
     needs_notes,
     settling,
-    target_of,
+    status_target,
 )
 from bot.state.sqlite import RtdRead
+
+NOT_FOUND: Final = 404  # RTD's answer that a build does not exist (or is not visible)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,13 +44,20 @@ class CommitRead:
     read_at: datetime
     builds: tuple[RtdBuild, ...] = ()  # the commit's builds (all versions) + builds a status named
     notes: Mapping[int, tuple[str, ...]] = field(default_factory=dict)  # read notifications by id
+    missing: frozenset[int] = frozenset()  # builds asked for by id that RTD answered 404 for
 
     def find(self, build_id: int | None) -> RtdBuild | None:
         """The build with this id, if read."""
         return next((b for b in self.builds if b.id == build_id), None)
 
 
-def _lookup(read: CommitRead, ask: _Ask, *, unverified_since: datetime | None = None) -> RtdLookup:
+def _lookup(
+    read: CommitRead,
+    ask: _Ask,
+    *,
+    unverified_since: datetime | None = None,
+    failure: str | None = None,
+) -> RtdLookup:
     """The lookup of one ask from one read: the builds, and why its settling build ended."""
     chosen = _settled(read, ask).build
     notes = None if chosen is None else read.notes.get(chosen.id)
@@ -58,6 +69,7 @@ def _lookup(read: CommitRead, ask: _Ask, *, unverified_since: datetime | None = 
         notifications=notes or (),
         notifications_read=chosen is None or notes is not None or not needs_notes(chosen),
         unverified_since=unverified_since,
+        failure=failure,
     )
 
 
@@ -113,12 +125,11 @@ def evidence(
     answers: dict[str, RtdLookup] = {}
     version = str(snapshot.number)
     for signal in _rtd_statuses(snapshot.signals):
-        target = target_of(signal.name)
-        if target is None:
-            continue
-        if not target.valid:
+        target = status_target(signal.name, signal.url)
+        if target is None or not target.valid:
+            why = INVALID_SLUG if target is not None else LEGACY_UNCHECKED
             answers[signal.name] = RtdLookup(
-                target.slug, snapshot.head_sha, now, error=INVALID_SLUG
+                "" if target is None else target.slug, snapshot.head_sha, now, error=why
             )
             continue
         named = named_build(signal.url, target.slug)
@@ -161,29 +172,38 @@ class _Session:
         self.failed: dict[tuple[str, str, str], tuple[datetime, str]] = {}
 
     def lookup(self, ask: _Ask, commit: str) -> RtdLookup:
-        """The settled lookup for one ask: cached, freshly read, or the last good one."""
+        """The settled lookup for one ask: cached, freshly read, or the last good one.
+
+        Any failure to read (an outage, a 403 or 404 page, a timeout) is not evidence: the last
+        good answer stands, marked since when reading fails; with none, the row says what failed.
+        """
         key = (ask.host, ask.slug, commit)
         stored = self.store.get_rtd_read(*key)
         last = _load(stored.payload) if stored is not None and stored.payload else None
-        read = self.fresh.get(key)
-        if read is None and key not in self.failed:
+        read, failure = self.fresh.get(key), self.failed.get(key)
+        if read is None and failure is None:
             if last is not None and _final_for(last, ask):
                 return _lookup(last, ask)
             try:
                 read = self._read(ask, commit)
             except RtdError as exc:
-                if not is_transient(exc):
-                    return RtdLookup(ask.slug, commit, self.now, error=str(exc))
-                self.failed[key] = _failing(stored, exc, now=self.now)
-                if self.write:
-                    self.store.rtd_read_failed(*key, now=self.now, failure=_failure(exc))
-        if read is None:  # RTD cannot be read now: the last good evidence stands
-            since, failure = self.failed[key]
-            if last is None:
-                return RtdLookup(ask.slug, commit, self.now, error=failure, unverified_since=since)
-            return _lookup(last, ask, unverified_since=since)
-        read = self._complete(read, ask, last)
-        return _lookup(read, ask)
+                failure = self._failed(key, stored, exc)
+        if read is not None:
+            try:
+                return _lookup(self._complete(read, ask, last), ask)
+            except _NamedUnread as exc:
+                failure = self._failed(key, stored, exc)
+        assert failure is not None
+        return _last_good(last, ask, commit, failure, now=self.now)
+
+    def _failed(
+        self, key: tuple[str, str, str], stored: RtdRead | None, exc: RtdError
+    ) -> tuple[datetime, str]:
+        """Note a failed read (in the state, unless a dry run); since when and what fails."""
+        self.failed[key] = _failing(stored, exc, now=self.now)
+        if self.write:
+            self.store.rtd_read_failed(*key, now=self.now, failure=_failure(exc))
+        return self.failed[key]
 
     def _read(self, ask: _Ask, commit: str) -> CommitRead:
         builds = self.api.commit_builds(ask.host, ask.slug, commit)
@@ -192,15 +212,22 @@ class _Session:
         return read
 
     def _complete(self, read: CommitRead, ask: _Ask, last: CommitRead | None) -> CommitRead:
-        """Read the build the status names and why the settling build ended, where needed."""
+        """Read the build the status names and why the settling build ended, where needed.
+
+        RTD's 404 for the named build is its answer (kept); any other failure to read it
+        raises _NamedUnread: the commit's list alone says nothing about that build.
+        """
         key = (read.host, read.project, read.commit)
-        if ask.named is not None and read.find(ask.named) is None:
+        if ask.named is not None and read.find(ask.named) is None and ask.named not in read.missing:
             try:
-                named: RtdBuild | None = self.api.build(ask.host, ask.slug, ask.named)
-            except RtdError:  # not readable now: as last read, else the version's newest build
-                named = last.find(ask.named) if last is not None else None
-            if named is not None:
-                read = _with(read, builds=(*read.builds, named))
+                read = _with(
+                    read, builds=(*read.builds, self.api.build(ask.host, ask.slug, ask.named))
+                )
+            except RtdError as exc:
+                if exc.status != NOT_FOUND:
+                    raise _NamedUnread(exc, ask.named) from exc
+                read = _with(read, missing=read.missing | {ask.named})
+            self.fresh[key] = read
         build = _settled(read, ask).build
         if build is not None and needs_notes(build) and build.id not in read.notes:
             kept = last.notes.get(build.id) if last is not None else None
@@ -219,9 +246,43 @@ class _Session:
         return read
 
 
+class _NamedUnread(RtdError):
+    """The build a status names could not be read (not RTD's 404: an outage, a 403, ...)."""
+
+    def __init__(self, cause: RtdError, build_id: int) -> None:
+        super().__init__(str(cause), status=cause.status)
+        self.cause, self.build_id = cause, build_id
+
+
+def _last_good(
+    last: CommitRead | None,
+    ask: _Ask,
+    commit: str,
+    failure: tuple[datetime, str],
+    *,
+    now: datetime,
+) -> RtdLookup:
+    """RTD cannot be read now: the last good answer stands, if it speaks about this status.
+
+    A last answer read before the status named its build says nothing about that build (an
+    outage is never evidence that RTD "did not give" it): then only the failure is told.
+    """
+    since, what = failure
+    speaks = last is not None and (
+        ask.named is None or last.find(ask.named) is not None or ask.named in last.missing
+    )
+    if last is None or not speaks:
+        return RtdLookup(ask.slug, commit, now, error=what, unverified_since=since)
+    return _lookup(last, ask, unverified_since=since, failure=what)
+
+
 def _failure(exc: RtdError) -> str:
-    """What failed, in words that do not change from one answer to the next (no retry-after)."""
-    return str(exc) if exc.status is None else f"Read the Docs answered HTTP {exc.status}"
+    """What failed, in words that do not change from one answer to the next (no retry-after,
+    no body): the status code and what it means, and which build when it was the named one."""
+    said = str(exc) if exc.status is None else describe_status(exc.status)
+    if isinstance(exc, _NamedUnread):
+        return f"{said} for build {exc.build_id}, which the status names"
+    return said
 
 
 def _failing(stored: RtdRead | None, exc: RtdError, *, now: datetime) -> tuple[datetime, str]:
@@ -250,6 +311,7 @@ def _with(
     *,
     builds: tuple[RtdBuild, ...] | None = None,
     notes: Mapping[int, tuple[str, ...]] | None = None,
+    missing: frozenset[int] | None = None,
 ) -> CommitRead:
     return CommitRead(
         read.host,
@@ -258,6 +320,7 @@ def _with(
         read.read_at,
         read.builds if builds is None else builds,
         read.notes if notes is None else notes,
+        read.missing if missing is None else missing,
     )
 
 
@@ -298,6 +361,7 @@ def _dump(read: CommitRead) -> str:
             "read_at": _iso(read.read_at),
             "builds": builds,
             "notes": notes,
+            "missing": sorted(read.missing),
         }
     )
 
@@ -322,11 +386,18 @@ def _load(text: str) -> CommitRead | None:
             for b in data["builds"]
         )
         notes = {int(k): tuple(str(i) for i in v) for k, v in data["notes"].items()}
+        missing = frozenset(int(i) for i in data.get("missing", ()))  # absent before issue 15
         read_at = _time(data["read_at"])
         if read_at is None:
             return None
         return CommitRead(
-            str(data["host"]), str(data["project"]), str(data["commit"]), read_at, builds, notes
+            str(data["host"]),
+            str(data["project"]),
+            str(data["commit"]),
+            read_at,
+            builds,
+            notes,
+            missing,
         )
     except (ValueError, KeyError, TypeError, AttributeError):
         return None

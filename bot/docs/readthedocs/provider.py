@@ -26,8 +26,9 @@ class ReadTheDocs:
         return self.api.requests
 
     def recognises(self, signal: Signal) -> bool:
-        """A signal named `docs/readthedocs[.org|.com]:<slug>` with a valid slug."""
-        return project_of(signal.name) is not None
+        """A `docs/readthedocs[.org|.com]:<slug>` status with a valid slug, or a pre-2020
+        `continuous-documentation/read-the-docs` one whose target_url names its project."""
+        return project_of(signal.name, signal.url) is not None
 
     def evidence(
         self, snapshot: PullSnapshot, repo: RepoSettings, *, now: datetime

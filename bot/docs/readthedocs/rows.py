@@ -63,8 +63,10 @@ class RtdLookup:
     # which of them settles a status is settle_status's one rule.
     # `notifications` are those of that settling build; False here when they could not be read:
     notifications_read: bool = True
-    # set while RTD cannot be read (429, 5xx, timeout): since when; the evidence is the last good
+    # set while RTD cannot be read (429, 5xx, 403, timeout): since when; the evidence is the
+    # last good, and `failure` what failed (stable words: a status code and what it means)
     unverified_since: datetime | None = None
+    failure: str | None = None
 
     def row(self, signal: Signal, *, number: int, since: Since, judge: Judge) -> Row:
         """The row of a Read the Docs status of pull request `number`."""
@@ -154,6 +156,8 @@ def _unsettled(ev: _Ev, clock: Judge) -> Reconciliation:
             )
         else:
             finding = "Read the Docs lists no build for this exact commit."
+    if lookup.error is None:
+        finding += _as_last_read(lookup, clock)
     return Reconciliation(
         provider="readthedocs",
         project=lookup.project,
@@ -181,15 +185,24 @@ def _others(settled: Settled) -> str:
     )
 
 
+def _as_last_read(lookup: RtdLookup, clock: Judge) -> str:
+    """Once RTD has not been readable for the policy's limit: since when, and that what the row
+    says is its last good answer (with when it was read); before that, nothing (no edit)."""
+    since = _unverified(lookup, clock)
+    if since is None:
+        return ""
+    when, at = format_utc(since), format_utc(lookup.fetched_at)
+    if lookup.failure is None:
+        return f" Read the Docs could not be read since {when}; this is what it reported at {at}."
+    why = lookup.failure.strip().rstrip(".")
+    return (
+        f" Read the Docs could not be read since {when}: {why}. This is what it reported at {at}."
+    )
+
+
 def _evidence(ev: _Ev, *, divergent: bool, finding: str, clock: Judge) -> Reconciliation:
     build, lookup = ev.build, ev.lookup
-    finding += _others(ev.settled)
-    since = _unverified(lookup, clock)
-    if since is not None:
-        finding += (
-            f" Read the Docs could not be read since {format_utc(since)}; this is what it "
-            f"reported at {format_utc(lookup.fetched_at)}."
-        )
+    finding += _others(ev.settled) + _as_last_read(lookup, clock)
     return Reconciliation(
         provider="readthedocs",
         project=lookup.project,
@@ -320,9 +333,10 @@ def _project_note(lookup: RtdLookup, clock: Judge, *, number: int) -> str:
             said += f" (success: {_json_bool(build.success)})"
         if lookup.notifications:
             said += f", with notification {', '.join(lookup.notifications)}"
-        return f"{where} {said}; {absent}"
+        return f"{where} {said}; {absent}{_as_last_read(lookup, clock)}"
     if lookup.error is None:
-        return f"{where} lists no build of version {number} for this exact commit; {absent}"
+        said = f"lists no build of version {number} for this exact commit"
+        return f"{where} {said}; {absent}{_as_last_read(lookup, clock)}"
     since = _unverified(lookup, clock)
     when = "" if since is None else f" since {format_utc(since)}"
     return f"{where} could not be read{when}: {lookup.error.strip().rstrip('.')}."

@@ -7,6 +7,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from http import HTTPStatus
 from typing import Final, NamedTuple
 from urllib.parse import urlsplit
 
@@ -19,10 +20,35 @@ FINAL_STATES: Final = frozenset({"finished", "cancelled"})
 PROJECT_KEY: Final = HEAD_KEY + "rtd_project"
 INVALID_SLUG: Final = "not a valid project slug"
 
+# Read the Docs' status name before April 2020 (one name for every project, on .org and .com:
+# readthedocs/readthedocs.org 00ea459 renamed it); its target_url names the project.
+LEGACY_CONTEXT: Final = "continuous-documentation/read-the-docs"
+LEGACY_UNCHECKED: Final = (
+    f"not checked: `{LEGACY_CONTEXT}` is Read the Docs' status name from before 2020, which "
+    "names no project, and its target_url is neither a Read the Docs build page "
+    "(https://readthedocs.org/projects/<slug>/builds/<id>/) nor a pull request preview "
+    "(https://<slug>--<number>.org.readthedocs.build/)"
+)
+
 _CONTEXT: Final = re.compile(r"docs/readthedocs(?:\.(org|com))?:(.*)", re.DOTALL)
 # RTD slugs are made by slugify: lower-case letters, digits, hyphens (underscores in old ones)
 _SLUG: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,254}")
 _BUILD_PAGE: Final = re.compile(r"/projects/(?P<slug>[^/]+)/builds/(?P<id>\d+)/?")
+# The sites' dashboards (build pages) and pull request previews, by the host they are on
+_DASHBOARDS: Final = {
+    "readthedocs.org": "org",
+    "app.readthedocs.org": "org",
+    "readthedocs.com": "com",
+    "app.readthedocs.com": "com",
+}
+_PREVIEW: Final = re.compile(r"(?P<slug>.+)--\d+\.(?P<site>org|com)\.readthedocs\.build")
+# What an HTTP status from Read the Docs means, in words that never change between answers
+_MEANINGS: Final = {
+    401: "the token was not accepted",
+    403: "access refused: a private project, or an address refused without a token",
+    404: "no such project or build is visible",
+    429: "too many requests",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +83,40 @@ def target_of(context: str) -> Target | None:
         return None
     slug = match.group(2)
     return Target(match.group(1) or "self", slug, _SLUG.fullmatch(slug) is not None)
+
+
+def legacy_target(url: str | None) -> Target | None:
+    """The site and project the target_url of a pre-2020 RTD status names, else None."""
+    try:
+        parts = urlsplit(url or "")
+    except ValueError:
+        return None
+    host = (parts.hostname or "").lower()
+    page = _BUILD_PAGE.fullmatch(parts.path)
+    if host in _DASHBOARDS and page is not None:
+        slug = page.group("slug")
+        return Target(_DASHBOARDS[host], slug, _SLUG.fullmatch(slug) is not None)
+    preview = _PREVIEW.fullmatch(host)
+    if preview is not None and parts.scheme == "https":
+        slug = preview.group("slug")
+        return Target(preview.group("site"), slug, _SLUG.fullmatch(slug) is not None)
+    return None
+
+
+def status_target(context: str, url: str | None) -> Target | None:
+    """The site and project of a Read the Docs status (either name) and its target_url."""
+    return legacy_target(url) if context == LEGACY_CONTEXT else target_of(context)
+
+
+def describe_status(status: int) -> str:
+    """What Read the Docs answering `status` means, the same words for every such answer."""
+    if status in _MEANINGS:
+        meaning = _MEANINGS[status]
+    elif status >= 500:
+        meaning = "a server error"
+    else:
+        meaning = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else ""
+    return f"Read the Docs answered HTTP {status}" + (f" ({meaning})" if meaning else "")
 
 
 def named_build(url: str | None, slug: str) -> int | None:
@@ -107,15 +167,18 @@ def settling(
     return Settled(chosen, candidates, others, chosen is not None and chosen.id == named, version)
 
 
-def project_of(context: str) -> tuple[str, str] | None:
-    """(host, slug) of a Read the Docs status context with a valid slug, else None."""
-    target = target_of(context)
+def project_of(context: str, url: str | None = None) -> tuple[str, str] | None:
+    """(host, slug) of a Read the Docs status with a valid slug, else None (the pre-2020 name
+    is told its project by `url`, its target_url)."""
+    target = status_target(context, url)
     return (target.host, target.slug) if target is not None and target.valid else None
 
 
 def is_rtd_status(signal: Signal) -> bool:
-    """A commit status Read the Docs posts (`docs/readthedocs...`), valid or not."""
-    return signal.kind is Kind.STATUS and signal.name.startswith("docs/readthedocs")
+    """A commit status Read the Docs posts (`docs/readthedocs...`, or its pre-2020 name)."""
+    return signal.kind is Kind.STATUS and (
+        signal.name.startswith("docs/readthedocs") or signal.name == LEGACY_CONTEXT
+    )
 
 
 def needs_notes(build: RtdBuild) -> bool:
