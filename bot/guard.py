@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 import graphql
@@ -79,6 +80,9 @@ def origin(url: str) -> str:
     return f"{scheme}://{(parts.hostname or '').lower()}:{port}"
 
 
+T = TypeVar("T")
+
+
 def same_origin(url: str, base: str) -> bool:
     """Whether `url` (absolute, or relative to `base`) goes to the origin of `base`."""
     if not urlsplit(url).netloc and not urlsplit(url).scheme:
@@ -86,15 +90,22 @@ def same_origin(url: str, base: str) -> bool:
     return origin(url) == origin(base)
 
 
-def last_page(link: str) -> int | None:
-    """The page number of a Link header's rel="last" URL (None when it has none)."""
+def link_url(link: str, rel: str) -> str | None:
+    """The URL a Link header gives for `rel` ("next", "last"), as given (None when absent)."""
     for part in link.split(","):
         section = part.split(";")
-        if len(section) >= 2 and section[1].strip() == 'rel="last"':
-            query = parse_qs(urlsplit(section[0].strip().strip("<>")).query)
-            pages = query.get("page", [])
-            return int(pages[0]) if pages and pages[0].isdigit() else None
+        if len(section) >= 2 and section[1].strip() == f'rel="{rel}"':
+            return section[0].strip().strip("<>")
     return None
+
+
+def last_page(link: str) -> int | None:
+    """The page number of a Link header's rel="last" URL (None when it has none)."""
+    url = link_url(link, "last")
+    if url is None:
+        return None
+    pages = parse_qs(urlsplit(url).query).get("page", [])
+    return int(pages[0]) if pages and pages[0].isdigit() else None
 
 
 class Pages:
@@ -146,6 +157,32 @@ class Pages:
             )
         self.seen.add(cursor)
         return cursor
+
+    def read_all(
+        self,
+        url: str,
+        params: dict[str, Any] | None,
+        read: Callable[[str, dict[str, Any] | None], Page[T]],
+    ) -> list[T]:
+        """Every item of a paginated list from `url`, each next page checked before it is read."""
+        items: list[T] = []
+        at: str | None = url
+        while at:
+            page = read(at, params)
+            items.extend(page.items)
+            self.expect(page.total, page.per_page)
+            at, params = self.follow(page.next), None
+        return items
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    """One page of a list: its items, the next page's URL, the total its answer announces."""
+
+    items: Sequence[T]
+    next: str | None
+    total: object = None  # e.g. RTD's `count`, the last page of a Link header
+    per_page: int = 1
 
 
 def _is_query_only(body: Any) -> bool:

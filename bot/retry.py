@@ -113,36 +113,50 @@ def run_with_retries(
     `stop` is checked after it all the same.
     """
 
-    def wait(state: tenacity.RetryCallState) -> float:
-        error = state.outcome.exception() if state.outcome else None
-        asked: float | None = error.wait_s if isinstance(error, Retryable) else None
-        if asked is not None:
-            return asked + random.uniform(0.0, min(policy.jitter_s, 0.1 * asked))
-        backoff = policy.backoff_s * 2.0 ** (state.attempt_number - 1)
-        return float(min(policy.backoff_max_s, backoff + random.uniform(0.0, policy.jitter_s)))
-
-    def nap(seconds: float) -> None:
-        if sleep is None:
-            pause(seconds, stop)
-        else:
-            sleep(seconds)
-            if stop is not None and stop.is_set():
-                raise Stopped("stopped while waiting")
-
-    def note(state: tenacity.RetryCallState) -> None:
-        error = state.outcome.exception() if state.outcome else None
-        seconds = state.upcoming_sleep
-        log.info("%s failed (%s); trying again in %.1f s", what, error, seconds)
-
+    waits = _Waits(policy, stop=stop, sleep=sleep, what=what)
     retrying = tenacity.Retrying(
-        sleep=nap,
+        sleep=waits.nap,
         stop=tenacity.stop_after_attempt(max(1, policy.attempts)),
-        wait=wait,
+        wait=waits.wait,
         retry=tenacity.retry_if_exception_type(Retryable),
-        before_sleep=note,
+        before_sleep=waits.note,
         reraise=True,
     )
     try:
         return retrying(attempt)
     except Retryable as exc:
         raise exc.cause from exc.cause.__cause__
+
+
+@dataclass(frozen=True)
+class _Waits:
+    """The waits of one run_with_retries: how long, how (interruptibly), and what is logged."""
+
+    policy: RetryPolicy
+    stop: threading.Event | None
+    sleep: Callable[[float], None] | None
+    what: str
+
+    def wait(self, state: tenacity.RetryCallState) -> float:
+        """The server's asked-for wait (with a little jitter), else the policy's backoff."""
+        error = state.outcome.exception() if state.outcome else None
+        asked: float | None = error.wait_s if isinstance(error, Retryable) else None
+        if asked is not None:
+            return asked + random.uniform(0.0, min(self.policy.jitter_s, 0.1 * asked))
+        backoff = self.policy.backoff_s * 2.0 ** (state.attempt_number - 1)
+        jitter = random.uniform(0.0, self.policy.jitter_s)
+        return float(min(self.policy.backoff_max_s, backoff + jitter))
+
+    def nap(self, seconds: float) -> None:
+        """Wait; raise Stopped on a stop request."""
+        if self.sleep is None:
+            pause(seconds, self.stop)
+            return
+        self.sleep(seconds)
+        if self.stop is not None and self.stop.is_set():
+            raise Stopped("stopped while waiting")
+
+    def note(self, state: tenacity.RetryCallState) -> None:
+        """Log the failure that is tried again, and when."""
+        error = state.outcome.exception() if state.outcome else None
+        log.info("%s failed (%s); trying again in %.1f s", self.what, error, state.upcoming_sleep)

@@ -29,6 +29,15 @@ def parse_time(value: str) -> datetime:
     return parsed if parsed.tzinfo is UTC else as_utc(parsed)
 
 
+def parse_optional_time(value: object) -> datetime | None:
+    """None for an absent time, else parse_time's (TypeError or ValueError when malformed)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"a time must be text, not {type(value).__name__}")
+    return parse_time(value)
+
+
 class Kind(StrEnum):
     """Where a signal lives on GitHub."""
 
@@ -64,6 +73,19 @@ class Verdict(StrEnum):
     FAILING = "failing"
     PENDING = "pending"
     INCOMPLETE = "incomplete"
+
+
+# A state's group, most urgent first: a row is counted, ordered and marked by its group.
+GROUP_ORDER = (Verdict.FAILING, Verdict.INCOMPLETE, Verdict.PENDING, Verdict.PASSING)
+
+
+def group_of(state: State) -> Verdict:
+    """The group a reconciled state falls in: failing, incomplete, pending or passing."""
+    if state in FAILING_STATES:
+        return Verdict.FAILING
+    if state in INCOMPLETE_STATES:
+        return Verdict.INCOMPLETE
+    return Verdict.PENDING if state is State.PENDING else Verdict.PASSING
 
 
 class SinceSource(StrEnum):

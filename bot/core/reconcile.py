@@ -9,6 +9,7 @@ from typing import Final
 from bot.core.evidence import HEAD_KEY, Evidence, Judge, Since
 from bot.core.model import (
     FAILING_STATES,
+    GROUP_ORDER,
     INCOMPLETE_STATES,
     Kind,
     Policy,
@@ -21,6 +22,7 @@ from bot.core.model import (
     State,
     Verdict,
     format_utc,
+    group_of,
 )
 from bot.core.required import HEAD_SEEN_KEY, expected_signals, rules_words, with_required
 
@@ -171,13 +173,7 @@ def github_state(signal: Signal) -> State:
 
 
 def _group_rank(state: State) -> int:
-    if state in FAILING_STATES:
-        return 0
-    if state in INCOMPLETE_STATES:
-        return 1
-    if state is State.PENDING:
-        return 2
-    return 3
+    return GROUP_ORDER.index(group_of(state))
 
 
 def _newer(run: Signal, than: Signal) -> bool:

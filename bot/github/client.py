@@ -45,7 +45,7 @@ from bot.github.query import (
     pulls_page_query,
     required_sets_query,
 )
-from bot.guard import Pages, last_page, same_origin
+from bot.guard import Page, Pages, last_page, link_url, same_origin
 from bot.retry import (
     TRANSIENT_STATUSES,
     Retryable,
@@ -683,23 +683,21 @@ class GitHubApi:
 
     def list_comments(self, repo: str, number: int) -> list[Comment]:
         """Every comment of the pull request's conversation, oldest first."""
-        url: str | None = f"/repos/{repo}/issues/{number}/comments"
-        params: dict[str, Any] | None = {"per_page": 100}
-        comments: list[Comment] = []
         pages = Pages(
             f"the comments of {repo}#{number}",
             origin=self._requester.base_url,
             error=PaginationLoop,
             refused=ForeignLink,
         )
-        while url:
-            headers, data = self._send("GET", url, kind="rest_get", parameters=params)
-            if not isinstance(data, list):
-                raise MalformedAnswer("the comment list is not a list")
-            comments.extend(_comment(c) for c in data)
-            pages.expect(last_page(headers.get("link", "")))
-            url, params = pages.follow(_next_link(headers.get("link", ""))), None
-        return comments
+        url = f"/repos/{repo}/issues/{number}/comments"
+        return pages.read_all(url, {"per_page": 100}, self._comment_page)
+
+    def _comment_page(self, url: str, params: dict[str, Any] | None) -> Page[Comment]:
+        headers, data = self._send("GET", url, kind="rest_get", parameters=params)
+        if not isinstance(data, list):
+            raise MalformedAnswer("the comment list is not a list")
+        link = headers.get("link", "")
+        return Page([_comment(c) for c in data], link_url(link, "next"), last_page(link))
 
     def read_comments(self, node_ids: Sequence[str]) -> dict[str, Comment | None]:
         """Re-read comments, 100 per GraphQL query (one point each); None for one that no
@@ -851,12 +849,3 @@ def _graphql_comment(node: Any, node_id: str) -> Comment:
         return parse_graphql_comment(node, node_id)
     except Unreadable as exc:
         raise MalformedAnswer(str(exc)) from exc
-
-
-def _next_link(link: str) -> str | None:
-    """The rel="next" URL of a Link header, followed as given."""
-    for part in link.split(","):
-        section = part.split(";")
-        if len(section) >= 2 and section[1].strip() == 'rel="next"':
-            return section[0].strip().strip("<>")
-    return None

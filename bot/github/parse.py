@@ -22,7 +22,7 @@ from bot.core.model import (
     RequiredContext,
     Rule,
     Signal,
-    parse_time,
+    parse_optional_time,
 )
 
 log = logging.getLogger(__name__)
@@ -104,10 +104,8 @@ def get(node: Any, *path: str) -> Any:
 
 def _time(value: Any, what: str) -> datetime | None:
     """A timestamp, or None when absent or unparseable (that one field, never the read)."""
-    if value is None:
-        return None
     try:
-        return parse_time(value)
+        return parse_optional_time(value)
     except (TypeError, ValueError):
         log.warning("GitHub gave an unparseable %s %r: read as no time", what, value)
         return None

@@ -27,6 +27,7 @@ from bot.core.model import (
     SinceSource,
     State,
     Verdict,
+    group_of,
 )
 from bot.core.required import rules_words
 from bot.render import escape, stamp
@@ -135,7 +136,8 @@ def comment_view(report: Report) -> CommentView:
         edited=Md(_EDITED_NOTE),
         rows=tuple(row_view(row, report.stale_after, tell=tell.get(row.signal)) for row in shown),
         passing=tuple(_passing_name(row, tell.get(row.signal)) for row in passing),
-        passing_more=len(passing) < sum(1 for r in report.rows if _group(r.state) == "passing"),
+        passing_more=len(passing)
+        < sum(1 for r in report.rows if group_of(r.state) is Verdict.PASSING),
         notes=tuple(prose(note, FINDING_LIMIT) for note in report.notes),
     )
 
@@ -167,7 +169,7 @@ _TELLING: Final[tuple[Callable[[Signal], str | None], ...]] = (
 
 def is_row(row: Row) -> bool:
     """True when a signal gets its own row: not passing, or passing but differing from GitHub."""
-    if _group(row.state) != "passing":
+    if group_of(row.state) is not Verdict.PASSING:
         return True
     return row.reconciliation is not None and row.reconciliation.divergent
 
@@ -185,7 +187,7 @@ def headline_counts(rows: Sequence[Row]) -> Md:
         count = sum(1 for row in rows if row.state in states)
         if count:
             parts.append(f"{count} {word}")
-    passing = sum(1 for row in rows if _group(row.state) == "passing")
+    passing = sum(1 for row in rows if group_of(row.state) is Verdict.PASSING)
     if passing:
         parts.append(f"{passing} passing")
     return Md(" · ".join(parts))
@@ -226,7 +228,7 @@ def row_view(row: Row, stale_after: timedelta, *, tell: Md | None = None) -> Row
             said.append(f"[RTD build]({build})")
         details = details or build
     name = code(signal.name)
-    glyph = GLYPHS[_verdict_of_state(row.state)]
+    glyph = GLYPHS[group_of(row.state)]
     return RowView(
         glyph=Md(glyph),
         name=Md((f"[{name}]({details})" if details else name) + (tell or "")),
@@ -253,7 +255,7 @@ def _expected_view(row: Row, stale_after: timedelta, *, tell: Md | None) -> RowV
         since = Md(f"this head known to this bot since {utc(row.since)}")
     stale = row.state is State.STALE
     return RowView(
-        glyph=Md(GLYPHS[_verdict_of_state(row.state)]),
+        glyph=Md(GLYPHS[group_of(row.state)]),
         name=Md(code(signal.name) + (tell or "")),
         state=Md(STATE_WORDS[row.state]),
         note=Md("not reported on this commit" + (f", longer than {limit}" if stale else "")),
@@ -323,18 +325,6 @@ def _state_words(raw: str) -> Md:
 def _passing_name(row: Row, tell: Md | None = None) -> Md:
     name = Md(code(row.signal.name) + (tell or ""))
     return name if row.state is State.SUCCESS else Md(f"{name} ({STATE_WORDS[row.state]})")
-
-
-def _group(state: State) -> str:
-    if state in FAILING_STATES:
-        return "failing"
-    if state in (State.CANCELLED, State.STALE, State.UNKNOWN):
-        return "incomplete"
-    return "pending" if state is State.PENDING else "passing"
-
-
-def _verdict_of_state(state: State) -> Verdict:
-    return Verdict(_group(state))
 
 
 def _required_rank(required: bool | None) -> int:

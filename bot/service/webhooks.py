@@ -225,12 +225,6 @@ class Inbox:
             self._shas.clear()
             return {repo: sorted(numbers) for repo, numbers in found.items() if numbers}
 
-    def first_marked_at(self) -> datetime | None:
-        """When the oldest pending mark arrived."""
-        with self._lock:
-            times = [*self._numbers.values(), *self._shas.values()]
-            return min(times) if times else None
-
     def pending(self) -> int:
         """How many marks wait."""
         with self._lock:

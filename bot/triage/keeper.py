@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 
-from bot.core.model import PullSnapshot, Report, Verdict
+from bot.core.model import PullSnapshot, Report, Verdict, parse_optional_time
 from bot.docs.provider import DocsProvider
 from bot.state.sqlite import Store, StoredTriage
 from bot.triage.rows import (
@@ -97,7 +97,7 @@ def _from_stored(row: StoredTriage, not_read: NotRead | None) -> TriageEntry:
         else Unsettled(
             oldest["name"],
             oldest["state"],
-            None if oldest["since"] is None else datetime.fromisoformat(oldest["since"]),
+            parse_optional_time(oldest["since"]),
         ),
         docs_stuck=int(details.get("docs_stuck", 0)),
         comment_url=comment_url(row.url, row.comment_id),

@@ -16,6 +16,7 @@ from bot.core.model import (
     State,
     Verdict,
     as_utc,
+    group_of,
 )
 from bot.docs.provider import DocsProvider
 from bot.render.escape import iso_utc
@@ -123,7 +124,7 @@ def entry_for(
     unsettled: list[Unsettled] = []
     docs_stuck = 0
     for row in report.rows:
-        counts[_group(row.state)] += 1
+        counts[group_of(row.state).value] += 1
         if row.state in FAILING_STATES and row.signal.required:
             required.append(row.signal.name)
         if row.state in UNSETTLED_STATES:
@@ -148,14 +149,6 @@ def entry_for(
         comment_url=comment_url(report.url, comment_id),
         read_at=read_at,
     )
-
-
-def _group(state: State) -> str:
-    if state in FAILING_STATES:
-        return "failing"
-    if state in INCOMPLETE_STATES:
-        return "incomplete"
-    return "pending" if state is State.PENDING else "passing"
 
 
 def _since_key(item: Unsettled) -> str:

@@ -14,6 +14,7 @@ import re
 import time
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from bot.docs.readthedocs.client import RtdError, parse_build
 from bot.docs.readthedocs.rows import RtdLookup
 from bot.docs.readthedocs.rules import RtdBuild
 from bot.github import client as github_io
+from bot.guard import link_url
 from bot_sandbox import Sandbox, World
 
 try:  # gh-truth moves the GitHub parsing to bot/github_parse.py
@@ -736,7 +738,7 @@ def test_recorded_link_headers_are_followed_as_given() -> None:
     # PaginatedList.testCustomPerPageIteration.txt: page 1 links to /repositories/3544490/...
     # page 2 (followed as given), page 3 (the last) has no rel="next".
     exchanges = replay("PaginatedList.testCustomPerPageIteration.txt")[2:]
-    next_link = _parser("_next_link")
+    next_link = partial(link_url, rel="next")
     assert next_link(exchanges[0].headers["link"]) == (
         "https://api.github.com/repositories/3544490/issues/1136/comments?per_page=3&page=2"
     )
@@ -759,7 +761,7 @@ def test_recorded_comment_page_links_pass_the_allowlist() -> None:
     from bot.guard import Guard, RefusedRequest
 
     guard = Guard.for_urls("https://api.github.com", ("https://app.readthedocs.org/api/v3",))
-    next_link = _parser("_next_link")
+    next_link = partial(link_url, rel="next")
     links = [x.headers["link"] for x in replay("PaginatedList.testCustomPerPageIteration.txt")[2:]]
     urls = [u for u in map(next_link, links) if u]
     assert urls

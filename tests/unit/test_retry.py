@@ -10,7 +10,7 @@ from email.utils import format_datetime
 import pytest
 
 from bot.github.client import rate_limit_wait
-from bot.guard import ForeignHost, Pages, PaginationLoop, last_page
+from bot.guard import ForeignHost, Page, Pages, PaginationLoop, last_page, link_url
 from bot.retry import Retryable, RetryPolicy, Stopped, retry_after_s, run_with_retries
 
 NOW = datetime(2026, 11, 30, 20, 0, 0, tzinfo=UTC)
@@ -121,3 +121,27 @@ def test_last_page_of_a_link_header() -> None:
     )
     assert last_page(link) == 5
     assert last_page("") is None
+
+
+def test_link_url_names_each_relation_as_given() -> None:
+    link = (
+        '<https://api.github.com/repositories/1/issues/2/comments?page=2>; rel="next", '
+        '<https://api.github.com/repositories/1/issues/2/comments?page=5>; rel="last"'
+    )
+    assert (
+        link_url(link, "next") == "https://api.github.com/repositories/1/issues/2/comments?page=2"
+    )
+    assert link_url(
+        link,
+        "last",
+    ).endswith("page=5")
+    assert link_url(link, "prev") is None
+    assert link_url("", "next") is None
+
+
+def test_read_all_follows_pages_until_none_and_refuses_a_repeated_one() -> None:
+    answers = {"/a": Page([1, 2], "/b"), "/b": Page([3], None)}
+    assert Pages("a list").read_all("/a", {"per_page": 2}, lambda url, _: answers[url]) == [1, 2, 3]
+    looping = {"/a": Page([1], "/b"), "/b": Page([2], "/b")}
+    with pytest.raises(PaginationLoop):
+        Pages("a list").read_all("/a", None, lambda url, _: looping[url])

@@ -11,9 +11,9 @@ from urllib.parse import urljoin
 
 import httpx
 
-from bot.core.model import parse_time
+from bot.core.model import parse_optional_time
 from bot.docs.readthedocs.rules import RtdBuild, describe_status
-from bot.guard import Guard, Pages, RefusedRequest
+from bot.guard import Guard, Page, Pages, RefusedRequest
 from bot.retry import (
     TOO_MANY_REQUESTS,
     TRANSIENT_STATUSES,
@@ -63,10 +63,8 @@ class RtdForeignLink(RtdError):
 
 
 def _time(value: Any) -> datetime | None:
-    if value is None:
-        return None
     try:
-        return parse_time(value)
+        return parse_optional_time(value)
     except (TypeError, ValueError) as exc:
         raise RtdError(f"malformed timestamp {value!r}") from exc
 
@@ -185,25 +183,21 @@ class RtdApi:
 
     def commit_builds(self, host: str, project: str, commit: str) -> tuple[RtdBuild, ...]:
         """Every build of `project` for exactly `commit` (all versions), newest first."""
-        url: str | None = f"{self._root(host)}/projects/{project}/builds/"
-        params: dict[str, Any] | None = {"commit": commit, "limit": 100}
-        builds: list[RtdBuild] = []
+        url = f"{self._root(host)}/projects/{project}/builds/"
         pages = Pages(
             f"the builds of {project}", origin=url, error=RtdPaginationLoop, refused=RtdForeignLink
         )
-        while url:
-            page = self._get(url, params)
-            results = page.get("results") if isinstance(page, dict) else None
-            if not isinstance(results, list):
-                raise RtdError("the build list has no results")
-            builds.extend(parse_build(b) for b in results)
-            nxt = page.get("next")
-            pages.expect(page.get("count"), len(results))
-            url, params = (
-                pages.follow(urljoin(url, nxt) if isinstance(nxt, str) and nxt else None),
-                None,
-            )
+        builds = pages.read_all(url, {"commit": commit, "limit": 100}, self._build_page)
         return _newest_first([b for b in builds if b.commit == commit])
+
+    def _build_page(self, url: str, params: dict[str, Any] | None) -> Page[RtdBuild]:
+        page = self._get(url, params)
+        results = page.get("results") if isinstance(page, dict) else None
+        if not isinstance(results, list):
+            raise RtdError("the build list has no results")
+        nxt = page.get("next")
+        following = urljoin(url, nxt) if isinstance(nxt, str) and nxt else None
+        return Page([parse_build(b) for b in results], following, page.get("count"), len(results))
 
     def build(self, host: str, project: str, build_id: int) -> RtdBuild:
         """One build, by id (the build detail endpoint)."""

@@ -10,9 +10,9 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 
-from bot.core.model import PullSnapshot, Signal, parse_time
+from bot.core.model import PullSnapshot, Signal, parse_optional_time
 from bot.docs.readthedocs.client import RtdApi, RtdError
 from bot.docs.readthedocs.rows import RtdLookup
 from bot.docs.readthedocs.rules import (
@@ -331,10 +331,6 @@ def _iso(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat()
 
 
-def _time(value: Any) -> datetime | None:
-    return None if value is None else parse_time(str(value))
-
-
 def _dump(read: CommitRead) -> str:
     """A read as JSON text for the state."""
     builds = [
@@ -378,8 +374,8 @@ def _load(text: str) -> CommitRead | None:
                 state=str(b["state"]),
                 success=b["success"],
                 version=b["version"],
-                created=_time(b["created"]),
-                finished=_time(b["finished"]),
+                created=parse_optional_time(b["created"]),
+                finished=parse_optional_time(b["finished"]),
                 duration=b["duration"],
                 url=b["url"],
             )
@@ -387,7 +383,7 @@ def _load(text: str) -> CommitRead | None:
         )
         notes = {int(k): tuple(str(i) for i in v) for k, v in data["notes"].items()}
         missing = frozenset(int(i) for i in data.get("missing", ()))  # absent before issue 15
-        read_at = _time(data["read_at"])
+        read_at = parse_optional_time(data["read_at"])
         if read_at is None:
             return None
         return CommitRead(
