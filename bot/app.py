@@ -22,6 +22,7 @@ from bot.github.installations import BotGitHub, Installations
 from bot.guard import Guard, install_github_guard
 from bot.logs import register_secrets
 from bot.render.comment import Renderer
+from bot.retry import Sleep
 from bot.settings import ConfigError, RepoSettings, Settings, read_private_key
 from bot.state.sqlite import StateLock, Store, StoreError
 from bot.triage.keeper import TriageKeeper
@@ -44,6 +45,7 @@ class Clients:
     rtd: RtdApi
     login: str
     stop: threading.Event = field(default_factory=threading.Event)
+    sleep: Sleep | None = None  # how every wait waits; None: on `stop`, so a stop ends it
 
     def close(self) -> None:
         """Release connections."""
@@ -62,12 +64,15 @@ def pygithub_options(settings: Settings) -> dict[str, Any]:
     }
 
 
-def _github(settings: Settings, stop: threading.Event) -> tuple[BotGitHub, str | None]:
+def _github(
+    settings: Settings, stop: threading.Event, sleep: Sleep | None
+) -> tuple[BotGitHub, str | None]:
     """The bot's GitHub client and an App's login `<slug>[bot]` (None: a token's user)."""
     cfg = settings.github
     options: dict[str, Any] = {
         "with_labels": bool(settings.policy.skip_labels),
         "stop": stop,  # every wait (retry, Retry-After, rate limit) ends on a stop request
+        "sleep": sleep,
     }
     token = cfg.token.get_secret_value()
     if token:
@@ -97,16 +102,24 @@ def _github(settings: Settings, stop: threading.Event) -> tuple[BotGitHub, str |
 
 
 def build_clients(
-    settings: Settings, repos: Sequence[RepoSettings], *, stop: threading.Event | None = None
+    settings: Settings,
+    repos: Sequence[RepoSettings],
+    *,
+    stop: threading.Event | None = None,
+    sleep: Sleep | None = None,
 ) -> Clients:
-    """Install the request guard, then build the GitHub and Read the Docs clients."""
+    """Install the request guard, then build the GitHub and Read the Docs clients.
+
+    `sleep` is how they (and a cycle made from them) wait: retry backoff, a server's
+    Retry-After, write pacing; None waits on `stop`, so that a stop request ends every wait.
+    """
     stop = stop or threading.Event()
     register_secrets(settings.secret_values())
     rtd_cfg = settings.readthedocs
     rtd_urls = {"org": rtd_cfg.api_url, "com": rtd_cfg.business_api_url, "self": rtd_cfg.api_url}
     guard = Guard.for_urls(settings.github.api_url, tuple(rtd_urls.values()))
     install_github_guard(guard)
-    github, login = _github(settings, stop)
+    github, login = _github(settings, stop, sleep)
     if login is None:  # a token's user, read through GitHubApi so the request is counted
         login = github.viewer_login()
     rtd = RtdApi(
@@ -120,8 +133,9 @@ def build_clients(
         timeout_s=settings.readthedocs.timeout_seconds,
         max_retries=settings.readthedocs.max_retries,
         stop=stop,
+        sleep=sleep,
     )
-    return Clients(github, rtd, login, stop)
+    return Clients(github, rtd, login, stop, sleep)
 
 
 def renderer(settings: Settings) -> Renderer:
@@ -154,6 +168,7 @@ def make_cycle(
         clock=now_utc,
         dry_run=dry_run,
         out=out,
+        sleep=clients.sleep,
         should_stop=clients.stop.is_set,
         stop=clients.stop,
         observers=observers,

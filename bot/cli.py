@@ -22,6 +22,7 @@ from bot.triage.keeper import stored_entries
 
 if TYPE_CHECKING:
     from bot.render.comment import Renderer
+    from bot.retry import Sleep
 
 # The GitHub and HTTP clients (PyGithub, httpx, graphql-core) are imported by the commands
 # that talk to GitHub, not here: `report` and `check-config` start without them.
@@ -65,7 +66,7 @@ def _select_repos(settings: Settings, names: Sequence[str] | None) -> list[RepoS
 # -- commands ----------------------------------------------------------------------------
 
 
-def cmd_check_config(settings: Settings, args: argparse.Namespace) -> int:
+def cmd_check_config(settings: Settings, args: argparse.Namespace, _: Sleep | None) -> int:
     """Validate and print the effective settings, secrets masked; then, unless --offline, ask
     GitHub and Read the Docs (reads only) and print every finding, then a summary."""
     settings.require_github_auth()
@@ -87,7 +88,7 @@ def cmd_check_config(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_FAIL if report.problems else EXIT_OK
 
 
-def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
+def cmd_show(settings: Settings, args: argparse.Namespace, sleep: Sleep | None) -> int:
     """Fetch, reconcile and print one pull request's report; never writes."""
     from bot.app import build_clients, now_utc
     from bot.cycle import read_docs
@@ -99,7 +100,7 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
     settings.require_github_auth()
     number = int(match["number"])
     repo = settings.configured_repo(match["repo"]) or RepoSettings(name=match["repo"])
-    clients = build_clients(settings, [repo])
+    clients = build_clients(settings, [repo], sleep=sleep)
     try:
         now = now_utc()
         snapshot = clients.github.pull(repo.name, number, now=now)
@@ -114,7 +115,7 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_once(settings: Settings, args: argparse.Namespace) -> int:
+def cmd_once(settings: Settings, args: argparse.Namespace, sleep: Sleep | None) -> int:
     """One cycle over the configured (or named) repositories."""
     from bot.app import build_clients, hold_state, make_cycle, open_store
 
@@ -124,7 +125,7 @@ def cmd_once(settings: Settings, args: argparse.Namespace) -> int:
     # One process owns a state: held until exit; a dry run writes nothing and takes no lock.
     lock = None if args.dry_run else hold_state(settings)
     try:
-        clients = build_clients(settings, repos)
+        clients = build_clients(settings, repos, sleep=sleep)
         # A dry run records nothing: it reads an existing state and never creates one.
         store = open_store(settings, dry_run=args.dry_run)
         try:
@@ -143,7 +144,7 @@ def cmd_once(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_run(settings: Settings, _: argparse.Namespace) -> int:
+def cmd_run(settings: Settings, _: argparse.Namespace, __: Sleep | None) -> int:
     """The service: a cycle every interval until SIGTERM/SIGINT."""
     from bot.app import hold_state
     from bot.service.scheduler import run_service
@@ -162,11 +163,12 @@ def cmd_demo(_: Settings | None, args: argparse.Namespace) -> int:
     return run_demo(out=print, serve=args.serve)
 
 
-def cmd_report(settings: Settings, args: argparse.Namespace) -> int:
+def cmd_report(settings: Settings, args: argparse.Namespace, sleep: Sleep | None) -> int:
     """The triage view from the state (no GitHub request); --live reads GitHub first, read-only."""
     filters = _report_filters(settings, args)
     try:
-        entries = _live_entries(settings, args.repo) if args.live else _stored_entries(settings)
+        live = args.live
+        entries = _live_entries(settings, args.repo, sleep) if live else _stored_entries(settings)
     except StoreError as exc:
         print(f"ci-status-bot: {exc}", file=sys.stderr)
         return EXIT_FAIL
@@ -198,13 +200,15 @@ def _stored_entries(settings: Settings) -> list[rows.TriageEntry]:
         return stored_entries(store)
 
 
-def _live_entries(settings: Settings, names: Sequence[str] | None) -> list[rows.TriageEntry]:
+def _live_entries(
+    settings: Settings, names: Sequence[str] | None, sleep: Sleep | None
+) -> list[rows.TriageEntry]:
     """Read and reconcile every selected open pull request now, writing nothing."""
     settings.require_github_auth()
     from bot.app import build_clients, make_cycle, open_store
 
     repos = _select_repos(settings, names)
-    clients = build_clients(settings, repos)
+    clients = build_clients(settings, repos, sleep=sleep)
     store = open_store(settings, dry_run=True)
     try:
         cycle = make_cycle(settings, clients, store, dry_run=True)
@@ -275,8 +279,12 @@ COMMANDS = {
 }
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the console script and of python -m bot."""
+def main(argv: Sequence[str] | None = None, *, sleep: Sleep | None = None) -> int:
+    """Entry point of the console script and of python -m bot.
+
+    `sleep` is how the commands' clients and cycle wait (retry backoff, Retry-After, write
+    pacing); None, the console script's, waits on the stop Event that ends every wait.
+    """
     parser = _parser()
     try:
         args = parser.parse_args(argv)
@@ -289,7 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = load_settings(args.config)
         register_secrets(settings.secret_values())
         setup_logging(settings.log.format, settings.log.level)
-        return COMMANDS[args.command](settings, args)
+        return COMMANDS[args.command](settings, args, sleep)
     except (ConfigError, UsageError) as exc:
         _error(f"{exc}")
         return EXIT_USAGE

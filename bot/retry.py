@@ -23,6 +23,7 @@ import tenacity
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+Sleep = Callable[[float], None]  # a wait of so many seconds (tests pass one that returns)
 
 TRANSIENT_STATUSES = frozenset({500, 502, 503, 504})
 TOO_MANY_REQUESTS = 429

@@ -17,7 +17,7 @@ import time
 import traceback
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -137,22 +137,42 @@ def cli_process(
     )
 
 
+@dataclass
+class Waits:
+    """A `sleep` for the bot that returns at once and records every wait: when, how long."""
+
+    log: list[tuple[float, float]] = field(default_factory=list)
+
+    def __call__(self, seconds: float) -> None:
+        """Record a wait of `seconds` at the time it was asked (time.time(), as Recorded.at)."""
+        self.log.append((time.time(), seconds))
+
+    def between(self, start: float, end: float) -> list[float]:
+        """The waits asked between two moments (two recorded requests' `at`)."""
+        return [seconds for at, seconds in self.log if start <= at <= end]
+
+
 def cli(
-    *args: str, timeout: float = 120, env: Mapping[str, str] | None = None
+    *args: str,
+    timeout: float = 120,
+    env: Mapping[str, str] | None = None,
+    sleep: Waits | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """The command line in this process (`bot.cli.main`), seen as `cli_process` sees it.
 
     A clean environment (plus `env`), its own stdout and stderr, the exit code, an uncaught
     exception as a traceback on stderr with exit 1; afterwards the process-wide state main()
     sets (logging, registered secrets, PyGithub's guarded connections) is put back. A call that
-    takes longer than `timeout` fails the test instead of blocking the suite.
+    takes longer than `timeout` fails the test instead of blocking the suite. With `sleep`,
+    the bot's waits (backoff, Retry-After, write pacing) are recorded there and return at
+    once; without, they are real.
     """
     out, err = io.StringIO(), io.StringIO()
     outcome: list[int] = []
 
     def call() -> None:
         try:
-            outcome.append(main(list(args)))
+            outcome.append(main(list(args), sleep=sleep))
         except BaseException:
             traceback.print_exc(file=err)
             outcome.append(1)
@@ -288,6 +308,7 @@ class Env:
     tmp: Path
     config: Path
     now: datetime
+    waits: Waits = field(default_factory=Waits)  # for `cli(..., sleep=env.waits)`
 
     @property
     def state(self) -> Path:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
-from support import LOGIN, REPO, TOKEN, cli, outside_allowlist, seed_case
+from support import LOGIN, REPO, RTD, TOKEN, cli, outside_allowlist, seed_case
 
 from bot_sandbox import Sandbox, World
 
@@ -40,6 +40,7 @@ def config(
     repos: tuple[str, ...] = (REPO,),
     rtd_token: str = "",
     business_token: str = "",
+    rtd_projects: tuple[str, ...] = (),
 ) -> str:
     """A configuration file pointing at the sandbox."""
     lines = [
@@ -52,8 +53,10 @@ def config(
         f'token = "{rtd_token}"',
         f'business_token = "{business_token}"',
     ]
-    for name in repos:
+    for index, name in enumerate(repos):
         lines += ["[[repos]]", f'name = "{name}"']
+        if index < len(rtd_projects):
+            lines.append(f'rtd_project = "{rtd_projects[index]}"')
     path = tmp / "bot.toml"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return str(path)
@@ -228,3 +231,19 @@ def test_a_fine_grained_token_without_pull_requests_read_is_a_problem(
         f"{REPO}: its pull requests cannot be read (pull_requests: read) (403: Resource not "
         "accessible by personal access token)"
     ) in done.stdout
+
+
+def test_an_rtd_project_read_the_docs_does_not_know_is_a_problem(
+    env: tuple[World, Sandbox], tmp_path: Path
+) -> None:
+    """`rtd_project` is asked for on the Community site: 404 names `repos[i].rtd_project`."""
+    world, sandbox = env
+    world.add_repo("octo/other")
+    path = config(
+        tmp_path, sandbox, github=[f'token = "{TOKEN}"'], repos=(REPO, "octo/other"),
+        rtd_token=RTD_TOKEN, rtd_projects=(RTD, "no-such-docs"),
+    )  # fmt: skip
+    done = cli("check-config", "--config", path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"repos[0].rtd_project: {RTD}: its builds can be read" in done.stdout
+    assert "problem    repos[1].rtd_project: no-such-docs: no such project" in done.stdout

@@ -40,7 +40,7 @@ def world(now: datetime) -> World:
 
 
 def once(env: Env, *extra: str) -> subprocess.CompletedProcess[str]:
-    return cli("once", "--config", str(env.config), *extra)
+    return cli("once", "--config", str(env.config), *extra, sleep=env.waits)
 
 
 def test_once_creates_one_comment_then_leaves_it_then_edits_it_on_change(env: Env) -> None:

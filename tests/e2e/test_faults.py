@@ -27,6 +27,7 @@ from support import (
     REPO,
     RTD,
     TOKEN,
+    Waits,
     bot_comments,
     clean_env,
     cli,
@@ -58,6 +59,7 @@ class Ctx:
     config: Path
     tmp: Path
     sha: str
+    waits: Waits = field(default_factory=Waits)  # the bot's waits, recorded, none taken
 
 
 @dataclass(frozen=True)
@@ -183,7 +185,10 @@ def _limit_once(reset_in_s: float) -> Callable[[Ctx], None]:
 
 def _check_waited_for_reset(ctx: Ctx, _: Any) -> None:
     graphql = [r for r in ctx.sandbox.requests if r.path == "/graphql"]
-    assert graphql[0].status == 403 and graphql[1].at - graphql[0].at >= 1.0
+    assert (
+        graphql[0].status == 403
+        and max(ctx.waits.between(graphql[0].at, graphql[1].at), default=0.0) >= 1.0
+    )
 
 
 def _primary_limit(resource: str, reset_in_s: float) -> Callable[[Ctx], None]:
@@ -195,7 +200,7 @@ def _primary_limit(resource: str, reset_in_s: float) -> Callable[[Ctx], None]:
 
 def _reread_rate_limited(ctx: Ctx) -> None:
     """The comment exists; the facts change; the pre-edit re-read meets a rate limit."""
-    first = cli("once", "--config", str(ctx.config))
+    first = cli("once", "--config", str(ctx.config), sleep=ctx.waits)
     assert first.returncode == 0, first.stderr
     now = datetime.now(UTC)
     ctx.world.add_check_run(REPO, ctx.sha, name="lint", app_slug="github-actions",
@@ -217,9 +222,10 @@ def _posts(sandbox: Sandbox) -> list[Recorded]:
 
 
 def _rtd_gap(ctx: Ctx) -> float:
+    """The longest wait the bot took between the throttled read and its retry."""
     times = [r.at for r in ctx.sandbox.requests if r.service == "rtd" and "/builds/" in r.path]
     assert len(times) >= 2, "the throttled read was not retried"
-    return times[1] - times[0]
+    return max(ctx.waits.between(times[0], times[1]), default=0.0)
 
 
 def _check_rtd_waited(least: float) -> Callable[[Ctx, Any], None]:
@@ -370,7 +376,7 @@ def test_once_under_fault(ctx: Ctx, case: Case) -> None:
     if case.config is not None:
         ctx.config.write_text(case.config(ctx.config.read_text(encoding="utf-8"), ctx))
     case.arrange(ctx)
-    result = cli("once", "--config", str(ctx.config), timeout=CLI_TIMEOUT_S)
+    result = cli("once", "--config", str(ctx.config), timeout=CLI_TIMEOUT_S, sleep=ctx.waits)
     summary = next((ln for ln in result.stdout.splitlines() if ln.startswith("cycle:")), "")
     assert result.returncode == case.exit, (result.stdout, result.stderr)
     if case.summary or case.exit == 0:
@@ -410,7 +416,7 @@ def test_kill_9_at_a_random_point_of_the_writes_leaves_one_comment_each(ctx: Ctx
     time.sleep(delay)
     proc.kill()
     proc.communicate(timeout=10)
-    result = cli("once", "--config", str(ctx.config), timeout=CLI_TIMEOUT_S)
+    result = cli("once", "--config", str(ctx.config), timeout=CLI_TIMEOUT_S, sleep=ctx.waits)
     assert result.returncode == 0, (seed, result.stderr)
     for number in (7430, 7501, 7502):
         assert len(bot_comments(ctx.world, number)) == 1, f"seed {seed}, killed after {delay:.2f}s"

@@ -54,7 +54,8 @@ def green(env: Env, head: str, name: str = "lint", **kw: Any) -> None:
 
 def show(env: Env, capsys: pytest.CaptureFixture[str], number: int, **policy: Any) -> Any:
     code = main(
-        ["show", f"{REPO}#{number}", "--format", "json", "--config", str(env.configure(**policy))]
+        ["show", f"{REPO}#{number}", "--format", "json", "--config", str(env.configure(**policy))],
+        sleep=env.waits,
     )
     out = capsys.readouterr()
     assert code == 0, out.err
@@ -69,7 +70,7 @@ class Once:
 
 
 def once(env: Env, capsys: pytest.CaptureFixture[str], *args: str, **policy: Any) -> Once:
-    code = main(["once", "--config", str(env.configure(**policy)), *args])
+    code = main(["once", "--config", str(env.configure(**policy)), *args], sleep=env.waits)
     out = capsys.readouterr()
     return Once(code, out.out, out.err)
 

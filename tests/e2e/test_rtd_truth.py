@@ -49,12 +49,18 @@ def world(now: datetime) -> World:
 
 
 def once(env: Env, *extra: str, config: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return cli("once", "--config", str(config or env.config), *extra)
+    return cli("once", "--config", str(config or env.config), *extra, sleep=env.waits)
 
 
 def show(env: Env, number: int = 7430, config: Path | None = None) -> dict[str, Any]:
     result = cli(
-        "show", f"{REPO}#{number}", "--format", "json", "--config", str(config or env.config)
+        "show",
+        f"{REPO}#{number}",
+        "--format",
+        "json",
+        "--config",
+        str(config or env.config),
+        sleep=env.waits,
     )
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)  # type: ignore[no-any-return]

@@ -75,7 +75,7 @@ def seed_triage(world: World) -> None:
 
 
 def _once(env: Env) -> Env:
-    result = cli("once", "--config", str(env.config))
+    result = cli("once", "--config", str(env.config), sleep=env.waits)
     assert result.returncode == 0, result.stderr
     return env
 

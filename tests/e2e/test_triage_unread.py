@@ -12,45 +12,37 @@ import json
 import re
 import sqlite3
 import subprocess
-from collections.abc import Iterator
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from html.parser import HTMLParser
-from pathlib import Path
 
 import pytest
-from support import REPO, cli, seed_case, write_config
+from support import REPO, Env, cli, seed_case
 
-from bot_sandbox import Sandbox, World
+from bot_sandbox import World
 from bot_sandbox.world import RepoRec
 
 OTHER = "octo/other"
-NOW = datetime.now(UTC)
-
-
-@dataclass
-class Env:
-    world: World
-    sandbox: Sandbox
-    config: Path
-    state: Path
 
 
 @pytest.fixture
-def env(tmp_path: Path) -> Iterator[Env]:
+def world(now: datetime) -> World:
     world = World()
-    seed_case(world, now=NOW)
+    seed_case(world, now=now)
     world.add_repo(OTHER)
     world.add_pull(OTHER, 5, title="other pull", author="bob", head_sha="5" * 40)
-    done = NOW - timedelta(hours=1)
+    done = now - timedelta(hours=1)
     world.add_check_run(OTHER, "5" * 40, name="lint", app_slug="github-actions",
                         workflow="ci", started_at=done, completed_at=done)  # fmt: skip
-    with Sandbox(world) as sandbox:
-        config = write_config(tmp_path, sandbox)
-        config.write_text(config.read_text() + f'[[repos]]\nname = "{OTHER}"\n')
-        result = cli("once", "--config", str(config))
-        assert result.returncode == 0, result.stderr
-        yield Env(world, sandbox, config, tmp_path / "state.sqlite3")
+    return world
+
+
+@pytest.fixture
+def env(env: Env) -> Env:
+    """Both repositories configured, after one real `once`."""
+    env.config.write_text(env.config.read_text() + f'[[repos]]\nname = "{OTHER}"\n')
+    result = cli("once", "--config", str(env.config), sleep=env.waits)
+    assert result.returncode == 0, result.stderr
+    return env
 
 
 def report(env: Env, *args: str) -> subprocess.CompletedProcess[str]:
@@ -66,7 +58,7 @@ def pulls(env: Env) -> dict[str, dict[str, object]]:
 
 def age_rows(env: Env, hours: int) -> datetime:
     """Pretend the first cycle read every row `hours` ago (the state's own times)."""
-    then = NOW - timedelta(hours=hours)
+    then = env.now - timedelta(hours=hours)
     with sqlite3.connect(env.state) as db:
         db.execute("UPDATE triage SET updated_at = ?", (then.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),))
     return then
@@ -85,7 +77,7 @@ def test_every_row_says_when_it_was_read(env: Env) -> None:
     rows = pulls(env)
     for row in rows.values():
         read_at = datetime.fromisoformat(str(row["read_at"]))
-        assert abs(read_at - NOW) < timedelta(minutes=2)
+        assert abs(read_at - env.now) < timedelta(minutes=2)
         assert row["not_read"] is None
 
 
@@ -99,10 +91,10 @@ def test_rows_of_a_repository_that_cannot_be_read_carry_when_they_were_last_read
     assert datetime.fromisoformat(str(lost["read_at"])) == then.replace(microsecond=0)
     not_read = lost["not_read"]
     assert isinstance(not_read, dict), lost
-    assert abs(datetime.fromisoformat(not_read["since"]) - NOW) < timedelta(minutes=2)
+    assert abs(datetime.fromisoformat(not_read["since"]) - env.now) < timedelta(minutes=2)
     assert "Could not resolve to a Repository" in not_read["reason"]
     assert kept["not_read"] is None  # the readable repository's row is as of this cycle
-    assert abs(datetime.fromisoformat(str(kept["read_at"])) - NOW) < timedelta(minutes=2)
+    assert abs(datetime.fromisoformat(str(kept["read_at"])) - env.now) < timedelta(minutes=2)
     last_read = then.strftime("%Y-%m-%d %H:%M UTC").replace(" ", "\u00a0")
 
     table = report(env, "--format", "table").stdout

@@ -221,6 +221,16 @@ class RtdApi:
             raise RtdError("the project list has no count")
         return count
 
+    def project_exists(self, host: str, project: str) -> bool:
+        """Whether `project`'s builds can be read on `host` (False: RTD answered 404)."""
+        try:
+            self._get(f"{self._root(host)}/projects/{project}/builds/", {"limit": 1})
+        except RtdError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
     def _root(self, host: str) -> str:
         base = self._api_urls.get(host)
         if base is None:
