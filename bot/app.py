@@ -212,6 +212,8 @@ def hold_state(settings: Settings) -> StateLock:
 def open_store(settings: Settings, *, dry_run: bool = False) -> Store:
     """The state store; a dry run reads an existing state and never creates one."""
     path = settings.state.path
+    if settings.state.stateless:  # this run's memory only: nothing is created anywhere
+        return Store.open(":memory:")
     try:
         if dry_run:  # a private copy: works on a read-only state and writes nothing to it
             return Store.open_readonly(path) if Path(path).exists() else Store.open(":memory:")

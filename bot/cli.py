@@ -123,7 +123,8 @@ def cmd_once(settings: Settings, args: argparse.Namespace, sleep: Sleep | None) 
     settings.require_github_auth()
     _check_templates(settings)
     # One process owns a state: held until exit; a dry run writes nothing and takes no lock.
-    lock = None if args.dry_run else hold_state(settings)
+    # With no state at all (state.path = "") there is nothing on disk to hold or create.
+    lock = None if args.dry_run or settings.state.stateless else hold_state(settings)
     try:
         clients = build_clients(settings, repos, sleep=sleep)
         # A dry run records nothing: it reads an existing state and never creates one.
@@ -152,6 +153,11 @@ def cmd_run(settings: Settings, _: argparse.Namespace, __: Sleep | None) -> int:
     repos = _select_repos(settings, None)
     settings.require_github_auth()
     _check_templates(settings)
+    if settings.state.stateless:
+        raise UsageError(
+            'state.path = "": no state at all is for `once` (a fresh folder each run); '
+            "`run` keeps its state between cycles: name a file"
+        )
     with hold_state(settings):
         return run_service(settings, repos)
 
@@ -196,6 +202,10 @@ def _report_filters(settings: Settings, args: argparse.Namespace) -> rows.Filter
 
 
 def _stored_entries(settings: Settings) -> list[rows.TriageEntry]:
+    if settings.state.stateless:
+        raise UsageError(
+            'report: state.path = "": there is no state to read; --live reads GitHub instead'
+        )
     with Store.open_readonly(settings.state.path) as store:
         return stored_entries(store)
 

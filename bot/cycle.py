@@ -19,7 +19,7 @@ from bot.docs.provider import DocsProvider
 from bot.github.client import Comment, GitHubApi, GitHubError, RateLimited, ReadOnlyRequired
 from bot.github.parse import PullFailure
 from bot.render.comment import Renderer
-from bot.render.stamp import parse_facts_stamp, stamped_head_seen
+from bot.render.stamp import Stamp, parse_stamp
 from bot.retry import Retryable, RetryPolicy, Stopped, pause, run_with_retries
 from bot.settings import PolicySettings, RepoSettings
 from bot.state.sqlite import Store
@@ -32,6 +32,8 @@ PRIORITY = {Verdict.FAILING: 0, Verdict.INCOMPLETE: 1, Verdict.PENDING: 2, Verdi
 REREAD_BATCH = 50
 # The bot's comments left as they are are re-read this many per GraphQL query (one point).
 CHECK_BATCH = 100
+# Pull requests whose comments the state does not know are listed this many at a time (GraphQL).
+LIST_BATCH = 50
 # A failed create is tried twice more, each time only after looking that it did not land.
 CREATE_POLICY = RetryPolicy(attempts=3, backoff_s=1.0, jitter_s=1.0)
 
@@ -180,6 +182,7 @@ class Cycle:
         should_stop: Callable[[], bool] = lambda: False,
         stop: threading.Event | None = None,
         observers: Sequence[CycleObserver] = (),
+        generation: Callable[[str], int] = lambda _repo: 0,
     ) -> None:
         self.github, self.docs, self.store, self.renderer = github, tuple(docs), store, renderer
         self.policy = policy
@@ -192,6 +195,10 @@ class Cycle:
         self.should_stop = should_stop
         self.stop = stop or threading.Event()
         self._left: list[Plan] = []  # this pass's comments left as they are (to be checked)
+        # The bot's own comments (None: it has none) found by a batched listing, by PR.
+        self._listed: dict[tuple[str, int], Comment | None] = {}
+        # The lease generation a write to a repository's comments carries (0: no lease).
+        self.generation = generation
         self.observers = tuple(observers)
 
     # -- the pass ------------------------------------------------------------------------
@@ -205,7 +212,7 @@ class Cycle:
         """
         summary = Summary()
         plans: list[Plan] = []
-        self._left = []
+        self._left, self._listed = [], {}
         gh_before, points_before = self.github.usage.total, self.github.usage.graphql_points
         rtd_before = self._docs_requests()
         for index, repo in enumerate(repos):
@@ -256,15 +263,59 @@ class Cycle:
 
     def _plan_repo(self, repo: RepoSettings, summary: Summary) -> Iterable[Plan]:
         required = ReadOnlyRequired(self.store) if self.dry_run else self.store
-        for snapshot in self.github.open_pulls(repo.name, now=self.clock(), required=required):
-            plan = self._plan_one(snapshot, repo, summary)
-            if plan is not None:
-                yield plan
+        chunk: list[PullSnapshot | PullFailure] = []
+        pulls = iter(self.github.open_pulls(repo.name, now=self.clock(), required=required))
+        while True:
+            try:
+                snapshot = next(pulls)
+            except StopIteration:
+                break
+            except Exception:  # what was read before the failure is still planned
+                yield from self._plan_chunk(chunk, repo, summary)
+                raise
+            chunk.append(snapshot)
+            if len(chunk) == LIST_BATCH:
+                yield from self._plan_chunk(chunk, repo, summary)
+                chunk = []
+        yield from self._plan_chunk(chunk, repo, summary)
         prefix = f"{repo.name}#"  # the pull requests kept: planned, or failed this time
         labels = [label for group in (summary.verdicts, summary.failed) for label in group]
         seen = {int(label[len(prefix) :]) for label in labels if label.startswith(prefix)}
         for observer in self.observers:
             observer.repo_done(repo.name, seen)
+
+    def _plan_chunk(
+        self, chunk: Sequence[PullSnapshot | PullFailure], repo: RepoSettings, summary: Summary
+    ) -> Iterator[Plan]:
+        """Plan a few pull requests; first list, in one query, the comments of those whose
+        comment the state does not know (with no state at all: every one)."""
+        self._list_unknown(repo.name, chunk)
+        for snapshot in chunk:
+            plan = self._plan_one(snapshot, repo, summary)
+            if plan is not None:
+                yield plan
+
+    def _list_unknown(self, repo: str, chunk: Sequence[PullSnapshot | PullFailure]) -> None:
+        numbers = [
+            s.number
+            for s in chunk
+            if isinstance(s, PullSnapshot)
+            and selected(s, self.policy)
+            and self.store.get_comment(repo, s.number) is None
+            and not self.store.known_without_comment(repo, s.number)
+        ]
+        if not numbers:
+            return
+        try:
+            listed = self.github.pulls_comments(
+                repo, numbers, until=lambda c: is_own(c, self.login)
+            )
+        except GitHubError as exc:  # each is listed over REST when planned (or fails alone)
+            log.warning("could not list the comments of %s over GraphQL: %s", repo, exc)
+            return
+        for number, comments in listed.items():
+            own = [c for c in comments if is_own(c, self.login)]
+            self._listed[(repo, number)] = own[0] if own else None
 
     def _plan_one(
         self, snapshot: PullSnapshot | PullFailure, repo: RepoSettings, summary: Summary
@@ -317,25 +368,25 @@ class Cycle:
                 yield snapshot, report, None if stored is None else stored.comment_id
 
     def report_for(
-        self, snapshot: PullSnapshot, repo: RepoSettings, *, head_seen: datetime | None = None
+        self, snapshot: PullSnapshot, repo: RepoSettings, *, stamp: Stamp | None = None
     ) -> tuple[Report, str]:
         """Reconcile one pull request with a stable observation time; also its facts key.
 
-        `head_seen`: since when the bot's own comment says it has known this head (a run
-        without a state takes it from the comment's stamp)."""
+        The state's first-seen and first-observed times stand; where it has none, those the
+        bot's own comment is stamped with (a run with no state, a lost state).
+        """
         now = self.clock()
         keys = needs_first_seen(snapshot, repo.expected)
         first_seen: dict[str, datetime] = {}
         if keys:
             args = (repo.name, snapshot.number, snapshot.head_sha)
+            stamped = {k: t for k in keys if stamp and (t := stamp.seen(snapshot.head_sha, k))}
             if not self.dry_run:
+                for k, t in stamped.items():
+                    self.store.mark_seen(*args, [k], now=t)
                 self.store.mark_seen(*args, keys, now=now)
-                if head_seen is not None and HEAD_SEEN_KEY in keys:
-                    self.store.backdate_seen(*args, HEAD_SEEN_KEY, at=head_seen)
             first_seen = self.store.first_seen(*args)
-            first_seen = {k: first_seen.get(k, now) for k in keys}
-            if head_seen is not None and HEAD_SEEN_KEY in first_seen:
-                first_seen[HEAD_SEEN_KEY] = min(first_seen[HEAD_SEEN_KEY], head_seen)
+            first_seen = {k: first_seen.get(k) or stamped.get(k) or now for k in keys}
         docs = read_docs(snapshot, repo, self.docs, now=now)
         report = reconcile(
             snapshot, docs, self.core_policy, now=now, first_seen=first_seen, expected=repo.expected
@@ -344,6 +395,9 @@ class Cycle:
         known = self.store.get_facts(repo.name, snapshot.number)
         if known is not None and known[0] == key:
             return replace(report, observed_at=known[1]), key
+        if stamp is not None and stamp.facts_key == key:
+            now = stamp.observed_at  # adopted: a lost state re-dates nothing
+            report = replace(report, observed_at=now)
         if not self.dry_run:
             self.store.set_facts(repo.name, snapshot.number, facts_key=key, observed_at=now)
         return report, key
@@ -352,21 +406,22 @@ class Cycle:
         """Decide create / edit / leave / adopt for one pull request (reads only).
 
         Where the state does not know the comment, the PR's comments are listed (the bot's own:
-        marker AND login), as the write would; an own comment stating the same facts is adopted
-        with the first-observed time it carries, so a lost state re-dates nothing.
+        marker AND login), as the write would, before reconciling: an own comment's stamp gives
+        the first-seen and first-observed times it states (unless someone else edited it last),
+        and one stating the same facts is adopted, so a lost or absent state re-dates nothing.
         """
-        report, key = self.report_for(snapshot, repo)
         stored = self.store.get_comment(repo.name, snapshot.number)
         if stored is None:
-            return self._plan_unknown(report, key, repo.name, snapshot=(snapshot, repo))
+            return self._plan_unknown(snapshot, repo)
+        report, key = self.report_for(snapshot, repo)
         comment_key = self._comment_key(report, key)
         if stored.facts_key == comment_key:
             return Plan(report, "leave", "", comment_key, stored.comment_id, stored.node_id)
         if self.dry_run:  # the write would re-read the comment first: so does the prediction
             current = self.github.get_comment(repo.name, stored.comment_id)
             if current is None or not is_own(current, self.login):
-                return self._plan_unknown(report, key, repo.name)
-            body = self.renderer.markdown(report)
+                return self._plan_unknown(snapshot, repo)
+            body = self.body(report)
             if current.body == body:
                 return Plan(report, "adopt", body, comment_key, current.id, found=current)
         return Plan(report, "edit", "", comment_key, stored.comment_id, stored.node_id)
@@ -374,36 +429,40 @@ class Cycle:
     def _comment_key(self, report: Report, key: str) -> str:
         return sha256(key + report.observed_at.isoformat() + self.renderer.fingerprint)
 
-    def _plan_unknown(
-        self,
-        report: Report,
-        key: str,
-        repo: str,
-        *,
-        snapshot: tuple[PullSnapshot, RepoSettings] | None = None,
-    ) -> Plan:
+    def _plan_unknown(self, snapshot: PullSnapshot, repo: RepoSettings) -> Plan:
         """Plan for a pull request whose comment the state does not know: look at its comments
-        (once: a listing that found none is kept, and the write looks again before creating).
-        An own comment's stamp dates how long the bot has known the head (with `snapshot`)."""
-        if self.store.known_without_comment(repo, report.number):
+        (once: a listing that found none is kept, and the write looks again before creating)."""
+        name, number = repo.name, snapshot.number
+        if self.store.known_without_comment(name, number):
+            report, key = self.report_for(snapshot, repo)
             return Plan(report, "create", "", self._comment_key(report, key), None)
-        own = self._find_own(repo, report.number)
+        listed = (name, number) in self._listed
+        own = self._listed.pop((name, number)) if listed else self._find_own(name, number)
+        report, key = self.report_for(snapshot, repo, stamp=self._trusted_stamp(own))
+        comment_key = self._comment_key(report, key)
         if own is None:
             if not self.dry_run:
-                self.store.note_no_comment(repo, report.number, now=self.clock())
-            return Plan(report, "create", "", self._comment_key(report, key), None, looked=True)
-        seen = stamped_head_seen(own.body)
-        if snapshot is not None and seen is not None and seen[0] == report.head_sha:
-            report, key = self.report_for(*snapshot, head_seen=seen[1])
-        stamp = parse_facts_stamp(own.body)
-        if stamp is not None and stamp[0] == key and stamp[1] != report.observed_at:
-            report = replace(report, observed_at=stamp[1])
-            if not self.dry_run:
-                self.store.adopt_facts(repo, report.number, facts_key=key, observed_at=stamp[1])
-        body = self.renderer.markdown(report)
+                self.store.note_no_comment(name, number, now=self.clock())
+            return Plan(report, "create", "", comment_key, None, looked=True)
+        body = self.body(report)
         action: Literal["edit", "adopt"] = "adopt" if own.body == body else "edit"
-        comment_key = self._comment_key(report, key)
         return Plan(report, action, body, comment_key, own.id, own.node_id, found=own, looked=True)
+
+    def _trusted_stamp(self, own: Comment | None) -> Stamp | None:
+        """The stamp of the bot's own comment, unless someone else edited the comment last (a
+        stamp is not signed: anyone who may edit the comment could have written it)."""
+        if own is None:
+            return None
+        if own.editor is not None and own.editor != self.login:
+            log.info(
+                "comment %d was last edited by %s: its stamp is not trusted", own.id, own.editor
+            )
+            return None
+        return parse_stamp(own.body)
+
+    def body(self, report: Report) -> str:
+        """The comment body of a report, stamped with its repository's lease generation."""
+        return self.renderer.markdown(report, generation=self.generation(report.repo))
 
     # -- the comment stays true ----------------------------------------------------------------
 
@@ -449,7 +508,7 @@ class Cycle:
 
     def rendered(self, plan: Plan) -> Plan:
         """The plan with its comment body (rendered only when it is about to be written)."""
-        return replace(plan, body=self.renderer.markdown(plan.report))
+        return replace(plan, body=self.body(plan.report))
 
     # -- writes ----------------------------------------------------------------------------
 

@@ -260,14 +260,21 @@ class WebhooksSettings(_Section):
 
 
 class StateSettings(_Section):
-    """[state]: where the SQLite state lives."""
+    """[state]: where the SQLite state lives; an empty path: no state at all (`once` only)."""
 
-    path: str = Field(default="state/ci-status-bot.sqlite3", min_length=1)
+    path: str = "state/ci-status-bot.sqlite3"
 
     @field_validator("path")
     @classmethod
     def _check_path(cls, value: str) -> str:
+        if value and not value.strip():
+            raise ValueError('blank: name a file, or "" for no state at all')
         return _no_control(value)
+
+    @property
+    def stateless(self) -> bool:
+        """No state at all: each run reads what it needs from the bot's comments."""
+        return not self.path
 
 
 class RenderSettings(_Section):

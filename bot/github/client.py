@@ -40,6 +40,7 @@ from bot.github.query import (
     PAGE,
     VIEWER_QUERY,
     more_contexts_query,
+    pull_comments_query,
     pull_query,
     pulls_by_number_query,
     pulls_page_query,
@@ -699,6 +700,50 @@ class GitHubApi:
         link = headers.get("link", "")
         return Page([_comment(c) for c in data], link_url(link, "next"), last_page(link))
 
+    def pulls_comments(
+        self,
+        repo: str,
+        numbers: Sequence[int],
+        *,
+        until: Callable[[Comment], bool] | None = None,
+    ) -> dict[int, list[Comment]]:
+        """The comments of these pull requests, oldest first, over GraphQL (PULLS_PER_QUERY
+        pull requests and 100 comments a query, one point), each up to the first that `until`
+        accepts (all of them without `until`). A pull request whose comments could not be
+        read is left out: the caller lists it over REST."""
+        owner, name = repo.split("/", 1)
+        found: dict[int, list[Comment]] = {n: [] for n in dict.fromkeys(numbers)}
+        cursors: dict[int, str | None] = dict.fromkeys(found)
+        pages = {n: Pages(f"the comments of {repo}#{n}", error=PaginationLoop) for n in found}
+        while cursors:
+            asking = list(cursors.items())
+            for start in range(0, len(asking), PULLS_PER_QUERY):
+                chunk = asking[start : start + PULLS_PER_QUERY]
+                variables: dict[str, Any] = {"owner": owner, "name": name}
+                for i, (number, cursor) in enumerate(chunk):
+                    variables[f"n{i}"], variables[f"c{i}"] = number, cursor
+                query = pull_comments_query(len(chunk))
+                data, errors = self._graphql(query, variables, tolerate=_in_alias)
+                broken = {str(_path(e)[1]) for e in errors}
+                for i, (number, _) in enumerate(chunk):
+                    conn = _get(data, "repository", f"p{i}", "comments")
+                    try:
+                        if f"p{i}" in broken or not isinstance(conn, dict):
+                            raise MalformedAnswer("the comments came back missing")
+                        pages[number].expect(_get(conn, "totalCount"), PAGE)
+                        page = _graphql_comments(conn)
+                        found[number].extend(page)
+                        done = until is not None and any(until(c) for c in page)
+                        more = not done and _get(conn, "pageInfo", "hasNextPage")
+                        cursor = _get(conn, "pageInfo", "endCursor") if more else None
+                        cursors[number] = pages[number].follow(cursor)
+                    except MalformedAnswer as exc:  # that pull request only: listed over REST
+                        log.info("%s#%d: comments not read over GraphQL: %s", repo, number, exc)
+                        found.pop(number, None)
+                        cursors[number] = None
+            cursors = {n: c for n, c in cursors.items() if c is not None}
+        return found
+
     def read_comments(self, node_ids: Sequence[str]) -> dict[str, Comment | None]:
         """Re-read comments, 100 per GraphQL query (one point each); None for one that no
         longer exists."""
@@ -842,6 +887,14 @@ def _comment(data: Any) -> Comment:
         return parse_rest_comment(data)
     except Unreadable as exc:
         raise MalformedAnswer(str(exc)) from exc
+
+
+def _graphql_comments(connection: Any) -> list[Comment]:
+    """The IssueComment nodes of a comments connection."""
+    nodes = _get(connection, "nodes")
+    if not isinstance(nodes, list):
+        raise MalformedAnswer("a comments connection has no nodes")
+    return [_graphql_comment(node, str(_get(node, "id") or "")) for node in nodes]
 
 
 def _graphql_comment(node: Any, node_id: str) -> Comment:

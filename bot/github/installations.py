@@ -139,6 +139,16 @@ class BotGitHub(GitHubApi):
         """The comments of one pull request, through its repository's client."""
         return self.route(repo).list_comments(repo, number)
 
+    def pulls_comments(
+        self,
+        repo: str,
+        numbers: Sequence[int],
+        *,
+        until: Callable[[Comment], bool] | None = None,
+    ) -> dict[int, list[Comment]]:
+        """The comments of these pull requests, through their repository's client."""
+        return self.route(repo).pulls_comments(repo, numbers, until=until)
+
     def get_comment(self, repo: str, comment_id: int) -> Comment | None:
         """One comment, through its repository's client."""
         return self.route(repo).get_comment(repo, comment_id)

@@ -169,3 +169,19 @@ query Viewer {{
   viewer {{ __typename login }}
 }}
 """
+
+
+def pull_comments_query(count: int) -> str:
+    """A page of the comments of `count` pull requests (`$n<i>`, `$c<i>`) at once, 100 each:
+    how a run with no state finds its own comments (one point per query)."""
+    params = ", ".join(f"$n{i}: Int!, $c{i}: String" for i in range(count))
+    aliases = "\n".join(
+        f"    p{i}: pullRequest(number: $n{i}) {{ comments(first: {PAGE}, after: $c{i}) {{"
+        f" totalCount pageInfo {{ hasNextPage endCursor }} nodes {{ {COMMENT_FIELDS} }} }} }}"
+        for i in range(count)
+    )
+    return (
+        f"query PullComments($owner: String!, $name: String!, {params}) {{\n"
+        f"  {RATE}\n"
+        f"  repository(owner: $owner, name: $name) {{\n{aliases}\n  }}\n}}\n"
+    )

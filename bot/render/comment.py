@@ -32,7 +32,7 @@ from bot.core.model import (
 from bot.core.required import rules_words
 from bot.render import escape, stamp
 from bot.render.escape import Md, code, prose, quoted, safe_url, short_sha, utc
-from bot.render.stamp import with_facts_stamp
+from bot.render.stamp import Stamp, stamp_of, with_stamp
 
 COMMENT_LIMIT: Final = 65_536
 TEMPLATE_NAME: Final = "status_comment.md.j2"
@@ -404,32 +404,34 @@ class Renderer:
                 f"(write {{{{ marker }}}} on the first line); it renders {first[:60]!r}"
             )
 
-    def markdown(self, report: Report) -> str:
-        """Render the status comment, shrinking it to stay within GitHub's 65,536 characters."""
+    def markdown(self, report: Report, *, generation: int = 0) -> str:
+        """Render the status comment, shrinking it to stay within GitHub's 65,536 characters;
+        its stamp records `generation` (the lease's; 0 without one)."""
         view = comment_view(report)
-        body = self._render(report, view, shown=None)
+        stamp = stamp_of(report, generation=generation)
+        body = self._render(report, view, stamp, shown=None)
         if len(body) <= COMMENT_LIMIT:
             return body
         view = _without_passing_names(view)
-        body = self._render(report, view, shown=None)
+        body = self._render(report, view, stamp, shown=None)
         if len(body) <= COMMENT_LIMIT:
             return body
-        return self._render(report, view, shown=self._fitting_rows(report, view))
+        return self._render(report, view, stamp, shown=self._fitting_rows(report, view, stamp))
 
-    def _fitting_rows(self, report: Report, view: CommentView) -> int:
+    def _fitting_rows(self, report: Report, view: CommentView, stamp: Stamp) -> int:
         low, high = 0, len(view.rows)
         while low < high:
             mid = (low + high + 1) // 2
-            if len(self._render(report, view, shown=mid)) <= COMMENT_LIMIT:
+            if len(self._render(report, view, stamp, shown=mid)) <= COMMENT_LIMIT:
                 low = mid
             else:
                 high = mid - 1
         return low
 
-    def _render(self, report: Report, view: CommentView, *, shown: int | None) -> str:
+    def _render(self, report: Report, view: CommentView, stamp: Stamp, *, shown: int | None) -> str:
         """The template's output with the marker as its first line, and only there."""
         body = self._raw(report, view, shown=shown).removeprefix(MARKER).replace(MARKER, "")
-        return with_facts_stamp(report, f"{MARKER}\n{body.lstrip(chr(10))}")
+        return with_stamp(f"{MARKER}\n{body.lstrip(chr(10))}", stamp)
 
     def _raw(self, report: Report, view: CommentView, *, shown: int | None) -> str:
         rows = view.rows if shown is None else view.rows[:shown]

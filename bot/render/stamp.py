@@ -1,71 +1,163 @@
-"""The facts stamp: a hidden line right after the marker (the facts key, first-observed time).
+"""The stamp: a hidden, versioned line right after the marker that carries what the next run needs.
 
-`<!-- ci-status-bot:facts=<facts key> observed=<ISO UTC> -->` lets the bot adopt its own
-comment after the state is lost and keep the first-observed time the comment states. Where a
-row says since when the bot has known the head (a required context never reported), the line
-ends ` head=<sha>@<ISO UTC>`, so a run without a state dates it as the comment does.
+`<!-- ci-status-bot:stamp v2 <base64url of compact JSON> -->` records the facts key, when those
+facts were first observed, the head commit, when the bot first saw each signal GitHub gave no
+time for (by a digest of the signal's key) and the lease generation of the write. With it a
+run with no state at all (a fresh CI runner) tells the same story as one with a state, and a
+lost state re-dates nothing. Base64 keeps untrusted names out of the HTML comment.
+
+A stamp the bot cannot read (garbled, too large, another version, a field out of range) is
+ignored as a whole, never trusted in part. The v1 line of earlier releases,
+`<!-- ci-status-bot:facts=<key> observed=<ISO UTC> -->`, is still read (facts and time only).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
+import json
 import re
-from datetime import datetime
-from typing import Final
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final
 
 from bot.core.facts import facts_key
 from bot.core.model import Kind, Report, SinceSource, as_utc
+from bot.core.required import HEAD_SEEN_KEY
 
-_TIME: Final = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z"
-_FORMAT: Final = "%Y-%m-%dT%H:%M:%S.%fZ"
-_STAMP: Final = re.compile(
-    rf"<!-- ci-status-bot:facts=(?P<key>[0-9a-f]{{64}}) observed=(?P<at>{_TIME})"
-    rf"(?: head=(?P<head>[0-9a-f]{{40}})@(?P<seen>{_TIME}))? -->"
+VERSION: Final = 2
+MAX_DATA: Final = 50_000  # base64 characters (1,000 first-seen times fit); longer is not read
+MAX_SEEN: Final = 1_000
+_V1: Final = re.compile(
+    r"<!-- ci-status-bot:facts=(?P<key>[0-9a-f]{64}) "
+    r"observed=(?P<at>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z) -->"
 )
+_V2: Final = re.compile(r"<!-- ci-status-bot:stamp v(?P<v>[0-9]{1,3}) (?P<data>[A-Za-z0-9_-]+) -->")
+_HEX64: Final = re.compile(r"[0-9a-f]{64}")
+_SHA: Final = re.compile(r"(?:[0-9a-f]{40}|[0-9a-f]{64})?")
+_DIGEST: Final = re.compile(r"[0-9a-f]{16}")
+# Times are whole microseconds since the epoch (exact: the facts key hashes them), 2000..9999.
+_EARLIEST_US: Final = 946_684_800 * 10**6
+_LATEST_US: Final = 253_402_300_799 * 10**6
+_MAX_GENERATION: Final = 2**63 - 1
 
 
-def head_seen(report: Report) -> datetime | None:
-    """Since when the bot has known the head, where a row says so (a context never reported)."""
-    times = [
-        row.since
+@dataclass(frozen=True, slots=True)
+class Stamp:
+    """What a comment's hidden stamp records."""
+
+    facts_key: str
+    observed_at: datetime
+    head_sha: str = ""  # the first-seen times are this head's ("" in a v1 stamp: none)
+    first_seen: Mapping[str, datetime] = field(default_factory=dict)  # seen_key(key) -> time
+    generation: int = 0  # the lease generation that wrote it (0: no lease)
+
+    def seen(self, head_sha: str, signal_key: str) -> datetime | None:
+        """When the bot first saw this signal on this head, as the stamp says."""
+        if not self.head_sha or head_sha != self.head_sha:
+            return None
+        return self.first_seen.get(seen_key(signal_key))
+
+
+def seen_key(signal_key: str) -> str:
+    """The short digest under which a signal's first-seen time is stamped."""
+    return hashlib.sha256(signal_key.encode("utf-8")).hexdigest()[:16]
+
+
+def stamp_of(report: Report, *, generation: int = 0) -> Stamp:
+    """The stamp of a report: its facts and the first-seen times its rows show (a context that
+    never reported shows since when the bot has known the head: HEAD_SEEN_KEY's time)."""
+    seen = {
+        seen_key(HEAD_SEEN_KEY if row.signal.kind is Kind.EXPECTED else row.signal.key): row.since
         for row in report.rows
-        if row.signal.kind is Kind.EXPECTED
-        and row.since is not None
-        and row.since_source is SinceSource.FIRST_SEEN
-    ]
-    return min(times, default=None)
+        if row.since_source is SinceSource.FIRST_SEEN and row.since is not None
+    }
+    return Stamp(facts_key(report), report.observed_at, report.head_sha, seen, generation)
 
 
-def facts_stamp(report: Report) -> str:
-    """The hidden line that records the report's facts key and first-observed time (and since
-    when the bot has known the head, where a row says it)."""
-    at = as_utc(report.observed_at).strftime(_FORMAT)
-    seen = head_seen(report)
-    head = "" if seen is None else f" head={report.head_sha}@{as_utc(seen).strftime(_FORMAT)}"
-    return f"<!-- ci-status-bot:facts={facts_key(report)} observed={at}{head} -->"
+def stamp_line(stamp: Stamp) -> str:
+    """The hidden line that records `stamp`."""
+    data = {
+        "k": stamp.facts_key,
+        "o": _micros(stamp.observed_at),
+        "h": stamp.head_sha,
+        "s": {k: _micros(v) for k, v in sorted(stamp.first_seen.items())},
+        "g": stamp.generation,
+    }
+    text = json.dumps(data, separators=(",", ":"), sort_keys=True).encode("ascii")
+    encoded = base64.urlsafe_b64encode(text).decode("ascii").rstrip("=")
+    return f"<!-- ci-status-bot:stamp v{VERSION} {encoded} -->"
 
 
-def with_facts_stamp(report: Report, body: str) -> str:
-    """The body with the facts stamp inserted right after its first line (the marker)."""
+def with_stamp(body: str, stamp: Stamp) -> str:
+    """The body with the stamp line inserted right after its first line (the marker)."""
     first, newline, rest = body.partition("\n")
-    return f"{first}\n{facts_stamp(report)}{newline}{rest}"
+    return f"{first}\n{stamp_line(stamp)}{newline}{rest}"
 
 
-def _stamp(body: str) -> re.Match[str] | None:
+def parse_stamp(body: str) -> Stamp | None:
+    """The stamp a comment body carries on its second line; None when it has none the bot
+    can read (a garbled or foreign stamp is ignored as a whole)."""
     lines = body.split("\n", 2)
-    return _STAMP.fullmatch(lines[1].strip()) if len(lines) > 1 else None
-
-
-def parse_facts_stamp(body: str) -> tuple[str, datetime] | None:
-    """The (facts key, first-observed time) a comment's stamp line records, if it has one."""
-    match = _stamp(body)
-    if match is None:
+    line = lines[1].strip() if len(lines) > 1 else ""
+    if len(line) > MAX_DATA + 64:
         return None
-    return match["key"], as_utc(datetime.strptime(match["at"], _FORMAT))
-
-
-def stamped_head_seen(body: str) -> tuple[str, datetime] | None:
-    """The (head sha, since when the bot has known it) a comment's stamp records, if any."""
-    match = _stamp(body)
-    if match is None or match["head"] is None:
+    v1 = _V1.fullmatch(line)
+    if v1 is not None:
+        try:
+            at = datetime.strptime(v1["at"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+        except ValueError:  # month 13, year 0000
+            return None
+        return Stamp(v1["key"], at)
+    v2 = _V2.fullmatch(line)
+    if v2 is None or int(v2["v"]) != VERSION:
         return None
-    return match["head"], as_utc(datetime.strptime(match["seen"], _FORMAT))
+    return _decode(v2["data"])
+
+
+def generation_of(body: str) -> int | None:
+    """The lease generation stamped in a comment body (0: written with no lease); None when
+    the body has no stamp the bot can read (a v1 stamp says 0)."""
+    stamp = parse_stamp(body)
+    return None if stamp is None else stamp.generation
+
+
+def _decode(data: str) -> Stamp | None:
+    try:
+        raw = base64.urlsafe_b64decode(data + "=" * (-len(data) % 4))
+        value = json.loads(raw.decode("ascii"))
+    except (binascii.Error, ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    return _stamp(value) if isinstance(value, dict) else None
+
+
+def _stamp(value: dict[str, Any]) -> Stamp | None:
+    key, observed, head = value.get("k"), _time(value.get("o")), value.get("h")
+    seen, generation = value.get("s"), value.get("g")
+    if not (isinstance(key, str) and _HEX64.fullmatch(key)) or observed is None:
+        return None
+    if not (isinstance(head, str) and _SHA.fullmatch(head)):
+        return None
+    if not isinstance(seen, dict) or len(seen) > MAX_SEEN:
+        return None
+    times = {k: _time(v) for k, v in seen.items()}
+    if any(not _DIGEST.fullmatch(k) or t is None for k, t in times.items()):
+        return None
+    if type(generation) is not int or not 0 <= generation <= _MAX_GENERATION:
+        return None
+    return Stamp(key, observed, head, {k: t for k, t in times.items() if t is not None}, generation)
+
+
+def _micros(value: datetime) -> int:
+    """Whole microseconds since the epoch (exact, unlike a float timestamp)."""
+    delta = as_utc(value) - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta.days * 86_400 + delta.seconds) * 10**6 + delta.microseconds
+
+
+def _time(value: Any) -> datetime | None:
+    if type(value) is not int or not _EARLIEST_US <= value <= _LATEST_US:
+        return None
+    seconds, micros = divmod(value, 10**6)
+    return datetime.fromtimestamp(seconds, UTC).replace(microsecond=micros)

@@ -583,19 +583,6 @@ class Store:
             ).fetchall()
         return {key: _from_text(seen_at) for key, seen_at in rows}
 
-    def backdate_seen(
-        self, repo: str, number: int, head_sha: str, key: str, *, at: datetime
-    ) -> None:
-        """Record that `key` was seen on this head at `at` already (earlier than recorded)."""
-        when = _to_text(at)
-        with self._transaction() as db:
-            db.execute(
-                "INSERT INTO first_seen (repo, number, head_sha, key, seen_at) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (repo, number, head_sha, key) DO UPDATE "
-                "SET seen_at = min(seen_at, excluded.seen_at)",
-                (repo, number, head_sha, key, when),
-            )
-
     def mark_seen(
         self, repo: str, number: int, head_sha: str, keys: Iterable[str], *, now: datetime
     ) -> None:

@@ -181,6 +181,8 @@ def test_policy_skips_drafts_labels_and_authors(env: Env) -> None:
 def test_one_failing_pull_request_does_not_stop_the_others(env: Env) -> None:
     env.world.add_pull(REPO, 7500, title="other", author="bob", head_sha="a" * 40)
     env.sandbox.fail("GET", r"/repos/octo/omni/issues/7430/comments", status=500, times=-1)
+    # the batched listing fails too: each pull request's comments are then listed over REST
+    env.sandbox.fail("POST", r"/graphql", status=502, when="PullComments", times=-1)
     result = once(env)
     assert result.returncode == 1
     assert "octo/omni#7430" in result.stderr

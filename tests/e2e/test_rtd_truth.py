@@ -364,7 +364,7 @@ def test_dry_run_adopts_like_the_real_run_and_the_comment_keeps_its_observed_tim
     assert writes(env.sandbox) == [], "a lost state re-dated the comment"
     assert bot_comments(env.world, 7430)[0]["body"] == comment["body"]
     stamp = comment["body"].splitlines()[1]
-    assert stamp.startswith("<!-- ci-status-bot:facts=") and " observed=" in stamp
+    assert stamp.startswith("<!-- ci-status-bot:stamp v2 ") and stamp.endswith(" -->")
 
 
 def test_dry_run_predicts_edit_when_only_the_comment_knows_it_and_costs_no_more(

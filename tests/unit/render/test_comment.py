@@ -58,7 +58,7 @@ from bot.render.escape import (
     utc,
 )
 from bot.render.report import report_dict, report_json
-from bot.render.stamp import facts_stamp, parse_facts_stamp
+from bot.render.stamp import parse_stamp, stamp_line, stamp_of
 from bot_sandbox import Sandbox, World
 
 GOLDEN = TESTS / "golden"
@@ -922,8 +922,12 @@ def test_the_facts_stamp_follows_the_marker_and_reads_back() -> None:
     report = seed_report()
     later: Report = dataclasses.replace(report, observed_at=NOW + timedelta(days=1))
     first, second = Renderer().markdown(report), Renderer().markdown(later)
-    assert first.splitlines()[1] == facts_stamp(report)  # hidden: read back when adopting
-    assert parse_facts_stamp(first) == (facts_key(report), report.observed_at)
-    assert parse_facts_stamp(second) == (facts_key(later), later.observed_at)
+    assert first.splitlines()[1] == stamp_line(stamp_of(report))  # hidden: read back
+    assert parse_stamp(first) == stamp_of(report)
+    assert parse_stamp(second) == stamp_of(later)
+    assert (stamp_of(later).facts_key, stamp_of(later).observed_at) == (
+        facts_key(later),
+        later.observed_at,
+    )
     diff = [a for a, b in zip(first.splitlines(), second.splitlines(), strict=True) if a != b]
     assert len(diff) == 2  # the stamp and the visible "first observed" line, nothing else

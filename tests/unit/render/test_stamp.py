@@ -1,0 +1,167 @@
+"""The comment's hidden stamp: what it carries, read back exactly; anything else is ignored."""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bot.core.facts import facts_key
+from bot.core.model import MARKER, Kind, Report, Row, Signal, SinceSource, State, Verdict
+from bot.render.comment import Renderer
+from bot.render.stamp import (
+    MAX_DATA,
+    Stamp,
+    generation_of,
+    parse_stamp,
+    seen_key,
+    stamp_line,
+    stamp_of,
+)
+
+AT = datetime(2026, 10, 5, 14, 3, 7, 123456, tzinfo=UTC)
+SHA = "eb46d06c1f3a9b25e8d7c4f0a6b3e9d2c5f8a1b4"
+
+
+def _report() -> Report:
+    queued = Signal("integration `-->` <b>", Kind.CHECK_RUN, "queued", app="github-actions")
+    done = Signal("unit", Kind.CHECK_RUN, "success", completed_at=AT - timedelta(hours=1))
+    rows = (
+        Row(queued, State.PENDING, AT - timedelta(minutes=5), SinceSource.FIRST_SEEN),
+        Row(done, State.SUCCESS, done.completed_at, SinceSource.GITHUB),
+    )
+    return Report("o/r", 1, "t", "https://github.com/o/r/pull/1", SHA, False, AT,
+                  Verdict.PENDING, rows)  # fmt: skip
+
+
+def _body(line: str) -> str:
+    return f"{MARKER}\n{line}\n### ✅ Passing\n"
+
+
+def _line(data: Any, version: int = 2) -> str:
+    raw = json.dumps(data).encode()
+    return f"<!-- ci-status-bot:stamp v{version} {base64.urlsafe_b64encode(raw).decode()} -->"
+
+
+def test_the_rendered_comment_carries_the_stamp_and_it_reads_back_exactly() -> None:
+    report = _report()
+    body = Renderer().markdown(report, generation=7)
+    assert body.split("\n")[0] == MARKER
+    stamp = parse_stamp(body)
+    assert stamp is not None
+    assert stamp.facts_key == facts_key(report)
+    assert stamp.observed_at == AT  # to the microsecond: the facts key hashes these times
+    assert stamp.head_sha == SHA and stamp.generation == 7
+    queued = report.rows[0].signal
+    assert stamp.seen(SHA, queued.key) == AT - timedelta(minutes=5)
+    assert stamp.seen("f" * 40, queued.key) is None  # another head: not this head's times
+    assert stamp.seen(SHA, report.rows[1].signal.key) is None  # GitHub gave its time
+    assert generation_of(body) == 7
+    assert "-->" not in body.split("\n")[1][:-3]  # untrusted names never reach the HTML comment
+    assert "integration" not in body.split("\n")[1]
+
+
+def test_a_v1_stamp_is_read_facts_and_time_only() -> None:
+    key = "ab" * 32
+    stamp = parse_stamp(
+        _body(f"<!-- ci-status-bot:facts={key} observed=2026-10-05T14:03:07.123456Z -->")
+    )
+    assert stamp == Stamp(key, AT)
+    assert (
+        generation_of(
+            _body(f"<!-- ci-status-bot:facts={key} observed=2026-10-05T14:03:07.123456Z -->")
+        )
+        == 0
+    )
+
+
+GOOD: dict[str, Any] = {"k": "ab" * 32, "o": 1_790_000_000_000_000, "h": SHA, "s": {}, "g": 0}
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "",
+        "<!-- ci-status-bot:stamp v2 -->",
+        "<!-- ci-status-bot:stamp v2 !!!! -->",
+        "<!-- ci-status-bot:stamp v2 e30 -->",  # {}
+        _line([1, 2, 3]),
+        _line("text"),
+        _line({**GOOD, "k": "AB" * 32}),
+        _line({**GOOD, "k": "ab" * 31}),
+        _line({**GOOD, "o": "2026-10-05"}),
+        _line({**GOOD, "o": 1.5}),
+        _line({**GOOD, "o": True}),
+        _line({**GOOD, "o": -1}),
+        _line({**GOOD, "o": 10**30}),
+        _line({**GOOD, "h": "not a sha"}),
+        _line({**GOOD, "s": []}),
+        _line({**GOOD, "s": {"x": 1_790_000_000_000_000}}),
+        _line({**GOOD, "s": {"0123456789abcdef": "soon"}}),
+        _line({**GOOD, "s": {f"{i:016x}": 1_790_000_000_000_000 for i in range(1001)}}),
+        _line({**GOOD, "g": -1}),
+        _line({**GOOD, "g": 2**64}),
+        _line({**GOOD, "g": "1"}),
+        _line({**GOOD, "g": False}),
+        _line(GOOD, version=3),
+        _line(GOOD, version=1),
+        "<!-- ci-status-bot:stamp v2 " + "A" * (MAX_DATA + 100) + " -->",
+        "<!-- ci-status-bot:facts=" + "ab" * 32 + " observed=2026-13-05T14:03:07.123456Z -->",
+        "<!-- ci-status-bot:facts=" + "ab" * 32 + " observed=0000-01-01T00:00:00.000000Z -->",
+        "<!-- ci-status-bot:stamp v2 " + base64.urlsafe_b64encode(b"\xff\xfe").decode() + " -->",
+        "<!-- ci-status-bot:stamp v2 "
+        + base64.urlsafe_b64encode(b"[" * 100_000).decode()[:MAX_DATA]
+        + " -->",
+    ],
+)
+def test_a_stamp_the_bot_cannot_read_is_ignored_as_a_whole(line: str) -> None:
+    assert parse_stamp(_body(line)) is None
+    assert generation_of(_body(line)) is None
+
+
+def test_a_good_stamp_line_built_by_hand_is_read() -> None:
+    stamp = parse_stamp(_body(_line({**GOOD, "s": {"0123456789abcdef": 1_790_000_000_000_001}})))
+    assert stamp is not None and stamp.first_seen["0123456789abcdef"].microsecond == 1
+
+
+def test_the_stamp_must_be_the_second_line() -> None:
+    line = stamp_line(stamp_of(_report()))
+    assert parse_stamp(f"{MARKER}\n\n{line}\n") is None
+    assert parse_stamp(line) is None
+
+
+@given(st.text(max_size=300))
+def test_any_second_line_is_read_or_ignored_never_raises(text: str) -> None:
+    stamp = parse_stamp(_body(text))
+    assert stamp is None or len(stamp.facts_key) == 64
+
+
+@given(st.binary(max_size=300))
+def test_any_base64_payload_is_read_or_ignored_never_raises(raw: bytes) -> None:
+    line = f"<!-- ci-status-bot:stamp v2 {base64.urlsafe_b64encode(raw).decode().rstrip('=')} -->"
+    parse_stamp(_body(line))
+
+
+@given(
+    st.datetimes(
+        min_value=datetime(2001, 1, 1), max_value=datetime(9000, 1, 1), timezones=st.just(UTC)
+    ),
+    st.dictionaries(
+        st.text(max_size=40),
+        st.datetimes(
+            min_value=datetime(2001, 1, 1), max_value=datetime(9000, 1, 1), timezones=st.just(UTC)
+        ),
+        max_size=20,
+    ),
+    st.integers(min_value=0, max_value=2**63 - 1),
+)
+def test_a_stamp_round_trips(
+    observed: datetime, seen: dict[str, datetime], generation: int
+) -> None:
+    stamp = Stamp("cd" * 32, observed, SHA, {seen_key(k): v for k, v in seen.items()}, generation)
+    assert parse_stamp(_body(stamp_line(stamp))) == stamp
