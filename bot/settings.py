@@ -43,7 +43,7 @@ CONFIG_ENV_VAR = f"{ENV_PREFIX}CONFIG"
 DEFAULT_CONFIG_PATH = Path("config/bot.toml")
 
 _REPO_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}/(?!\.\.?\Z)[A-Za-z0-9._-]{1,100}")
-# "" (none) or a slug as Read the Docs makes them (the rule bot/readthedocs.py checks too)
+# "" (none) or a slug as Read the Docs makes them (the rule docs/readthedocs/rules.py checks too)
 _RTD_SLUG = re.compile(r"(?:[A-Za-z0-9][A-Za-z0-9_-]{0,254})?")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _HOST_NAME = re.compile(

@@ -104,6 +104,13 @@ def md(value: object, limit: int = TEXT_LIMIT) -> str:
     return clean(value, limit).translate(_MD_ESCAPES)
 
 
+def cell_code(value: object, limit: int = TEXT_LIMIT) -> Md:
+    """Untrusted text verbatim in a code span inside a GFM table cell: a `|` is written `\\|`,
+    which the table parser turns back into `|` before the span is read; nothing else changes
+    (a code span shows backslashes as they are, so md()'s escapes do not belong in one)."""
+    return Md(code(value, limit).replace("|", "\\|"))
+
+
 def quoted(value: object, limit: int = QUOTE_LIMIT) -> Md:
     """Source text as said: “prose” in quotes, or one bare code span when it is one token."""
     text = prose(value, limit, line_start=False)

@@ -88,6 +88,7 @@ class Monitor:
         self.alive = alive
         self.started_at = clock()
         self.last_finished: datetime | None = None
+        self.failed_at: datetime | None = None  # a cycle failed after the last that finished
         self._usage = Usage()
         self._cycle_began: float | None = None
         self._lock = threading.Lock()
@@ -105,7 +106,7 @@ class Monitor:
         now = self.clock()
         self.metrics.cycle_finished(summary, usage, seconds=self._elapsed(), finished_at=now)
         with self._lock:
-            self.last_finished = now
+            self.last_finished, self.failed_at = now, None
             self._usage = Usage(remaining=dict(usage.remaining), reset_at=dict(usage.reset_at))
         try:
             entries = self.entries()
@@ -117,6 +118,21 @@ class Monitor:
     def cycle_failed(self) -> None:
         """A cycle raised before it finished."""
         self.metrics.cycle_failed(seconds=self._elapsed())
+        with self._lock:
+            self.failed_at = self.clock()
+
+    def freshness(self) -> formats.Freshness:
+        """How current the page's data is: the cycles seen, GitHub's budgets at zero."""
+        now = self.clock()
+        with self._lock:
+            usage, last, failed = self._usage, self.last_finished, self.failed_at
+        exhausted = tuple(
+            (resource, usage.reset_at.get(resource))
+            for resource in sorted(usage.remaining)
+            if usage.remaining[resource] <= 0
+            and (usage.reset_at.get(resource) is None or usage.reset_at[resource] > now)
+        )
+        return formats.Freshness(self.started_at, last, failed, exhausted)
 
     def entries(self) -> list[rows.TriageEntry]:
         """The triage view of the configured repositories, most urgent first (read-only)."""
@@ -157,8 +173,9 @@ def build_app(monitor: Monitor, *, extra_routes: Sequence[BaseRoute] = ()) -> St
         except (StoreError, sqlite3.Error) as exc:
             return PlainTextResponse(f"the state cannot be read: {exc}\n", 503, headers=_HEADERS)
         refresh = _refresh_seconds(request.query_params.get("refresh"))
-        as_of = monitor.last_finished or monitor.clock()  # the data is the last cycle's
-        html = renderer.render(entries, now=as_of, refresh_seconds=refresh)
+        html = renderer.render(
+            entries, now=monitor.clock(), refresh_seconds=refresh, freshness=monitor.freshness()
+        )
         return HTMLResponse(html, headers=_HEADERS)
 
     def triage_document(_: Request) -> Response:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
@@ -12,12 +13,13 @@ import jinja2
 
 from bot.core.model import as_utc, format_utc
 from bot.render.comment import default_template_dir
-from bot.render.escape import iso_utc, md, safe_url, short_sha
+from bot.render.escape import cell_code, iso_utc, md, safe_url, short_sha
 from bot.triage.rows import (
     COUNT_GROUPS,
     VERDICTS,
     TriageEntry,
     not_read_dict,
+    shortlist,
     totals,
     unread_repos,
     unsettled_dict,
@@ -41,6 +43,8 @@ def pull_dict(entry: TriageEntry) -> dict[str, Any]:
         "verdict": entry.verdict.value,
         "counts": {group: entry.counts.get(group, 0) for group in COUNT_GROUPS},
         "required_failing": list(entry.required_failing),
+        "failing": list(entry.failing),
+        "never_reported": list(entry.never_reported),
         "oldest_unsettled": None if oldest is None else unsettled_dict(oldest),
         "observed_at": iso_utc(entry.observed_at),
         "comment_url": entry.comment_url,
@@ -122,9 +126,7 @@ def table(
             f"{_cell(_clean(e.title), title_width).rstrip()}"
         )
         lines.append(line)
-        if e.required_failing:
-            names = ", ".join(_clean(n) for n in e.required_failing)
-            lines.append(_cell(f"{'':13}   required failing: {names}", width).rstrip())
+        lines.extend(_named_lines(e, width))
         if e.not_read is not None:
             lines.append(f"{'':13}   last read {_short_time(e.read_at)} UTC".rstrip())
     t = totals(entries)
@@ -136,6 +138,8 @@ def table(
             ).rstrip()
         )
     lines.append(f"{t.total} open pull requests: {counted}.")
+    if t.never_reported:
+        lines.append(f"{t.never_reported} with a required check that never reported.")
     lines.append(
         f"{t.failing_required} failing a required check; {_docs_builds(t.docs_stuck)} stale, "
         f"cancelled or unknown; as of {format_utc(now)}."
@@ -143,7 +147,43 @@ def table(
     return "\n".join(lines) + "\n"
 
 
+def _names(
+    names: tuple[str, ...], show: Callable[[str], str], *, required: tuple[str, ...] = ()
+) -> str:
+    """The first names (required ones marked), then "+N" for the rest."""
+    shown, more = shortlist(names)
+    text = ", ".join(show(n) + (" (required)" if n in required else "") for n in shown)
+    return text + (f" +{more}" if more else "")
+
+
+def _named_lines(e: TriageEntry, width: int) -> list[str]:
+    """The lines of names under a row: what fails, what never reported, what waits; on one
+    line when it fits `width`, else one line each (each cut to fit)."""
+    indent = " " * 16
+    parts = _named_parts(e)
+    joined = indent + " · ".join(parts)
+    if len(joined) <= width or len(parts) <= 1:
+        return [_cell(joined, width).rstrip()] if parts else []
+    return [_cell(indent + part, width).rstrip() for part in parts]
+
+
+def _named_parts(e: TriageEntry) -> list[str]:
+    parts = []
+    if e.failing:
+        parts.append(f"failing: {_names(e.failing, _clean, required=e.required_failing)}")
+    if e.never_reported:
+        parts.append(f"never reported: {_names(e.never_reported, _clean)}")
+    if e.oldest_unsettled is not None:
+        parts.append(f"waiting: {_clean(e.oldest_unsettled.name)}")
+    return parts
+
+
 _GLYPHS: Final = {"failing": "❌", "pending": "⏳", "incomplete": "⚪", "passing": "✅"}
+
+
+def _md_name(name: str) -> str:
+    """A check's name verbatim as GitHub renders it in a table cell (a code span)."""
+    return cell_code(name, 80)
 
 
 def _md_link(text: str, url: str | None) -> str:
@@ -157,19 +197,20 @@ def markdown(entries: Sequence[TriageEntry], *, now: datetime) -> str:
     counted = " · ".join(f"{_GLYPHS[v]} {n} {v}" for v, n in t.verdicts.items())
     lines = [
         f"### CI triage · {t.total} open pull requests · {counted}",
-        f"{t.failing_required} failing a required check · {_docs_builds(t.docs_stuck)} stale, "
-        f"cancelled or unknown · as of {format_utc(now)}",
+        f"{t.failing_required} failing a required check · {t.never_reported} with a required "
+        f"check never reported · {_docs_builds(t.docs_stuck)} stale, cancelled or unknown · "
+        f"as of {format_utc(now)}",
         "",
         "| | pull | title | author | failing | pending | incomplete | passing "
-        "| required failing | oldest unsettled | head | observed | comment |",
-        "|---|---|---|---|--:|--:|--:|--:|---|---|---|---|---|",
+        "| failing checks | never reported | oldest unsettled | head | observed | comment |",
+        "|---|---|---|---|--:|--:|--:|--:|---|---|---|---|---|---|",
     ]
     for e in entries:
         oldest = e.oldest_unsettled
         unsettled = (
             ""
             if oldest is None
-            else f"`{md(oldest.name, 80)}` {oldest.state}"
+            else f"{_md_name(oldest.name)} {oldest.state}"
             + (f" since {format_utc(oldest.since)}" if oldest.since else "")
         )
         cells = [
@@ -178,7 +219,8 @@ def markdown(entries: Sequence[TriageEntry], *, now: datetime) -> str:
             md(e.title, 80),
             md(e.author or ""),
             *(str(e.counts.get(g, 0)) for g in COUNT_GROUPS),
-            ", ".join(f"`{md(n, 80)}`" for n in e.required_failing),
+            _names(e.failing, _md_name, required=e.required_failing),
+            _names(e.never_reported, _md_name),
             unsettled,
             f"`{short_sha(e.head_sha)}`",
             format_utc(e.observed_at) + _md_last_read(e),
@@ -207,21 +249,79 @@ class PageRenderer:
             lstrip_blocks=True,
         )
         self._env.filters.update(utc=format_utc, short=short_sha, iso=iso_utc, url=safe_url)
-        self._env.globals.update(not_read_sentence=_not_read_sentence)
+        self._env.globals.update(not_read_sentence=_not_read_sentence, shortlist=shortlist)
 
     def render(
-        self, entries: Sequence[TriageEntry], *, now: datetime, refresh_seconds: int = 0
+        self,
+        entries: Sequence[TriageEntry],
+        *,
+        now: datetime,
+        refresh_seconds: int = 0,
+        freshness: Freshness | None = None,
     ) -> str:
-        """The page for entries already in order; it re-reads itself every `refresh_seconds`."""
+        """The page for entries already in order; it re-reads itself every `refresh_seconds`.
+
+        With `freshness` (the service's page) "as of" is when its data was read, and the page
+        says so before the first cycle, after a failed one and while GitHub's budget is out.
+        """
+        as_of = now if freshness is None else data_time(entries, freshness)
         return self._env.get_template(PAGE_TEMPLATE).render(
             entries=entries,
             unread=unread_repos(entries),
             totals=totals(entries),
             verdicts=VERDICTS,
-            now=now,
+            now=as_of,
+            waiting=freshness is not None and freshness.last_finished is None and not entries,
+            notes=freshness_notes(entries, freshness),
             refresh_seconds=refresh_seconds,
             schema=TRIAGE_SCHEMA,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Freshness:
+    """How current the served page's data is: what the service knows of its own cycles."""
+
+    started_at: datetime  # when the service started
+    last_finished: datetime | None = None  # the last cycle that finished
+    failed_at: datetime | None = None  # a cycle failed after that one
+    exhausted: tuple[tuple[str, datetime | None], ...] = ()  # GitHub budgets at 0, until when
+
+
+def data_time(entries: Sequence[TriageEntry], freshness: Freshness | None) -> datetime | None:
+    """When the view's data was read: the last finished cycle, else the newest row's read."""
+    if freshness is not None and freshness.last_finished is not None:
+        return freshness.last_finished
+    times = [e.read_at for e in entries if e.read_at is not None]
+    return max(times, default=None)
+
+
+def freshness_notes(entries: Sequence[TriageEntry], freshness: Freshness | None) -> list[str]:
+    """What the page says about its data's age (pure): before the first cycle, after a failed
+    cycle, while GitHub's budget is exhausted. Nothing when the last cycle simply finished."""
+    if freshness is None:
+        return []
+    notes = []
+    started = format_utc(freshness.started_at)
+    read = data_time(entries, freshness)
+    data = "" if read is None else f"; the data was read at {format_utc(read)}"
+    if freshness.last_finished is None:
+        if entries:
+            notes.append(
+                f"No cycle has finished since the service started at {started}: these rows "
+                f"are kept from an earlier run{data}."
+            )
+        else:
+            notes.append(
+                f"No cycle has finished yet (the service started at {started}); the pull "
+                "requests appear here when the first one does."
+            )
+    if freshness.failed_at is not None:
+        notes.append(f"The last cycle failed at {format_utc(freshness.failed_at)}{data}.")
+    for resource, until in freshness.exhausted:
+        when = "" if until is None else f" until {format_utc(until)}"
+        notes.append(f"GitHub's {resource} budget is exhausted{when}{data}.")
+    return notes
 
 
 def _not_read_sentence(since: datetime) -> str:

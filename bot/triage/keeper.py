@@ -71,6 +71,8 @@ def _details_json(entry: TriageEntry) -> str:
             "required_failing": list(entry.required_failing),
             "oldest_unsettled": None if oldest is None else unsettled_dict(oldest),
             "docs_stuck": entry.docs_stuck,
+            "failing": list(entry.failing),
+            "never_reported": list(entry.never_reported),
         },
         separators=(",", ":"),
         ensure_ascii=False,
@@ -103,4 +105,7 @@ def _from_stored(row: StoredTriage, not_read: NotRead | None) -> TriageEntry:
         comment_url=comment_url(row.url, row.comment_id),
         read_at=row.updated_at,
         not_read=not_read,
+        # rows kept before the names were: their required failures are all that is known
+        failing=tuple(details.get("failing", details.get("required_failing", ()))),
+        never_reported=tuple(details.get("never_reported", ())),
     )

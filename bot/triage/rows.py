@@ -13,6 +13,7 @@ from bot.core.model import (
     INCOMPLETE_STATES,
     PullSnapshot,
     Report,
+    Signal,
     State,
     Verdict,
     as_utc,
@@ -25,6 +26,9 @@ COUNT_GROUPS: Final = ("failing", "pending", "incomplete", "passing")
 VERDICTS: Final = tuple(v.value for v in (Verdict.FAILING, Verdict.INCOMPLETE, Verdict.PENDING,
                                           Verdict.PASSING))  # fmt: skip
 UNSETTLED_STATES: Final = frozenset({State.PENDING, State.STALE})
+NAMES_SHOWN: Final = 3  # names a row shows before "+N"
+# GitHub's state of a context that is required (or expected) and that nothing reported
+NEVER_REPORTED_STATE: Final = "expected"
 DraftFilter = Literal["only", "exclude"]
 
 _RANK: Final = {Verdict.FAILING: 1, Verdict.INCOMPLETE: 2, Verdict.PENDING: 3, Verdict.PASSING: 4}
@@ -68,6 +72,8 @@ class TriageEntry:
     comment_url: str | None = None
     read_at: datetime | None = None  # when GitHub was last read for this row
     not_read: NotRead | None = None  # set while its repository cannot be read
+    failing: tuple[str, ...] = ()  # every failing signal's name, the required ones first
+    never_reported: tuple[str, ...] = ()  # contexts required (or expected) that never reported
 
     @property
     def label(self) -> str:
@@ -121,17 +127,22 @@ def entry_for(
     """The triage row of one reconciled pull request (pure); `docs` tell their builds apart."""
     counts: Counter[str] = Counter({group: 0 for group in COUNT_GROUPS})
     required: list[str] = []
+    optional: list[str] = []
+    never: list[Signal] = []
     unsettled: list[Unsettled] = []
     docs_stuck = 0
     for row in report.rows:
         counts[group_of(row.state).value] += 1
-        if row.state in FAILING_STATES and row.signal.required:
-            required.append(row.signal.name)
+        if row.state in FAILING_STATES:
+            (required if row.signal.required else optional).append(row.signal.name)
+        if row.signal.github_state == NEVER_REPORTED_STATE:
+            never.append(row.signal)
         if row.state in UNSETTLED_STATES:
             unsettled.append(Unsettled(row.signal.name, row.state.value, row.since))
         if row.state in INCOMPLETE_STATES and any(d.recognises(row.signal) for d in docs):
             docs_stuck += 1
     oldest = min(unsettled, key=_since_key, default=None)
+    never.sort(key=lambda s: s.required is not True)  # required first, GitHub's order kept
     return TriageEntry(
         repo=report.repo,
         number=report.number,
@@ -148,6 +159,8 @@ def entry_for(
         docs_stuck=docs_stuck,
         comment_url=comment_url(report.url, comment_id),
         read_at=read_at,
+        failing=(*required, *optional),
+        never_reported=tuple(s.name for s in never),
     )
 
 
@@ -163,6 +176,11 @@ def comment_url(pull_url: str, comment_id: int | None) -> str | None:
 def unsettled_dict(item: Unsettled) -> dict[str, Any]:
     """The oldest unsettled signal as plain data."""
     return {"name": item.name, "state": item.state, "since": iso_utc(item.since)}
+
+
+def shortlist(names: Sequence[str], limit: int = NAMES_SHOWN) -> tuple[tuple[str, ...], int]:
+    """The first `limit` names, and how many more there are (shown as "+N")."""
+    return tuple(names[:limit]), max(0, len(names) - limit)
 
 
 def not_read_dict(item: NotRead | None) -> dict[str, Any] | None:
@@ -199,6 +217,7 @@ class Totals:
     verdicts: Mapping[str, int]
     failing_required: int
     docs_stuck: int
+    never_reported: int  # pull requests with a required (or expected) context never reported
     drafts: int
     repos: tuple[str, ...] = field(default=())
 
@@ -215,6 +234,7 @@ def totals(entries: Sequence[TriageEntry]) -> Totals:
     return Totals(
         verdicts=dict(verdicts),
         failing_required=sum(1 for e in entries if e.required_failing),
+        never_reported=sum(1 for e in entries if e.never_reported),
         docs_stuck=sum(e.docs_stuck for e in entries),
         drafts=sum(1 for e in entries if e.draft),
         repos=tuple(sorted({e.repo for e in entries}, key=str.lower)),

@@ -33,6 +33,8 @@ def seed(world: World) -> None:
         world.add_pull(REPO, number, title=f"Change {number}", author="bob", head_sha=sha)
         world.add_check_run(REPO, sha, name="tests", app_slug="github-actions", workflow="ci",
                             conclusion=conclusion, started_at=NOW, completed_at=NOW)  # fmt: skip
+    world.add_check_run(REPO, f"{7:040x}", name="DCO", app_slug="dco",
+                        conclusion="action_required", started_at=NOW, completed_at=NOW)  # fmt: skip
     world.add_repo(OTHER)
     sha = "9" * 40
     world.add_pull(OTHER, 9, title="Other <b>repo</b> change", author="carol", head_sha=sha)
@@ -134,7 +136,16 @@ def test_filters_sorting_and_refresh_in_a_real_browser(
     text.send_keys("omni resolver")
     assert visible(browser) == ["octo/omni#7430"]
     text.clear()
+    text.send_keys("DCO")  # a failing check's name (7430's DCO passed: not a match)
+    assert visible(browser) == ["octo/omni#7"]
+    assert "DCO" in browser.find_element("css selector", 'tr[data-pull="octo/omni#7"]').text
+    text.clear()
     text.send_keys(" ")  # an input event with an empty filter
+    assert visible(browser) == everything
+
+    click(browser, "checks", "never-reported")  # none of these has a check never reported
+    assert visible(browser) == [] and browser.find_element("id", "empty").is_displayed()
+    click(browser, "checks", "never-reported")
     assert visible(browser) == everything
 
     browser.find_element("css selector", 'th[data-sort="pull"]').click()

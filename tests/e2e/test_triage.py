@@ -28,8 +28,6 @@ from support import (
     writes,
 )
 
-from bot.core.model import Kind, PullSnapshot, Report, Row, Signal, SinceSource, State, Verdict
-from bot.triage.rows import TriageEntry, entry_for, ordered
 from bot_sandbox import Sandbox, World
 
 NOW = datetime.now(UTC).replace(microsecond=0)
@@ -38,6 +36,7 @@ LONG = " and a very long tail that cannot fit in any terminal column at all, rea
 PULL_KEYS = {
     "repo", "number", "title", "author", "draft", "head_sha", "verdict", "counts",
     "required_failing", "oldest_unsettled", "observed_at", "comment_url", "read_at", "not_read",
+    "failing", "never_reported",
 }  # fmt: skip
 ORDER = [101, 104, 7430, 102, 103]  # then the passing 105 and 106, in either order
 
@@ -348,48 +347,6 @@ def test_report_without_a_state_says_so(tmp_path: Path, sandbox: Sandbox) -> Non
     assert result.returncode == 1
     assert "no state at" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "state.sqlite3").exists()
-
-
-# -- the pure core: required signals and the order ---------------------------------------
-
-
-def _row(name: str, state: State, *, required: bool | None = None, since: datetime = NOW) -> Row:
-    signal = Signal(name=name, kind=Kind.CHECK_RUN, github_state=state.value, required=required)
-    return Row(signal, state, since, SinceSource.GITHUB)
-
-
-def _entry(number: int, verdict: Verdict, *rows: Row) -> TriageEntry:
-    report_ = Report(
-        repo=REPO, number=number, title=f"t{number}", url=f"https://x/{number}",
-        head_sha="a" * 40, draft=False, observed_at=NOW, verdict=verdict, rows=rows,
-    )  # fmt: skip
-    snapshot = PullSnapshot(repo=REPO, number=number, title=f"t{number}", author="a",
-                            draft=False, head_sha="a" * 40, url=f"https://x/{number}")  # fmt: skip
-    return entry_for(snapshot, report_, docs=())
-
-
-def test_a_required_failure_comes_first_and_is_named() -> None:
-    hour = timedelta(hours=1)
-    entries = [
-        _entry(1, Verdict.PASSING, _row("ok", State.SUCCESS)),
-        _entry(2, Verdict.FAILING, _row("lint", State.FAILURE, required=False)),
-        _entry(3, Verdict.PENDING, _row("slow", State.PENDING, since=NOW - hour)),
-        _entry(
-            4,
-            Verdict.FAILING,
-            _row("tests", State.TIMED_OUT, required=True),
-            _row("build", State.PENDING, since=NOW - 2 * hour),
-        ),
-        _entry(5, Verdict.INCOMPLETE, _row("old", State.STALE, since=NOW - 5 * hour)),
-        _entry(6, Verdict.INCOMPLETE, _row("older", State.STALE, since=NOW - 9 * hour)),
-        _entry(7, Verdict.PENDING, _row("slower", State.PENDING, since=NOW - 3 * hour)),
-    ]
-    assert [e.number for e in ordered(entries)] == [4, 2, 6, 5, 7, 3, 1]
-    required = entries[3]
-    assert required.required_failing == ("tests",)
-    assert required.oldest_unsettled is not None and required.oldest_unsettled.name == "build"
-    assert dict(required.counts) == {"failing": 1, "pending": 1, "incomplete": 0, "passing": 0}
-    assert entries[1].required_failing == ()
 
 
 def test_a_state_from_before_the_triage_view_reports_empty_then_fills(

@@ -62,7 +62,11 @@ def client(world: World, sandbox: Sandbox) -> httpx.Client:
     world.add_user(login="ci-status-bot", token=TOKEN)
     world.add_repo(REPO)
     world.add_pull(REPO, 7430, title="Add the omni resolver", author="alice", head_sha=SHA)
-    return httpx.Client(base_url=sandbox.github_url, headers={"Authorization": f"token {TOKEN}"})
+    # a generous timeout: the first GraphQL answer parses GitHub's whole schema, which on a
+    # loaded two-core machine running four workers takes longer than httpx's default 5 s
+    return httpx.Client(
+        base_url=sandbox.github_url, headers={"Authorization": f"token {TOKEN}"}, timeout=30
+    )
 
 
 def gql(sandbox: Sandbox, client: httpx.Client, query: str, **variables: object) -> httpx.Response:

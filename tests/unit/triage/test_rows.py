@@ -1,0 +1,56 @@
+"""Triage rows in process: required signals and the order.
+
+The view through the CLI against the sandbox: e2e/test_triage.py.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from support import (
+    REPO,
+)
+
+from bot.core.model import Kind, PullSnapshot, Report, Row, Signal, SinceSource, State, Verdict
+from bot.triage.rows import TriageEntry, entry_for, ordered
+
+NOW = datetime.now(UTC).replace(microsecond=0)
+
+
+def _row(name: str, state: State, *, required: bool | None = None, since: datetime = NOW) -> Row:
+    signal = Signal(name=name, kind=Kind.CHECK_RUN, github_state=state.value, required=required)
+    return Row(signal, state, since, SinceSource.GITHUB)
+
+
+def _entry(number: int, verdict: Verdict, *rows: Row) -> TriageEntry:
+    report_ = Report(
+        repo=REPO, number=number, title=f"t{number}", url=f"https://x/{number}",
+        head_sha="a" * 40, draft=False, observed_at=NOW, verdict=verdict, rows=rows,
+    )  # fmt: skip
+    snapshot = PullSnapshot(repo=REPO, number=number, title=f"t{number}", author="a",
+                            draft=False, head_sha="a" * 40, url=f"https://x/{number}")  # fmt: skip
+    return entry_for(snapshot, report_, docs=())
+
+
+def test_a_required_failure_comes_first_and_is_named() -> None:
+    hour = timedelta(hours=1)
+    entries = [
+        _entry(1, Verdict.PASSING, _row("ok", State.SUCCESS)),
+        _entry(2, Verdict.FAILING, _row("lint", State.FAILURE, required=False)),
+        _entry(3, Verdict.PENDING, _row("slow", State.PENDING, since=NOW - hour)),
+        _entry(
+            4,
+            Verdict.FAILING,
+            _row("tests", State.TIMED_OUT, required=True),
+            _row("build", State.PENDING, since=NOW - 2 * hour),
+        ),
+        _entry(5, Verdict.INCOMPLETE, _row("old", State.STALE, since=NOW - 5 * hour)),
+        _entry(6, Verdict.INCOMPLETE, _row("older", State.STALE, since=NOW - 9 * hour)),
+        _entry(7, Verdict.PENDING, _row("slower", State.PENDING, since=NOW - 3 * hour)),
+    ]
+    assert [e.number for e in ordered(entries)] == [4, 2, 6, 5, 7, 3, 1]
+    required = entries[3]
+    assert required.required_failing == ("tests",)
+    assert required.oldest_unsettled is not None and required.oldest_unsettled.name == "build"
+    assert dict(required.counts) == {"failing": 1, "pending": 1, "incomplete": 0, "passing": 0}
+    assert entries[1].required_failing == ()
