@@ -5,10 +5,13 @@
 
 It starts the sandbox in its own process (`python -m bot_sandbox serve --scenario scale`,
 every answer delayed by --latency-ms), writes a temporary TOML configuration pointing the
-bot at it, and runs the real bot, `python -m bot once --config CFG`, three times:
+bot at it, and runs the real bot, `python -m bot once --config CFG`, four times:
 
 - cold: empty state;
 - warm: right after, nothing changed in the sandbox;
+- stateless: the same, with no state at all (`state.path = ""`, run in an empty folder, as a
+  scheduled GitHub Actions job would): everything it needs comes from the comments' stamps,
+  so it must write nothing; what it costs beyond warm is what the state's caches save;
 - changed: after the sandbox's control API gave --change-fraction of the heads a new
   check state.
 
@@ -61,7 +64,7 @@ from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 NAIVE = Path(__file__).resolve().with_name("naive.py")
-RUNS = ("cold", "warm", "changed", "naive")
+RUNS = ("cold", "warm", "stateless", "changed", "naive")
 GITHUB_REST_PER_HOUR = 5000
 NAIVE_REST_LIMIT = 1_000_000
 _SUMMARY = re.compile(
@@ -94,12 +97,12 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def run_child(cmd: Sequence[str], *, timeout_s: float) -> Child:
+def run_child(cmd: Sequence[str], *, timeout_s: float, cwd: Path = ROOT) -> Child:
     """Run a command to completion (killed after timeout_s); its own rusage via os.wait4."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         started = time.monotonic()
         proc = subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=ROOT, env=child_env()
+            cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=cwd, env=child_env()
         )
         killed = threading.Event()
 
@@ -131,9 +134,7 @@ def run_child(cmd: Sequence[str], *, timeout_s: float) -> Child:
 class SandboxProcess:
     """`python -m bot_sandbox serve` in its own process, and its control API."""
 
-    def __init__(
-        self, args: argparse.Namespace, log: IO[bytes], extra: Sequence[str] = ()
-    ) -> None:
+    def __init__(self, args: argparse.Namespace, log: IO[bytes], extra: Sequence[str] = ()) -> None:
         cmd = [
             sys.executable, "-m", "bot_sandbox", "serve", "--host", "127.0.0.1", "--port", "0",
             "--latency-ms", str(args.latency_ms), "--scenario", "scale",
@@ -206,18 +207,20 @@ def bot_commit() -> str | None:
     return last.stdout.strip() + ("+dirty" if diff.returncode != 0 else "")
 
 
-def write_config(info: dict[str, Any], folder: Path) -> Path:
-    """A TOML configuration pointing the bot at the sandbox, its state in `folder`."""
+def write_config(info: dict[str, Any], folder: Path, *, stateless: bool = False) -> Path:
+    """A TOML configuration pointing the bot at the sandbox, its state in `folder` (none at
+    all with `stateless`)."""
     q = json.dumps  # a JSON string is a valid TOML basic string for these values
+    state = "" if stateless else str(folder / "state.sqlite3")
     text = (
         f"[github]\napi_url = {q(info['github_url'])}\ntoken = {q(info['token'])}\n\n"
         f"[readthedocs]\napi_url = {q(info['rtd_url'])}\n"
         f"business_api_url = {q(info['rtd_url'])}\n\n"
-        f"[state]\npath = {q(str(folder / 'state.sqlite3'))}\n\n"
+        f"[state]\npath = {q(state)}\n\n"
         '[log]\nformat = "text"\nlevel = "INFO"\n\n'
         f"[[repos]]\nname = {q(info['repo'])}\n"
     )
-    path = folder / "bot.toml"
+    path = folder / ("bot-stateless.toml" if stateless else "bot.toml")
     path.write_text(text, encoding="utf-8")
     return path
 
@@ -321,15 +324,17 @@ def measure(child: Child, stats: dict[str, Any]) -> dict[str, Any]:
 
 
 def bot_cycle(
-    sandbox: SandboxProcess, config: Path, state: Path, *, timeout_s: float
+    sandbox: SandboxProcess, config: Path, state: Path, *, timeout_s: float, cwd: Path = ROOT
 ) -> dict[str, Any]:
-    """Reset the sandbox's statistics, run `python -m bot once`, measure it."""
+    """Reset the sandbox's statistics, run `python -m bot once` in `cwd`, measure it."""
     sandbox.control("POST", "reset-stats")
     before = last_audit_id(state)
     hour_used = writes_last_hour(state)
     commit = bot_commit()
     child = run_child(
-        [sys.executable, "-m", "bot", "once", "--config", str(config)], timeout_s=timeout_s
+        [sys.executable, "-m", "bot", "once", "--config", str(config)],
+        timeout_s=timeout_s,
+        cwd=cwd,
     )
     result = measure(child, sandbox.control("GET", "stats"))
     lines = [ln for ln in child.stdout.splitlines() if ln.startswith("cycle:")]
@@ -352,6 +357,19 @@ def bot_cycle(
         result["log_warnings_first"] = problems[:5]
     if child.returncode != 0:
         result["stderr_tail"] = child.stderr.strip().splitlines()[-5:]
+    return result
+
+
+def stateless_cycle(
+    sandbox: SandboxProcess, info: dict[str, Any], folder: Path, timeout_s: float
+) -> dict[str, Any]:
+    """The warm cycle again with no state at all, in an empty folder that must stay empty."""
+    runner = folder / "runner"
+    runner.mkdir()
+    config = write_config(info, folder, stateless=True)
+    print("running the stateless cycle (no state, an empty folder)...", flush=True)
+    result = bot_cycle(sandbox, config, folder / "none.sqlite3", timeout_s=timeout_s, cwd=runner)
+    result["files_left"] = sorted(p.name for p in runner.iterdir())
     return result
 
 
@@ -563,11 +581,14 @@ def notes(results: dict[str, dict[str, Any] | None]) -> list[str]:
     """Sentences on carry-over, the cold cycle's pacing and the naive/warm ratio."""
     out: list[str] = []
     previous: dict[str, Any] | None = None
-    for name in ("cold", "warm", "changed"):
+    for name in ("cold", "warm", "stateless", "changed"):
         run = results.get(name)
         if run is None:
             continue
         out.append(f"{name} summary: {run['summary'] or '(no summary line)'}")
+        if name == "stateless":
+            out.extend(_stateless_notes(run, results.get("warm")))
+            continue
         if previous is not None and previous.get("deferred"):
             out.append(
                 f"  {run['writes_created']} of its {run['writes']} writes are carry-over creates "
@@ -614,6 +635,24 @@ def notes(results: dict[str, dict[str, Any] | None]) -> list[str]:
     return out
 
 
+def _stateless_notes(run: dict[str, Any], warm: dict[str, Any] | None) -> list[str]:
+    """What the stateless run cost beyond the warm one, by kind: what the state's caches save."""
+    out = [f"  stateless: {run['writes']} writes; files left in its folder: {run['files_left']}"]
+    if warm is None:
+        return out
+    out.append(
+        f"  stateless - warm: GitHub requests {run['github_requests'] - warm['github_requests']:+d}"
+        f", GraphQL points {run['graphql_points'] - warm['graphql_points']:+d}, Read the Docs "
+        f"requests {run['rtd_requests'] - warm['rtd_requests']:+d}"
+    )
+    for key in ("requests_by_kind", "rtd_requests_by_kind"):
+        for kind in sorted(set(run[key]) | set(warm[key])):
+            more = run[key].get(kind, 0) - warm[key].get(kind, 0)
+            if more:
+                out.append(f"    {kind}: {more:+d}")
+    return out
+
+
 # -- main --------------------------------------------------------------------------------
 
 
@@ -650,7 +689,10 @@ def run_all(args: argparse.Namespace, folder: Path) -> dict[str, dict[str, Any] 
             info = sandbox.ready(timeout_s=min(args.timeout, 600.0))
             print(f"sandbox: {info['github_url']} repo {info['repo']}", flush=True)
             config, state = write_config(info, folder), folder / "state.sqlite3"
-            for name in ("cold", "warm", "changed"):
+            for name in ("cold", "warm", "stateless", "changed"):
+                if name == "stateless":
+                    results[name] = stateless_cycle(sandbox, info, folder, args.timeout)
+                    continue
                 if name == "warm":
                     print("settling: the comments the cold cycle deferred...", flush=True)
                     settled = settle(sandbox, config, state)

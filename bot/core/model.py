@@ -254,6 +254,9 @@ class Report:
     notes: tuple[str, ...] = field(default=())
     # what the base branch requires; None where it was not asked
     required_checks: RequiredChecks | None = None
+    # The bot's own first sight of what GitHub gave no time for (signal key -> time), as used
+    # for this report's rows: the comment's stamp carries it to a run with no state.
+    first_seen: tuple[tuple[str, datetime], ...] = ()
 
     @property
     def commit_url(self) -> str:

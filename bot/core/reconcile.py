@@ -114,6 +114,7 @@ def reconcile(
             if key.startswith(HEAD_KEY)
         ),
         required_checks=snapshot.required_checks,
+        first_seen=tuple(sorted(seen.items())),
     )
 
 

@@ -24,8 +24,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from bot.core.facts import facts_key
-from bot.core.model import Kind, Report, SinceSource, as_utc
-from bot.core.required import HEAD_SEEN_KEY
+from bot.core.model import Report, as_utc
 
 VERSION: Final = 2
 MAX_DATA: Final = 50_000  # base64 characters (1,000 first-seen times fit); longer is not read
@@ -67,13 +66,8 @@ def seen_key(signal_key: str) -> str:
 
 
 def stamp_of(report: Report, *, generation: int = 0) -> Stamp:
-    """The stamp of a report: its facts and the first-seen times its rows show (a context that
-    never reported shows since when the bot has known the head: HEAD_SEEN_KEY's time)."""
-    seen = {
-        seen_key(HEAD_SEEN_KEY if row.signal.kind is Kind.EXPECTED else row.signal.key): row.since
-        for row in report.rows
-        if row.since_source is SinceSource.FIRST_SEEN and row.since is not None
-    }
+    """The stamp of a report: its facts and the first-seen times it was reconciled with."""
+    seen = {seen_key(key): at for key, at in report.first_seen}
     return Stamp(facts_key(report), report.observed_at, report.head_sha, seen, generation)
 
 

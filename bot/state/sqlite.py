@@ -211,7 +211,7 @@ class StoredComment:
 class RtdRead:
     """The state's row of one Read the Docs commit: last good answer, and a failing run."""
 
-    payload: str | None  # opaque JSON (bot.docs.readthedocs.rules); None when no read ever succeeded
+    payload: str | None  # opaque JSON (bot.docs.readthedocs.evidence); None: never read well
     read_at: datetime | None
     failing_since: datetime | None  # None while reads succeed
     failure: str | None = None  # what the first failure of the run was

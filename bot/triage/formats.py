@@ -45,6 +45,7 @@ def pull_dict(entry: TriageEntry) -> dict[str, Any]:
         "required_failing": list(entry.required_failing),
         "failing": list(entry.failing),
         "never_reported": list(entry.never_reported),
+        "required_never_reported": list(entry.required_never_reported),
         "oldest_unsettled": None if oldest is None else unsettled_dict(oldest),
         "observed_at": iso_utc(entry.observed_at),
         "comment_url": entry.comment_url,
@@ -172,7 +173,8 @@ def _named_parts(e: TriageEntry) -> list[str]:
     if e.failing:
         parts.append(f"failing: {_names(e.failing, _clean, required=e.required_failing)}")
     if e.never_reported:
-        parts.append(f"never reported: {_names(e.never_reported, _clean)}")
+        never = _names(e.never_reported, _clean, required=e.required_never_reported)
+        parts.append(f"never reported: {never}")
     if e.oldest_unsettled is not None:
         parts.append(f"waiting: {_clean(e.oldest_unsettled.name)}")
     return parts
@@ -220,7 +222,7 @@ def markdown(entries: Sequence[TriageEntry], *, now: datetime) -> str:
             md(e.author or ""),
             *(str(e.counts.get(g, 0)) for g in COUNT_GROUPS),
             _names(e.failing, _md_name, required=e.required_failing),
-            _names(e.never_reported, _md_name),
+            _names(e.never_reported, _md_name, required=e.required_never_reported),
             unsettled,
             f"`{short_sha(e.head_sha)}`",
             format_utc(e.observed_at) + _md_last_read(e),

@@ -73,6 +73,7 @@ def _details_json(entry: TriageEntry) -> str:
             "docs_stuck": entry.docs_stuck,
             "failing": list(entry.failing),
             "never_reported": list(entry.never_reported),
+            "required_never_reported": list(entry.required_never_reported),
         },
         separators=(",", ":"),
         ensure_ascii=False,
@@ -108,4 +109,5 @@ def _from_stored(row: StoredTriage, not_read: NotRead | None) -> TriageEntry:
         # rows kept before the names were: their required failures are all that is known
         failing=tuple(details.get("failing", details.get("required_failing", ()))),
         never_reported=tuple(details.get("never_reported", ())),
+        required_never_reported=tuple(details.get("required_never_reported", ())),
     )

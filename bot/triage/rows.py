@@ -74,6 +74,7 @@ class TriageEntry:
     not_read: NotRead | None = None  # set while its repository cannot be read
     failing: tuple[str, ...] = ()  # every failing signal's name, the required ones first
     never_reported: tuple[str, ...] = ()  # contexts required (or expected) that never reported
+    required_never_reported: tuple[str, ...] = ()  # those of them a rule requires
 
     @property
     def label(self) -> str:
@@ -161,6 +162,7 @@ def entry_for(
         read_at=read_at,
         failing=(*required, *optional),
         never_reported=tuple(s.name for s in never),
+        required_never_reported=tuple(s.name for s in never if s.required is True),
     )
 
 
@@ -217,7 +219,7 @@ class Totals:
     verdicts: Mapping[str, int]
     failing_required: int
     docs_stuck: int
-    never_reported: int  # pull requests with a required (or expected) context never reported
+    never_reported: int  # pull requests with a required context that never reported
     drafts: int
     repos: tuple[str, ...] = field(default=())
 
@@ -234,7 +236,7 @@ def totals(entries: Sequence[TriageEntry]) -> Totals:
     return Totals(
         verdicts=dict(verdicts),
         failing_required=sum(1 for e in entries if e.required_failing),
-        never_reported=sum(1 for e in entries if e.never_reported),
+        never_reported=sum(1 for e in entries if e.required_never_reported),
         docs_stuck=sum(e.docs_stuck for e in entries),
         drafts=sum(1 for e in entries if e.draft),
         repos=tuple(sorted({e.repo for e in entries}, key=str.lower)),

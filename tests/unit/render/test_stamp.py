@@ -36,7 +36,7 @@ def _report() -> Report:
         Row(done, State.SUCCESS, done.completed_at, SinceSource.GITHUB),
     )
     return Report("o/r", 1, "t", "https://github.com/o/r/pull/1", SHA, False, AT,
-                  Verdict.PENDING, rows)  # fmt: skip
+                  Verdict.PENDING, rows, first_seen=((queued.key, rows[0].since),))  # fmt: skip
 
 
 def _body(line: str) -> str:

@@ -59,8 +59,15 @@ def test_failing_names_required_first_and_never_reported_apart() -> None:
     assert entry.failing == ("tests", "lint", "docs")
     assert entry.required_failing == ("tests",)
     assert entry.never_reported == ("DCO", "extra")  # required first
+    assert entry.required_never_reported == ("DCO",)
     assert formats.pull_dict(entry)["never_reported"] == ["DCO", "extra"]
+    assert formats.pull_dict(entry)["required_never_reported"] == ["DCO"]
     assert formats.totals([entry]).never_reported == 1
+    only_configured = _entry(_row("extra", State.PENDING, required=False, github="expected"))
+    assert only_configured.never_reported == ("extra",)
+    assert formats.totals([only_configured]).never_reported == 0  # no rule requires it
+    page = formats.PageRenderer().render([only_configured], now=NOW)
+    assert 'data-never-reported="0"' in page
 
 
 @pytest.mark.parametrize(
@@ -89,12 +96,14 @@ def test_the_markdown_and_the_table_name_what_never_reported() -> None:
     entry = _entry(_row("DCO", State.PENDING, required=True, github="expected"),
                    verdict=Verdict.PENDING)  # fmt: skip
     markdown = formats.markdown([entry], now=NOW)
-    assert "| `DCO` |" in markdown and "1 with a required check never reported" in markdown
+    assert "| `DCO` (required) |" in markdown
+    assert "1 with a required check never reported" in markdown
     table = formats.table([entry], now=NOW)
-    assert "never reported: DCO" in table
+    assert "never reported: DCO (required)" in table
     assert "1 with a required check that never reported." in table
     page = formats.PageRenderer().render([entry], now=NOW)
-    assert 'data-never-reported="1"' in page and "never reported: <code>DCO</code>" in page
+    assert 'data-never-reported="1"' in page
+    assert 'never reported: <code>DCO</code> <span class="req">required</span>' in page
 
 
 START = NOW - timedelta(hours=2)
