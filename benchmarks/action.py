@@ -65,7 +65,7 @@ def settle(info: dict[str, Any], folder: Path) -> tuple[int, list[dict[str, Any]
     from bot.app import build_clients, make_cycle, now_utc
     from bot.core.model import PullSnapshot
     from bot.settings import Settings
-    from bot.state.sqlite import Store
+    from bot.state.store import Store
 
     settings = Settings.model_validate(
         {

@@ -387,7 +387,7 @@ def settle(sandbox: SandboxProcess, config: Path, state: Path) -> int:
     from bot.core.model import PullSnapshot
     from bot.cycle import sha256
     from bot.settings import load_settings
-    from bot.state.sqlite import Store
+    from bot.state.store import Store
 
     settings = load_settings(str(config))
     repo = settings.repos[0]
@@ -429,17 +429,15 @@ def required_signals(config: Path, state: Path) -> dict[str, int]:
     from bot.app import build_clients, now_utc
     from bot.core.model import PullSnapshot
     from bot.core.required import expected_signals, with_required
-    from bot.github.client import ReadOnlyRequired
     from bot.settings import load_settings
-    from bot.state.sqlite import Store
+    from bot.state.readonly import ReadOnlyState
 
     settings = load_settings(str(config))
     clients = build_clients(settings, settings.repos)
     counts = {"true": 0, "false": 0, "null": 0, "expected": 0}
     word = {True: "true", False: "false", None: "null"}
     try:
-        with Store.open(state) as store:
-            cache = ReadOnlyRequired(store)
+        with ReadOnlyState.open(state) as cache:
             for repo in settings.repos:
                 for snap in clients.github.open_pulls(repo.name, now=now_utc(), required=cache):
                     if isinstance(snap, PullSnapshot):

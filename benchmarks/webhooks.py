@@ -106,7 +106,7 @@ def settle(world: World, config: Path) -> int:
     from bot.app import build_clients, make_cycle, now_utc
     from bot.cycle import sha256
     from bot.settings import load_settings
-    from bot.state.sqlite import Store
+    from bot.state.store import Store
 
     settings = load_settings(str(config), environ={})
     repo = settings.repos[0]

@@ -24,7 +24,10 @@ from bot.logs import register_secrets
 from bot.render.comment import Renderer
 from bot.retry import Sleep
 from bot.settings import ConfigError, RepoSettings, Settings, read_private_key
-from bot.state.sqlite import StateLock, Store, StoreError
+from bot.state.lock import StateLock
+from bot.state.ports import CycleState, StoreError
+from bot.state.readonly import ReadOnlyState
+from bot.state.store import Store
 from bot.triage.keeper import TriageKeeper
 
 log = logging.getLogger(__name__)
@@ -147,17 +150,17 @@ def renderer(settings: Settings) -> Renderer:
 def make_cycle(
     settings: Settings,
     clients: Clients,
-    store: Store,
+    store: CycleState,
     *,
     dry_run: bool,
     out: Callable[[str], None] | None = print,
 ) -> Cycle:
     """Wire one Cycle from settings and clients; it stops (and stops waiting) on clients.stop.
 
-    A writing cycle keeps the triage rows; a dry run records nothing, so it has no observer.
+    The cycle keeps the triage rows in `store` (a read-only state, a dry run's, drops them).
     """
-    docs = (ReadTheDocs(clients.rtd, store, write=not dry_run),)
-    observers = () if dry_run else (TriageKeeper(store, clock=now_utc, docs=docs),)
+    docs = (ReadTheDocs(clients.rtd, store),)
+    observers = (TriageKeeper(store, clock=now_utc, docs=docs),)
     return Cycle(
         github=clients.github,
         docs=docs,
@@ -201,22 +204,59 @@ def state_path_error(path: str, exc: OSError) -> Exception:
     return StatePathError(f"state.path = {path!r}: {exc.strerror or exc} ({folder})")
 
 
-def hold_state(settings: Settings) -> StateLock:
-    """Take the one-writer lock of the configured state (raises StateBusy when held)."""
+def hold_state(settings: Settings) -> StateLock | None:
+    """Take the one-writer lock of a SQLite state (raises StateBusy when held).
+
+    A PostgreSQL state has no such lock (its replicas share the repositories by lease), and
+    no state at all has nothing to hold.
+    """
+    if settings.state.shared or settings.state.stateless:  # no file to hold
+        return None
     try:
         return StateLock.acquire(settings.state.path)
     except OSError as exc:
         raise state_path_error(settings.state.path, exc) from None
 
 
-def open_store(settings: Settings, *, dry_run: bool = False) -> Store:
-    """The state store; a dry run reads an existing state and never creates one."""
-    path = settings.state.path
-    if settings.state.stateless:  # this run's memory only: nothing is created anywhere
-        return Store.open(":memory:")
+def open_store(settings: Settings) -> Store:
+    """The writable state (created and migrated on first use; with no state at all, this
+    run's memory only: nothing is created anywhere)."""
     try:
-        if dry_run:  # a private copy: works on a read-only state and writes nothing to it
-            return Store.open_readonly(path) if Path(path).exists() else Store.open(":memory:")
-        return Store.open(path)
+        return Store.open(settings.state.location)
     except OSError as exc:
-        raise state_path_error(path, exc) from None
+        raise state_path_error(settings.state.path, exc) from None
+
+
+class ServiceState:
+    """The service's writable state, shared by its cycles and webhooks; opened on first use."""
+
+    def __init__(self, settings: Settings) -> None:
+        """Nothing is opened yet (a SQLite state that cannot be opened is a cycle's problem)."""
+        self.settings = settings
+        self._store: Store | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self) -> Store:
+        """The open state; StoreError when it cannot be opened (tried again on the next call)."""
+        with self._lock:
+            if self._store is None:
+                self._store = open_store(self.settings)
+            return self._store
+
+    def release(self) -> None:
+        """After a cycle: close idle connections (a SQLite WAL is checkpointed into the file)."""
+        with self._lock:
+            if self._store is not None:
+                self._store.close()
+
+    def close(self) -> None:
+        """Close the state's connections."""
+        with self._lock:
+            if self._store is not None:
+                self._store.close()
+                self._store = None
+
+
+def open_reader(settings: Settings) -> ReadOnlyState:
+    """The state, read-only: an existing one, or an empty one where none exists yet."""
+    return ReadOnlyState.open_or_empty(settings.state.location)

@@ -16,7 +16,9 @@ from bot.core.reconcile import reconcile
 from bot.logs import redact, register_secrets, setup_logging
 from bot.render.report import report_json
 from bot.settings import ConfigError, RepoSettings, Settings, describe, load_settings
-from bot.state.sqlite import StateBusy, Store, StoreError
+from bot.state.lock import StateBusy
+from bot.state.ports import StoreError
+from bot.state.readonly import ReadOnlyState
 from bot.triage import rows
 from bot.triage.keeper import stored_entries
 
@@ -117,7 +119,7 @@ def cmd_show(settings: Settings, args: argparse.Namespace, sleep: Sleep | None) 
 
 def cmd_once(settings: Settings, args: argparse.Namespace, sleep: Sleep | None) -> int:
     """One cycle over the configured (or named) repositories."""
-    from bot.app import build_clients, hold_state, make_cycle, open_store
+    from bot.app import build_clients, hold_state, make_cycle, open_reader, open_store
 
     repos = _select_repos(settings, args.repo)
     settings.require_github_auth()
@@ -128,7 +130,7 @@ def cmd_once(settings: Settings, args: argparse.Namespace, sleep: Sleep | None) 
     try:
         clients = build_clients(settings, repos, sleep=sleep)
         # A dry run records nothing: it reads an existing state and never creates one.
-        store = open_store(settings, dry_run=args.dry_run)
+        store = open_reader(settings) if args.dry_run else open_store(settings)
         try:
             summary = make_cycle(settings, clients, store, dry_run=args.dry_run).run(repos)
         finally:
@@ -158,8 +160,12 @@ def cmd_run(settings: Settings, _: argparse.Namespace, __: Sleep | None) -> int:
             'state.path = "": no state at all is for `once` (a fresh folder each run); '
             "`run` keeps its state between cycles: name a file"
         )
-    with hold_state(settings):
+    lock = hold_state(settings)
+    try:
         return run_service(settings, repos)
+    finally:
+        if lock is not None:
+            lock.release()
 
 
 def cmd_demo(_: Settings | None, args: argparse.Namespace) -> int:
@@ -206,8 +212,8 @@ def _stored_entries(settings: Settings) -> list[rows.TriageEntry]:
         raise UsageError(
             'report: state.path = "": there is no state to read; --live reads GitHub instead'
         )
-    with Store.open_readonly(settings.state.path) as store:
-        return stored_entries(store)
+    with ReadOnlyState.open(settings.state.location) as reader:
+        return stored_entries(reader)
 
 
 def _live_entries(
@@ -215,11 +221,11 @@ def _live_entries(
 ) -> list[rows.TriageEntry]:
     """Read and reconcile every selected open pull request now, writing nothing."""
     settings.require_github_auth()
-    from bot.app import build_clients, make_cycle, open_store
+    from bot.app import build_clients, make_cycle, open_reader
 
     repos = _select_repos(settings, names)
     clients = build_clients(settings, repos, sleep=sleep)
-    store = open_store(settings, dry_run=True)
+    store = open_reader(settings)
     try:
         cycle = make_cycle(settings, clients, store, dry_run=True)
         read_at = datetime.now(UTC)

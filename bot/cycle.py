@@ -16,13 +16,13 @@ from bot.core.model import MARKER, PullSnapshot, Report, Verdict
 from bot.core.reconcile import reconcile
 from bot.core.required import HEAD_SEEN_KEY, expected_signals
 from bot.docs.provider import DocsProvider
-from bot.github.client import Comment, GitHubApi, GitHubError, RateLimited, ReadOnlyRequired
+from bot.github.client import Comment, GitHubApi, GitHubError, RateLimited
 from bot.github.parse import PullFailure
 from bot.render.comment import Renderer
 from bot.render.stamp import Stamp, parse_stamp
 from bot.retry import Retryable, RetryPolicy, Stopped, pause, run_with_retries
 from bot.settings import PolicySettings, RepoSettings
-from bot.state.sqlite import Store
+from bot.state.ports import CycleState
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +171,7 @@ class Cycle:
         *,
         github: GitHubApi,
         docs: Sequence[DocsProvider],
-        store: Store,
+        store: CycleState,
         renderer: Renderer,
         policy: PolicySettings,
         login: str,
@@ -262,7 +262,7 @@ class Cycle:
             summary.failed.setdefault(repo.name, why)
 
     def _plan_repo(self, repo: RepoSettings, summary: Summary) -> Iterable[Plan]:
-        required = ReadOnlyRequired(self.store) if self.dry_run else self.store
+        required = self.store
         chunk: list[PullSnapshot | PullFailure] = []
         pulls = iter(self.github.open_pulls(repo.name, now=self.clock(), required=required))
         while True:
@@ -342,7 +342,7 @@ class Cycle:
         summary.verdicts[plan.label] = str(plan.report.verdict)
         for observer in self.observers:
             observer.pull_done(snapshot, plan.report)
-        if plan.action == "adopt" and plan.found is not None and not self.dry_run:
+        if plan.action == "adopt" and plan.found is not None:
             self._record(plan, plan.found, "adopted")
         if plan.action in ("leave", "adopt"):
             summary.left += 1
@@ -358,9 +358,9 @@ class Cycle:
         """Every selected open pull request's report now, with its comment's id (reads only)."""
         if not self.dry_run:
             raise ValueError("read_reports reads only: use a dry-run cycle")
-        required = ReadOnlyRequired(self.store)
         for repo in repos:
-            for snapshot in self.github.open_pulls(repo.name, now=self.clock(), required=required):
+            pulls = self.github.open_pulls(repo.name, now=self.clock(), required=self.store)
+            for snapshot in pulls:
                 if isinstance(snapshot, PullFailure) or not selected(snapshot, self.policy):
                     continue  # a pull request that could not be read is named by `once`
                 report, _ = self.report_for(snapshot, repo)
@@ -381,10 +381,9 @@ class Cycle:
         if keys:
             args = (repo.name, snapshot.number, snapshot.head_sha)
             stamped = {k: t for k in keys if stamp and (t := stamp.seen(snapshot.head_sha, k))}
-            if not self.dry_run:
-                for k, t in stamped.items():
-                    self.store.mark_seen(*args, [k], now=t)
-                self.store.mark_seen(*args, keys, now=now)
+            for k, t in stamped.items():
+                self.store.mark_seen(*args, [k], now=t)
+            self.store.mark_seen(*args, keys, now=now)
             first_seen = self.store.first_seen(*args)
             first_seen = {k: first_seen.get(k) or stamped.get(k) or now for k in keys}
         docs = read_docs(snapshot, repo, self.docs, now=now)
@@ -398,8 +397,7 @@ class Cycle:
         if stamp is not None and stamp.facts_key == key:
             now = stamp.observed_at  # adopted: a lost state re-dates nothing
             report = replace(report, observed_at=now)
-        if not self.dry_run:
-            self.store.set_facts(repo.name, snapshot.number, facts_key=key, observed_at=now)
+        self.store.set_facts(repo.name, snapshot.number, facts_key=key, observed_at=now)
         return report, key
 
     def plan(self, snapshot: PullSnapshot, repo: RepoSettings) -> Plan:
@@ -441,8 +439,7 @@ class Cycle:
         report, key = self.report_for(snapshot, repo, stamp=self._trusted_stamp(own))
         comment_key = self._comment_key(report, key)
         if own is None:
-            if not self.dry_run:
-                self.store.note_no_comment(name, number, now=self.clock())
+            self.store.note_no_comment(name, number, now=self.clock())
             return Plan(report, "create", "", comment_key, None, looked=True)
         body = self.body(report)
         action: Literal["edit", "adopt"] = "adopt" if own.body == body else "edit"
@@ -498,12 +495,10 @@ class Cycle:
                 plans.append(replace(plan, action="edit"))
             else:
                 log.info("comment on %s is gone (or no longer the bot's): posting it", plan.label)
-                if not self.dry_run:
-                    self.store.forget_comment(*key)
+                self.store.forget_comment(*key)
                 plans.append(replace(plan, action="create", comment_id=None, node_id=""))
             summary.left -= 1
-        if not self.dry_run:
-            self.store.mark_checked(good, now=self.clock())
+        self.store.mark_checked(good, now=self.clock())
         return plans
 
     def rendered(self, plan: Plan) -> Plan:

@@ -24,7 +24,8 @@ from bot.service.http import Monitor, serve
 from bot.service.scheduler import run_service
 from bot.service.webhooks import Webhooks
 from bot.settings import Settings
-from bot.state.sqlite import Store
+from bot.state.ports import TriageRows
+from bot.state.store import Store
 from bot.triage.formats import table
 from bot.triage.keeper import stored_entries
 from bot.triage.rows import ordered
@@ -129,11 +130,15 @@ def serve_demo(sandbox: Sandbox, settings: Settings, *, out: Callable[[str], Non
         f"http://127.0.0.1:{port}/ (and /livez, /readyz, /metrics); a cycle every 60 s; "
         f"the sandbox's GitHub stays at {sandbox.github_url}. Press Ctrl-C to stop."
     )
-    with hold_state(served):
+    lock = hold_state(served)
+    try:
         return run_service(served, list(served.repos))
+    finally:
+        if lock is not None:
+            lock.release()
 
 
-def _triage_view(store: Store, settings: Settings) -> str:
+def _triage_view(store: TriageRows, settings: Settings) -> str:
     """The triage table of the demo's last cycle, and where `run` would serve it as a page."""
     view = ordered(stored_entries(store))
     where = f"http://{settings.server.host}:{settings.server.port}/"
@@ -193,9 +198,10 @@ class _WebhookService:
             timezone=UTC, executors={"default": ThreadPoolExecutor(1)}
         )
         self.stop = threading.Event()
+        self.store = Store.open(settings.state.path)
         self.hooks = Webhooks(
             hooked, repos, scheduler=self.scheduler, clients=clients, make_cycle=make_cycle,
-            stop=self.stop,
+            stop=self.stop, state=lambda: self.store,
         ).start()  # fmt: skip
         monitor = Monitor(state_path=settings.state.path, interval_s=300, repos=[DEMO_REPO])
         self.http = serve(monitor, host="127.0.0.1", port=port, extra_routes=self.hooks.routes())
@@ -209,7 +215,7 @@ class _WebhookService:
             self.http.stop()
         self.hooks.stop_receiving()
         self.scheduler.shutdown(wait=True)
-        self.hooks.close()
+        self.store.close()
 
 
 def _free_port() -> int:

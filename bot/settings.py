@@ -260,9 +260,14 @@ class WebhooksSettings(_Section):
 
 
 class StateSettings(_Section):
-    """[state]: where the SQLite state lives; an empty path: no state at all (`once` only)."""
+    """[state]: where the state lives: a SQLite file (the default), a PostgreSQL URL (several
+    `run` replicas share it), or nothing at all (an empty path: `once` only)."""
 
     path: str = "state/ci-status-bot.sqlite3"
+    # postgresql://user:password@host:port/database: several `run` replicas share it
+    url: SecretStr = SecretStr("")
+    # a repository's lease not renewed for this long is taken over by another replica
+    lease_seconds: float = Field(default=60.0, ge=2, le=3600, allow_inf_nan=False)
 
     @field_validator("path")
     @classmethod
@@ -274,7 +279,43 @@ class StateSettings(_Section):
     @property
     def stateless(self) -> bool:
         """No state at all: each run reads what it needs from the bot's comments."""
-        return not self.path
+        return not self.path and not self.shared
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, value: SecretStr) -> SecretStr:
+        text = _no_control(value.get_secret_value().strip())
+        if text:
+            _check_postgres_url(text)
+        return SecretStr(text)
+
+    @property
+    def location(self) -> str:
+        """Where the state is: the PostgreSQL URL when set, else the SQLite path (or, with no
+        state at all, this run's memory)."""
+        return self.url.get_secret_value() or self.path or ":memory:"
+
+    @property
+    def shared(self) -> bool:
+        """Whether several replicas may share the state (PostgreSQL)."""
+        return bool(self.url.get_secret_value())
+
+
+def _check_postgres_url(text: str) -> None:
+    """Raise ValueError unless `text` is a postgresql:// URL naming a host and a database."""
+    parts = urlsplit(text)
+    if parts.scheme not in ("postgresql", "postgres", "postgresql+psycopg"):
+        raise ValueError("must be a postgresql://user:password@host:port/database URL")
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError("the port is not a number") from None
+    if not (parts.hostname or "host=" in parts.query):
+        raise ValueError("names no host (postgresql://user:password@host:port/database)")
+    if not parts.path.strip("/"):
+        raise ValueError("names no database (postgresql://user:password@host:port/database)")
+    if port == 0:
+        raise ValueError("port 0 is not a server's port")
 
 
 class RenderSettings(_Section):
@@ -400,7 +441,9 @@ class Settings(BaseSettings):
             self.readthedocs.business_token,
             *self.webhooks.secrets,
         )
-        return [t.get_secret_value() for t in tokens if t.get_secret_value()]
+        found = [t.get_secret_value() for t in tokens if t.get_secret_value()]
+        password = urlsplit(self.state.url.get_secret_value()).password
+        return [*found, password] if password else found
 
     def configured_repo(self, name: str) -> RepoSettings | None:
         """The [[repos]] entry GitHub would take `name` for (owner and name ignoring case)."""

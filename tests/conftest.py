@@ -58,3 +58,42 @@ def demo() -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(script), "demo"], capture_output=True, text=True, timeout=180, env=clean_env()
     )
+
+
+# -- a real PostgreSQL server (issue 18): .ci/run starts one and names it here ---------------
+
+POSTGRES_ENV = "CISB_TEST_POSTGRES_URL"  # a role that may CREATE DATABASE
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """In CI the PostgreSQL tests must run: a missing server fails the run, never skips."""
+    if os.environ.get("CI") and not os.environ.get(POSTGRES_ENV):
+        raise pytest.UsageError(
+            f"CI is set but {POSTGRES_ENV} is not: the PostgreSQL tests would be skipped "
+            "(.ci/run starts the server and sets it)"
+        )
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A fresh database on the test server, dropped afterwards (tests may run in parallel)."""
+    base = os.environ.get(POSTGRES_ENV)
+    if not base:
+        pytest.skip(f"{POSTGRES_ENV} is not set: no PostgreSQL server to test against")
+    import uuid
+
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    name = f"cisb_test_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(base, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    params = conninfo_to_dict(base)
+    user, password = params.get("user", ""), params.get("password", "")
+    host, port = params.get("host", "127.0.0.1"), params.get("port", "5432")
+    auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
+    try:
+        yield f"postgresql://{auth}{host}:{port}/{name}"
+    finally:
+        with psycopg.connect(make_conninfo(base), autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -9,10 +9,10 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from datetime import UTC, datetime
+from typing import Any
 
 import requests
 from github import Github
@@ -55,6 +55,7 @@ from bot.retry import (
     retry_after_s,
     run_with_retries,
 )
+from bot.state.ports import RequiredCache as RequiredCache
 
 log = logging.getLogger(__name__)
 
@@ -126,65 +127,6 @@ class Probe:
         """GitHub's own message (`Bad credentials`, `Not Found`, ...), or the status."""
         message = self.data.get("message") if isinstance(self.data, dict) else None
         return str(message) if message else f"HTTP {self.status}"
-
-
-class RequiredCache(Protocol):
-    """Where learned required-ness is kept: (base branch, name) -> required, None = not said."""
-
-    def required_known(
-        self,
-        repo: str,
-        bases: Iterable[str],
-        *,
-        now: datetime,
-        max_age: timedelta | None = ...,
-    ) -> dict[Pair, bool | None]:
-        """Pairs of these base branches learned within `max_age` (default: fresh; None: any)."""
-
-    def remember_required(
-        self, repo: str, learned: Mapping[Pair, bool | None], *, now: datetime
-    ) -> None:
-        """Record what GitHub said (None: asked, GitHub did not say)."""
-
-    def required_sets(
-        self, repo: str, bases: Iterable[str], *, now: datetime
-    ) -> dict[str, RequiredChecks]:
-        """What these base branches require, as read within the cache's lifetime."""
-
-    def remember_required_sets(
-        self, repo: str, sets: Mapping[str, RequiredChecks], *, now: datetime
-    ) -> None:
-        """Record what base branches require (read from GitHub at `now`)."""
-
-
-class ReadOnlyRequired:
-    """A RequiredCache that reads another and records nothing (a dry run writes nothing)."""
-
-    def __init__(self, cache: RequiredCache) -> None:
-        """Wrap `cache`."""
-        self._cache = cache
-
-    def required_known(
-        self, repo: str, bases: Iterable[str], *, now: datetime, **limits: timedelta | None
-    ) -> dict[Pair, bool | None]:
-        """What the wrapped cache knows."""
-        return self._cache.required_known(repo, bases, now=now, **limits)
-
-    def remember_required(
-        self, repo: str, learned: Mapping[Pair, bool | None], *, now: datetime
-    ) -> None:
-        """Record nothing."""
-
-    def required_sets(
-        self, repo: str, bases: Iterable[str], *, now: datetime
-    ) -> dict[str, RequiredChecks]:
-        """What the wrapped cache knows."""
-        return self._cache.required_sets(repo, bases, now=now)
-
-    def remember_required_sets(
-        self, repo: str, sets: Mapping[str, RequiredChecks], *, now: datetime
-    ) -> None:
-        """Record nothing."""
 
 
 def _never(error: dict[str, Any]) -> bool:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -20,7 +19,8 @@ from bot.core.model import format_utc
 from bot.cycle import Summary
 from bot.github.client import Usage
 from bot.service.metrics import CONTENT_TYPE, Metrics
-from bot.state.sqlite import Store, StoreError
+from bot.state.ports import StoreError
+from bot.state.readonly import ReadOnlyState
 from bot.triage import formats, rows
 from bot.triage.keeper import stored_entries
 
@@ -110,7 +110,7 @@ class Monitor:
             self._usage = Usage(remaining=dict(usage.remaining), reset_at=dict(usage.reset_at))
         try:
             entries = self.entries()
-        except (StoreError, sqlite3.Error) as exc:
+        except StoreError as exc:
             log.warning("could not read the triage view for the metrics: %s", exc)
             return
         self.metrics.set_pulls(((e.repo, e.verdict.value) for e in entries), repos=self.repos)
@@ -136,15 +136,15 @@ class Monitor:
 
     def entries(self) -> list[rows.TriageEntry]:
         """The triage view of the configured repositories, most urgent first (read-only)."""
-        with Store.open_readonly(self.state_path) as store:
-            entries = stored_entries(store)
+        with ReadOnlyState.open(self.state_path) as reader:
+            entries = stored_entries(reader)
         return rows.ordered(entries, rows.Filters(repos=frozenset(self.repos)))
 
     def state_problem(self) -> str | None:
         """Why the state cannot be read, or None."""
         try:  # a probe every few seconds: open and read the schema, no copy of the state
-            Store.check_readable(self.state_path)
-        except (StoreError, sqlite3.Error) as exc:
+            ReadOnlyState.open(self.state_path).close()
+        except StoreError as exc:
             return str(exc)
         return None
 
@@ -170,7 +170,7 @@ def build_app(monitor: Monitor, *, extra_routes: Sequence[BaseRoute] = ()) -> St
     def page(request: Request) -> Response:
         try:
             entries = monitor.entries()
-        except (StoreError, sqlite3.Error) as exc:
+        except StoreError as exc:
             return PlainTextResponse(f"the state cannot be read: {exc}\n", 503, headers=_HEADERS)
         refresh = _refresh_seconds(request.query_params.get("refresh"))
         html = renderer.render(
@@ -181,7 +181,7 @@ def build_app(monitor: Monitor, *, extra_routes: Sequence[BaseRoute] = ()) -> St
     def triage_document(_: Request) -> Response:
         try:
             entries = monitor.entries()
-        except (StoreError, sqlite3.Error) as exc:
+        except StoreError as exc:
             return JSONResponse({"error": f"the state cannot be read: {exc}"}, 503)
         document = formats.triage_document(entries, now=monitor.clock())
         return JSONResponse(document, headers=_HEADERS)

@@ -23,7 +23,7 @@ from bot.github.client import Usage
 from bot.service.http import HttpServer, Monitor, serve
 from bot.service.webhooks import attach_webhooks
 from bot.settings import RepoSettings, Settings
-from bot.state.sqlite import StoreError
+from bot.state.ports import StoreError
 
 log = logging.getLogger(__name__)
 
@@ -89,15 +89,18 @@ def run_service(
         job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
     )
     worker: list[threading.Thread] = []
+    state = wiring.ServiceState(settings)
+    if settings.state.shared:  # an unreachable server at start: exit 1 naming it
+        state()
     webhooks = attach_webhooks(
         settings, repos, scheduler=scheduler, clients=clients, make_cycle=wiring.make_cycle,
-        stop=stop,
+        stop=stop, state=state,
     )  # fmt: skip
 
     def cycle_body() -> None:
         monitor.cycle_started()
         try:
-            store = wiring.open_store(settings)
+            store = state()
         except StoreError as exc:  # a problem of the service, logged when it starts and ends
             tracker.update({STATE_PROBLEM: str(exc)})
             monitor.cycle_failed()
@@ -109,7 +112,7 @@ def run_service(
             monitor.cycle_failed()
             return
         finally:
-            store.close()
+            state.release()
         log.info(summary.line(), extra={"event": "cycle"})
         monitor.cycle_finished(summary, clients.github.usage)
         if webhooks is not None:
@@ -153,8 +156,7 @@ def run_service(
     scheduler.shutdown(wait=False)
     _finish_cycle(worker, clients)
     stop_http(http)
-    if webhooks is not None:
-        webhooks.close()
+    state.close()
     clients.close()
     log.info("stopped")
     return 0
@@ -212,7 +214,7 @@ def start_http(
 ) -> tuple[Monitor, HttpServer | None]:
     """Start serving on server.host:server.port (port 0: no server, the monitor still counts)."""
     monitor = Monitor(
-        state_path=settings.state.path,
+        state_path=settings.state.location,
         interval_s=settings.schedule.interval_seconds,
         repos=[repo.name for repo in repos],
         alive=alive,

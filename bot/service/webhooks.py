@@ -33,7 +33,7 @@ from bot.cycle import Cycle, Summary
 from bot.github.client import RateLimited
 from bot.github.parse import PullFailure
 from bot.settings import RepoSettings, Settings
-from bot.state.sqlite import Store
+from bot.state.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -420,25 +420,26 @@ class Webhooks:
         clients: Any,
         make_cycle: Callable[..., Any],
         stop: threading.Event,
+        state: Callable[[], Store],
     ) -> None:
-        """Open the deliveries state and build the receiver (not yet serving)."""
+        """Build the receiver (not yet serving) on the service's state."""
         self.settings, self.repos, self.scheduler = settings, list(repos), scheduler
         self.clients, self.make_cycle, self.stop = clients, make_cycle, stop
         self.debounce_s = settings.webhooks.debounce_seconds
         # told what each refresh wrote and asked (the service counts it in /metrics)
         self.observers: list[Callable[[Summary], None]] = []
         self.inbox = Inbox()
-        self.store = Store.open(settings.state.path)
+        self.state = state
         self.receiver = Receiver(
             secrets=[s.get_secret_value() for s in settings.webhooks.secrets],
             repos=[r.name for r in repos],
             inbox=self.inbox,
-            note_delivery=lambda delivery, event, now: self.store.note_delivery(
+            note_delivery=lambda delivery, event, now: self.state().note_delivery(
                 delivery, event, now=now
             ),
             on_first_mark=lambda: self.schedule(self.debounce_s),
             clock=lambda: datetime.now(UTC),
-            on_rules_changed=self.store.forget_required,
+            on_rules_changed=lambda repo: self.state().forget_required(repo),
         )
 
     def routes(self) -> list[Route]:
@@ -477,7 +478,7 @@ class Webhooks:
         if not batch:
             return
         by_name = {r.name: r for r in self.repos}
-        cycle = self.make_cycle(self.settings, self.clients, self.store, dry_run=False)
+        cycle = self.make_cycle(self.settings, self.clients, self.state(), dry_run=False)
         cycle.should_stop = self.stop.is_set
         remark = [Mark(repo, n) for repo, numbers in batch.items() for n in numbers]
         try:
@@ -506,7 +507,7 @@ class Webhooks:
         self.schedule(wait_s)
 
     def _forget_old_deliveries(self) -> None:
-        self.store.forget_deliveries(datetime.now(UTC) - timedelta(days=1))
+        self.state().forget_deliveries(datetime.now(UTC) - timedelta(days=1))
 
     def stop_receiving(self) -> None:
         """Log what is left (pending marks are left to the next start's first cycle)."""
@@ -515,10 +516,6 @@ class Webhooks:
             log.info("stopping with %d webhook marks pending; the next cycle covers them", pending)
         counts = ", ".join(f"{e} {o}: {n}" for (e, o), n in sorted(self.receiver.counts.items()))
         log.info("webhook deliveries by event and outcome: %s", counts or "none")
-
-    def close(self) -> None:
-        """Close the deliveries state."""
-        self.store.close()
 
 
 def attach_webhooks(
@@ -529,6 +526,7 @@ def attach_webhooks(
     clients: Any,
     make_cycle: Callable[..., Any],
     stop: threading.Event,
+    state: Callable[[], Store],
 ) -> Webhooks | None:
     """Start the webhook fast path when secrets are configured and the server is on."""
     if not settings.webhooks.enabled:
@@ -537,5 +535,6 @@ def attach_webhooks(
         log.warning("webhooks.secrets is set but server.port is 0: webhooks are off")
         return None
     return Webhooks(
-        settings, repos, scheduler=scheduler, clients=clients, make_cycle=make_cycle, stop=stop
-    ).start()
+        settings, repos, scheduler=scheduler, clients=clients, make_cycle=make_cycle, stop=stop,
+        state=state,
+    ).start()  # fmt: skip

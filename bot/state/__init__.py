@@ -1,1 +1,1 @@
-"""The state: the store, its migrations and the one-writer lock (bot.state.sqlite)."""
+"""The state: the ports the rest uses, the SQLite or PostgreSQL store, the read-only state."""

@@ -8,7 +8,7 @@ from datetime import datetime
 
 from bot.core.model import PullSnapshot, Report, Verdict, parse_optional_time
 from bot.docs.provider import DocsProvider
-from bot.state.sqlite import Store, StoredTriage
+from bot.state.ports import StoredTriage, TriageRows, TriageState
 from bot.triage.rows import (
     COUNT_GROUPS,
     NotRead,
@@ -24,7 +24,7 @@ class TriageKeeper:
     """Observes a writing cycle: keeps each planned pull request's row, drops the closed ones."""
 
     def __init__(
-        self, store: Store, *, clock: Callable[[], datetime], docs: Sequence[DocsProvider]
+        self, store: TriageState, *, clock: Callable[[], datetime], docs: Sequence[DocsProvider]
     ) -> None:
         """Keep rows in `store`, dated by `clock`; `docs` count the stuck docs builds."""
         self.store, self.clock, self.docs = store, clock, tuple(docs)
@@ -56,7 +56,7 @@ class TriageKeeper:
         self.store.repo_read_failed(repo, now=self.clock(), failure=reason)
 
 
-def stored_entries(store: Store) -> list[TriageEntry]:
+def stored_entries(store: TriageRows) -> list[TriageEntry]:
     """Every row the state holds (any order); rows of a repository not read say so."""
     unread = {repo: NotRead(since, why) for repo, (since, why) in store.unread_repos().items()}
     return [_from_stored(row, unread.get(row.repo)) for row in store.triage_rows()]

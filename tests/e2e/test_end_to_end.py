@@ -26,7 +26,7 @@ from support import (
 )
 
 from bot.core.model import MARKER
-from bot.state.sqlite import Store
+from bot.state.store import Store
 from bot_sandbox import World
 
 COMMENTS_PATH = r"/repos/octo/omni/issues/\d+/comments"

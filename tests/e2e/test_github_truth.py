@@ -251,7 +251,7 @@ def test_a_cycle_learns_required_once_and_a_warm_cycle_asks_nothing_more(
 def test_the_read_path_fills_required_from_the_cache(env: Env) -> None:
     from bot.app import build_clients
     from bot.settings import load_settings
-    from bot.state.sqlite import Store
+    from bot.state.store import Store
 
     protected(env)
     settings = load_settings(env.configure())
@@ -442,7 +442,7 @@ def test_a_missing_contexts_page_is_truncated_never_passing(
 
 
 def test_the_required_cache_expires() -> None:
-    from bot.state.sqlite import REQUIRED_TTL, Store
+    from bot.state.store import REQUIRED_TTL, Store
 
     with Store.open(":memory:") as store:
         learned = {("main", "tests"): True, ("main", "lint"): False, ("main", "docs"): None}

@@ -31,7 +31,8 @@ from support import (
 
 from bot.core.model import MARKER
 from bot.logs import HEADER_LOGGERS, redact, register_secrets, setup_logging
-from bot.state.sqlite import StateBusy, StateLock, Store, StoreError
+from bot.state.lock import StateBusy, StateLock
+from bot.state.store import Store, StoreError
 from bot_sandbox import Sandbox, World
 
 NOW = datetime.now(UTC).replace(microsecond=0)

@@ -22,7 +22,7 @@ from bot.core.model import format_utc
 from bot.cycle import Summary
 from bot.github.client import Usage
 from bot.service.http import Monitor, build_app
-from bot.state.sqlite import Store
+from bot.state.store import Store
 from bot_sandbox import Sandbox, World
 
 NOW = datetime.now(UTC)

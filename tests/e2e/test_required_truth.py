@@ -24,7 +24,7 @@ from bot.cli import main
 from bot.core.model import Kind, Policy, PullSnapshot, Signal, State, Verdict
 from bot.core.reconcile import reconcile
 from bot.service.webhooks import Inbox, Receiver, read_event, signature
-from bot.state.sqlite import Store
+from bot.state.store import Store
 from bot_sandbox import Sandbox, World
 
 NOW = datetime.now(UTC).replace(microsecond=0)

@@ -23,7 +23,7 @@ from support import (
     writes,
 )
 
-from bot.state.sqlite import Store
+from bot.state.store import Store
 from bot_sandbox import Sandbox, World
 
 NOW = datetime.now(UTC).replace(microsecond=0)

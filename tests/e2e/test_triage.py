@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from support import (
     REPO,
+    TESTS,
     Env,
     bot_comments,
     clean_env,
@@ -353,16 +354,11 @@ def test_a_state_from_before_the_triage_view_reports_empty_then_fills(
     tmp_path: Path, sandbox: Sandbox, world: World
 ) -> None:
     """A version-2 state (no triage table): `report` reads it as is; the next cycle migrates."""
-    from bot.state.sqlite import _MIGRATIONS
-
     seed_case(world, now=NOW)
     config = write_config(tmp_path, sandbox)
     state = tmp_path / "state.sqlite3"
-    db = sqlite3.connect(state)
-    for statement in (*_MIGRATIONS[0], *_MIGRATIONS[1]):
-        db.execute(statement)
-    db.execute("PRAGMA user_version = 2")
-    db.commit()
+    db = sqlite3.connect(state)  # as the hand-rolled migrations left it (see its PROVENANCE.md)
+    db.executescript((TESTS / "data/legacy_state/v2.sql").read_text())
     db.close()
     before = hashlib.sha256(state.read_bytes()).hexdigest()
     empty = cli("report", "--config", str(config), "--format", "json")

@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Final, Protocol
+from typing import Final
 
 from bot.core.model import PullSnapshot, Signal, parse_optional_time
 from bot.docs.readthedocs.client import RtdApi, RtdError
@@ -29,7 +29,8 @@ from bot.docs.readthedocs.rules import (
     settling,
     status_target,
 )
-from bot.state.sqlite import RtdRead
+from bot.state.ports import RtdCache as RtdState
+from bot.state.ports import RtdRead
 
 NOT_FOUND: Final = 404  # RTD's answer that a build does not exist (or is not visible)
 
@@ -77,23 +78,6 @@ def _settled(read: CommitRead, ask: _Ask) -> Settled:
     return settling(read.builds, commit=read.commit, version=ask.version, named=ask.named)
 
 
-class RtdState(Protocol):
-    """The parts of the state store this module reads and writes."""
-
-    def get_rtd_read(self, host: str, project: str, commit: str) -> RtdRead | None:
-        """The last good answer, when it was read, and since when (and how) reading fails."""
-
-    def put_rtd_read(
-        self, host: str, project: str, commit: str, *, payload: str, now: datetime
-    ) -> None:
-        """Keep a good answer."""
-
-    def rtd_read_failed(
-        self, host: str, project: str, commit: str, *, now: datetime, failure: str
-    ) -> None:
-        """Note a failed read."""
-
-
 @dataclass(frozen=True, slots=True)
 class _Ask:
     """One question to RTD: a status (or the configured project) of one head."""
@@ -112,14 +96,13 @@ def evidence(
     api: RtdApi,
     now: datetime,
     store: RtdState | None = None,
-    write: bool = True,
 ) -> dict[str, RtdLookup]:
     """What RTD says about each Read the Docs status of the head, by context (one call per PR).
 
     The context's own slug is asked; `rtd_project` only when the head has no RTD status at all
     (under PROJECT_KEY). Final evidence comes from the state's cache; a failed read (429, 5xx,
     timeout) leaves the last good evidence standing, marked since when it could not be read.
-    With `write=False` (a dry run) the state is read but never written.
+    A read-only state (a dry run) drops what is kept.
     """
     asks: dict[str, _Ask] = {}
     answers: dict[str, RtdLookup] = {}
@@ -136,7 +119,7 @@ def evidence(
         asks[signal.name] = _Ask(target.host, target.slug, version, named, signal.created_at)
     if rtd_project and not answers and not asks:
         asks[PROJECT_KEY] = _Ask("org", rtd_project, version, None, None)
-    session = _Session(api, store if store is not None else _NoState(), now=now, write=write)
+    session = _Session(api, store if store is not None else _NoState(), now=now)
     for key, ask in asks.items():
         answers[key] = session.lookup(ask, snapshot.head_sha)
     return answers
@@ -166,8 +149,8 @@ class _NoState:
 class _Session:
     """The reads of one pull request: each (host, project, commit) is read at most once."""
 
-    def __init__(self, api: RtdApi, store: RtdState, *, now: datetime, write: bool) -> None:
-        self.api, self.store, self.now, self.write = api, store, now, write
+    def __init__(self, api: RtdApi, store: RtdState, *, now: datetime) -> None:
+        self.api, self.store, self.now = api, store, now
         self.fresh: dict[tuple[str, str, str], CommitRead] = {}
         self.failed: dict[tuple[str, str, str], tuple[datetime, str]] = {}
 
@@ -199,10 +182,9 @@ class _Session:
     def _failed(
         self, key: tuple[str, str, str], stored: RtdRead | None, exc: RtdError
     ) -> tuple[datetime, str]:
-        """Note a failed read (in the state, unless a dry run); since when and what fails."""
+        """Note a failed read (in the state; a read-only one drops it); since when and what."""
         self.failed[key] = _failing(stored, exc, now=self.now)
-        if self.write:
-            self.store.rtd_read_failed(*key, now=self.now, failure=_failure(exc))
+        self.store.rtd_read_failed(*key, now=self.now, failure=_failure(exc))
         return self.failed[key]
 
     def _read(self, ask: _Ask, commit: str) -> CommitRead:
@@ -241,8 +223,7 @@ class _Session:
             except RtdError:
                 pass  # the build evidence stands; the row says its notifications were not read
         self.fresh[key] = read
-        if self.write:
-            self.store.put_rtd_read(*key, payload=_dump(read), now=self.now)
+        self.store.put_rtd_read(*key, payload=_dump(read), now=self.now)
         return read
 
 

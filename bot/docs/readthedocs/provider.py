@@ -8,17 +8,18 @@ from datetime import datetime
 from bot.core.evidence import Evidence
 from bot.core.model import PullSnapshot, Signal
 from bot.docs.readthedocs.client import RtdApi
-from bot.docs.readthedocs.evidence import RtdState, evidence
+from bot.docs.readthedocs.evidence import evidence
 from bot.docs.readthedocs.rules import project_of
 from bot.settings import RepoSettings
+from bot.state.ports import RtdCache
 
 
 class ReadTheDocs:
     """The RTD statuses of a head, settled by the builds RTD lists for that exact commit."""
 
-    def __init__(self, api: RtdApi, state: RtdState | None = None, *, write: bool = True) -> None:
-        """Read through `api`; cache in `state` (none: `show`); `write=False` keeps it unchanged."""
-        self.api, self.state, self.write = api, state, write
+    def __init__(self, api: RtdApi, state: RtdCache | None = None) -> None:
+        """Read through `api`; cache in `state` (none: `show`; a read-only one keeps nothing)."""
+        self.api, self.state = api, state
 
     @property
     def requests(self) -> int:
@@ -40,5 +41,4 @@ class ReadTheDocs:
             api=self.api,
             now=now,
             store=self.state,
-            write=self.write,
         )

@@ -20,7 +20,7 @@ from support import (
 
 from bot.service.webhooks import Inbox, Mark, read_event, signature, verify_signature
 from bot.settings import load_settings
-from bot.state.sqlite import Store
+from bot.state.store import Store
 from bot_sandbox.webhook_sender import sign
 
 SECRET = "s3cret-current"

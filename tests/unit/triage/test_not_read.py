@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bot.core.model import Verdict, format_utc
 from bot.render.escape import iso_utc
-from bot.state.sqlite import Store
+from bot.state.store import Store
 from bot.triage import formats
 from bot.triage.formats import pull_dict
 from bot.triage.rows import NotRead, TriageEntry

@@ -1,4 +1,6 @@
-"""Tests of the SQLite state: round trips, first-seen times, write pacing, migrations, kill -9."""
+"""Tests of the state (SQLite here; the same against PostgreSQL, and e2e/test_postgres.py): round
+trips, first-seen times, write pacing, migrations from the hand-rolled era, the read-only
+state, kill -9."""
 
 from __future__ import annotations
 
@@ -13,27 +15,33 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from support import ROOT
+from support import ROOT, TESTS
 
-from bot.state.sqlite import (
-    _MIGRATIONS,
-    SCHEMA_VERSION,
-    AuditRow,
-    RtdRead,
-    Store,
-    StoredComment,
-    StoreError,
-)
+from bot.state.ports import AuditRow, RtdRead, StoredComment
+from bot.state.readonly import ReadOnlyState
+from bot.state.store import SCHEMA_VERSION, Store, StoreError
+
+LEGACY = TESTS / "data" / "legacy_state"  # states the hand-rolled migrations wrote
+
+
+def legacy_state(path: Path, version: int) -> Path:
+    """A SQLite state as the hand-rolled migrations left it at `version` (see PROVENANCE.md)."""
+    db = sqlite3.connect(path)
+    db.executescript((LEGACY / f"v{version}.sql").read_text())
+    db.close()
+    return path
+
 
 T0 = datetime(2026, 10, 5, 14, 3, tzinfo=UTC)
 SHA_A = "a" * 40
 SHA_B = "b" * 40
 
 
-@pytest.fixture
-def store() -> Iterator[Store]:
-    """An in-memory store."""
-    with Store.open(":memory:") as opened:
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request: pytest.FixtureRequest) -> Iterator[Store]:
+    """An in-memory SQLite store, and one on a fresh PostgreSQL database: same schema, same code."""
+    where = ":memory:" if request.param == "sqlite" else request.getfixturevalue("postgres_url")
+    with Store.open(where) as opened:
         yield opened
 
 
@@ -55,7 +63,7 @@ def write(store: Store, number: int, *, action: str = "created", at: datetime = 
 def test_open_creates_parent_dirs_and_file(tmp_path: Path) -> None:
     path = tmp_path / "state" / "deep" / "bot.sqlite3"
     with Store.open(path) as store:
-        assert store.schema_version == SCHEMA_VERSION == 10
+        assert store.schema_version == SCHEMA_VERSION == 11
     assert path.is_file()
 
 
@@ -82,7 +90,20 @@ def test_newer_schema_is_refused(tmp_path: Path) -> None:
     db = sqlite3.connect(path)
     db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     db.close()
+    with pytest.raises(StoreError, match="newer") as caught:
+        Store.open(path)
+    assert f"schema version is {SCHEMA_VERSION + 1}" in str(caught.value)
+    assert f"knows up to {SCHEMA_VERSION}" in str(caught.value)
     with pytest.raises(StoreError, match="newer"):
+        ReadOnlyState.open(path)
+
+
+def test_an_alembic_revision_unknown_to_this_bot_is_refused_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "bot.sqlite3"
+    Store.open(path).close()
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE alembic_version SET version_num = 'f00d1e'")
+    with pytest.raises(StoreError, match="'f00d1e', unknown to this bot"):
         Store.open(path)
 
 
@@ -187,31 +208,51 @@ def test_a_failing_rtd_read_keeps_the_last_good_answer_and_the_first_failure(sto
     assert store.get_rtd_read("org", "proj", SHA_A) == expected
 
 
-def test_open_readonly_reads_a_copy_and_never_writes_the_file(tmp_path: Path) -> None:
+def test_the_read_only_state_reads_in_place_and_records_nothing(tmp_path: Path) -> None:
     path = tmp_path / "state.sqlite3"
     with Store.open(path) as store:
         store.set_facts("owner/repo", 1, facts_key="k", observed_at=T0)
-    before = path.read_bytes()
-    with Store.open_readonly(path) as copy:
-        assert copy.get_facts("owner/repo", 1) == ("k", T0)
-        copy.set_facts("owner/repo", 1, facts_key="k2", observed_at=T0)
-    assert path.read_bytes() == before
+    with ReadOnlyState.open(path) as reader:
+        assert reader.get_facts("owner/repo", 1) == ("k", T0)
+        reader.set_facts("owner/repo", 1, facts_key="k2", observed_at=T0)  # dropped
+        assert reader.get_facts("owner/repo", 1) == ("k", T0)
+        with Store.open(path) as store:  # it reads the file itself, not a copy
+            store.set_facts("owner/repo", 2, facts_key="new", observed_at=T0)
+        assert reader.get_facts("owner/repo", 2) == ("new", T0)
     with Store.open(path) as store:
         assert store.get_facts("owner/repo", 1) == ("k", T0)
 
 
-def test_open_readonly_migrates_an_older_state_in_memory_only(tmp_path: Path) -> None:
-    path = tmp_path / "old.sqlite3"
-    with sqlite3.connect(path) as db:
-        for version, statements in enumerate(_MIGRATIONS[:2], start=1):
-            for statement in statements:
-                db.execute(statement)
-            db.execute(f"PRAGMA user_version = {version}")
-    with Store.open_readonly(path) as copy:
-        assert copy.schema_version == SCHEMA_VERSION
-        assert copy.get_rtd_read("org", "proj", SHA_A) is None
-    with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+def test_the_database_itself_refuses_a_write_on_the_read_only_connection(tmp_path: Path) -> None:
+    path = tmp_path / "state.sqlite3"
+    Store.open(path).close()
+    from bot.state.store import sqlite_engine
+
+    reads = Store(sqlite_engine(str(path), read_only=True), str(path))
+    with reads, pytest.raises(StoreError, match="readonly"):
+        reads.set_facts("owner/repo", 1, facts_key="k", observed_at=T0)
+    with Store.open(path) as store:
+        assert store.get_facts("owner/repo", 1) is None
+
+
+def test_the_read_only_state_reads_an_older_state_as_it_is(tmp_path: Path) -> None:
+    path = legacy_state(tmp_path / "old.sqlite3", 2)
+    before = path.read_bytes()
+    with ReadOnlyState.open(path) as reader:
+        assert reader.schema_version == 2  # not migrated by a reader
+        assert reader.get_rtd_read("org", "proj", SHA_A) is None  # no such table yet: empty
+        assert reader.triage_rows() == []
+        comment = reader.get_comment("o/r", 1)
+        assert comment is not None and comment.comment_id == 42
+    assert path.read_bytes() == before
+
+
+def test_no_state_yet_is_said_and_never_created_by_a_reader(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="no state at"):
+        ReadOnlyState.open(tmp_path / "none.sqlite3")
+    with ReadOnlyState.open_or_empty(tmp_path / "none.sqlite3") as empty:
+        assert empty.triage_rows() == [] and empty.get_comment("o/r", 1) is None
+    assert not (tmp_path / "none.sqlite3").exists()
 
 
 def test_writes_since_and_last_write_exclude_adopted(store: Store) -> None:
@@ -244,7 +285,7 @@ def test_write_is_atomic_comment_row_rolls_back_with_audit(tmp_path: Path) -> No
     db.commit()
     db.close()
     with Store.open(path) as store:
-        with pytest.raises(sqlite3.IntegrityError, match="boom"):
+        with pytest.raises(StoreError, match="boom"):
             write(store, 1)
         assert store.get_comment("owner/repo", 1) is None
         store.set_facts("owner/repo", 1, facts_key="k", observed_at=T0)  # usable afterwards
@@ -262,7 +303,7 @@ CHILD = textwrap.dedent(
     """
     import sys
     from datetime import UTC, datetime
-    from bot.state.sqlite import Store
+    from bot.state.store import Store
 
     store = Store.open(sys.argv[1])
     number = 0
@@ -315,18 +356,52 @@ def test_survives_kill_9(tmp_path: Path, extra_writes_seconds: float) -> None:
 
 
 def test_a_version_1_file_is_migrated_and_keeps_its_rows(tmp_path: Path) -> None:
-    path = tmp_path / "v1.sqlite3"
-    db = sqlite3.connect(path)
-    for statement in _MIGRATIONS[0]:
-        db.execute(statement)
-    db.execute(
-        "INSERT INTO comments VALUES ('o/r', 1, 42, 'h', 'k', ?, 'sha', ?)",
-        ("2026-10-05T14:03:00.000000Z", "2026-10-05T14:03:00.000000Z"),
-    )
-    db.execute("PRAGMA user_version = 1")
-    db.commit()
-    db.close()
+    path = legacy_state(tmp_path / "v1.sqlite3", 1)
     with Store.open(path) as store:
         assert store.schema_version == SCHEMA_VERSION
         kept = store.get_comment("o/r", 1)
         assert kept is not None and kept.comment_id == 42 and kept.node_id == ""
+
+
+def test_a_version_6_file_is_upgraded_in_place_and_keeps_every_row(tmp_path: Path) -> None:
+    path = legacy_state(tmp_path / "v6.sqlite3", 6)
+    at = datetime(2026, 10, 5, 14, 3, tzinfo=UTC)
+    with Store.open(path) as store:
+        assert store.schema_version == SCHEMA_VERSION
+        kept = store.get_comment("o/r", 1)
+        assert kept is not None and (kept.comment_id, kept.node_id) == (42, "IC_kwDOA1")
+        assert store.get_facts("o/r", 1) == ("facts", at)
+        assert store.first_seen("o/r", 1, SHA_A) == {"status:dco": at}
+        assert [r.title for r in store.triage_rows()] == ["Fix it"]
+        assert store.get_rtd_read("org", "proj", SHA_A) == RtdRead("{}", at, None)
+        assert store.required_known("o/r", ["main"], now=at) == {("main", "tests"): True}
+        assert not store.note_delivery("d-1", "check_run", now=at)  # still known
+        assert store.audit() == [AuditRow(at, "o/r", 1, comment_id=42, action="created")]
+        assert not store.known_without_comment("o/r", 1)  # migration 7's table is there
+        store.note_no_comment("o/r", 2, now=at)
+        assert store.known_without_comment("o/r", 2)
+    with sqlite3.connect(path) as db:  # an older bot reads this counter and refuses the state
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert db.execute("SELECT version_num FROM alembic_version").fetchone()[0] == (
+            f"{SCHEMA_VERSION:04d}"
+        )
+
+
+def test_the_migrations_build_exactly_the_schema_the_code_uses(tmp_path: Path) -> None:
+    """Alembic's own comparison: the migrated state and bot/state/schema.py do not differ."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+    from sqlalchemy import create_engine
+
+    from bot.state.schema import metadata
+
+    for state in (tmp_path / "fresh.sqlite3", legacy_state(tmp_path / "v1.sqlite3", 1)):
+        Store.open(state).close()
+        engine = create_engine(f"sqlite:///{state}")
+        with engine.connect() as conn:
+            diff = compare_metadata(MigrationContext.configure(conn), metadata)
+        engine.dispose()
+        # The hand-rolled `id INTEGER PRIMARY KEY` reflects as nullable; SQLite's rowid alias
+        # is never NULL, so that one difference is none.
+        rowid = ("modify_nullable", None, "audit", "id")
+        assert [d for d in diff if not (isinstance(d, list) and d[0][:4] == rowid)] == []

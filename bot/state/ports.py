@@ -1,0 +1,295 @@
+"""The state seam: the records the state keeps and the narrow ports each consumer talks through.
+
+Each port is what one consumer needs, nothing more: the cycle's comments, facts and pacing,
+the Read the Docs and required-checks caches, the triage rows, the webhook deliveries. The
+writable state (`bot.state.store.Store`, SQLite or PostgreSQL) implements all of them; the
+read-only state (`bot.state.readonly.ReadOnlyState`) implements them over a connection the
+database itself refuses writes on, and records nothing (a dry run, `report`, the page).
+This module imports nothing of the bot: every layer may depend on it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal, Protocol
+
+from bot.core.model import RequiredChecks, RequiredContext, Rule
+
+Action = Literal["created", "edited", "adopted"]
+Pair = tuple[str, str]  # (base branch, check name)
+
+# Required-ness (branch protection, rulesets) changes rarely: it is learned again after this.
+REQUIRED_TTL = timedelta(hours=24)
+# What a base branch requires is read again after this (sooner on its webhooks).
+REQUIRED_SETS_TTL = timedelta(hours=1)
+
+
+class StoreError(Exception):
+    """The state cannot be used (unreachable, unreadable, or written by a newer bot)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredComment:
+    """The bot's comment on one pull request, as last written or adopted."""
+
+    repo: str
+    number: int
+    comment_id: int
+    body_hash: str
+    facts_key: str
+    observed_at: datetime
+    head_sha: str
+    updated_at: datetime
+    node_id: str = ""
+    checked_at: datetime | None = None  # last re-read that found it as written (None: not since)
+
+    @property
+    def last_known_good(self) -> datetime:
+        """When the comment was last known to say what the bot wrote."""
+        return self.updated_at if self.checked_at is None else max(self.checked_at, self.updated_at)
+
+
+@dataclass(frozen=True, slots=True)
+class RtdRead:
+    """The state's row of one Read the Docs commit: last good answer, and a failing run."""
+
+    payload: str | None  # opaque JSON (bot.docs.readthedocs.evidence); None: never read well
+    read_at: datetime | None
+    failing_since: datetime | None  # None while reads succeed
+    failure: str | None = None  # what the first failure of the run was
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRow:
+    """One recorded write (or adoption) of a status comment."""
+
+    at: datetime
+    repo: str
+    number: int
+    comment_id: int
+    action: Action
+
+
+@dataclass(frozen=True, slots=True)
+class StoredTriage:
+    """One pull request's row of the triage view, with the bot's comment id if recorded."""
+
+    repo: str
+    number: int
+    title: str
+    author: str | None
+    draft: bool
+    head_sha: str
+    verdict: str
+    url: str
+    details: str  # compact JSON of the computed parts (bot.triage.view)
+    observed_at: datetime
+    updated_at: datetime
+    comment_id: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class MarkRow:
+    """A webhook mark left in a shared state: a pull request (by number or head) to refresh."""
+
+    repo: str
+    number: int | None
+    sha: str | None
+    closed: bool
+    head_known: bool
+    marked_at: datetime
+
+
+class CommentState(Protocol):
+    """The cycle's record of its own comments."""
+
+    def get_comment(self, repo: str, number: int) -> StoredComment | None:
+        """The bot's comment on this pull request, if one is recorded."""
+
+    def record_write(
+        self,
+        repo: str,
+        number: int,
+        *,
+        comment_id: int,
+        body_hash: str,
+        facts_key: str,
+        observed_at: datetime,
+        head_sha: str,
+        action: Action,
+        now: datetime,
+        node_id: str = "",
+    ) -> None:
+        """Record a write (or adoption) of the comment, with its audit row."""
+
+    def mark_checked(self, comments: Iterable[tuple[str, int]], *, now: datetime) -> None:
+        """These (repo, number) comments were re-read and found as the bot wrote them."""
+
+    def forget_comment(self, repo: str, number: int) -> None:
+        """The comment is gone on GitHub: drop the record."""
+
+    def note_no_comment(self, repo: str, number: int, *, now: datetime) -> None:
+        """The pull request's comments were listed: none is the bot's own."""
+
+    def known_without_comment(self, repo: str, number: int) -> bool:
+        """Whether a listing found no comment of the bot's own (and it wrote none since)."""
+
+
+class FactsState(Protocol):
+    """What the cycle observed: the facts key and first-seen times."""
+
+    def get_facts(self, repo: str, number: int) -> tuple[str, datetime] | None:
+        """The last facts key and when those facts were first observed."""
+
+    def set_facts(self, repo: str, number: int, *, facts_key: str, observed_at: datetime) -> None:
+        """Record an observation (the first sighting's time stays while the facts do)."""
+
+    def adopt_facts(self, repo: str, number: int, *, facts_key: str, observed_at: datetime) -> None:
+        """Record facts first observed at `observed_at` (read from an adopted comment)."""
+
+    def first_seen(self, repo: str, number: int, head_sha: str) -> dict[str, datetime]:
+        """When each signal key was first seen on this head commit."""
+
+    def mark_seen(
+        self, repo: str, number: int, head_sha: str, keys: Iterable[str], *, now: datetime
+    ) -> None:
+        """Record `now` for keys not yet seen on this head."""
+
+
+class PacingState(Protocol):
+    """The write pacing's memory: comment writes made, and when."""
+
+    def writes_since(self, since: datetime) -> int:
+        """How many comments were created or edited at or after `since`."""
+
+    def last_write_at(self) -> datetime | None:
+        """When a comment was last created or edited, if ever."""
+
+
+class RtdCache(Protocol):
+    """The Read the Docs reads kept (the last good answer, and a failing run)."""
+
+    def get_rtd_read(self, host: str, project: str, commit: str) -> RtdRead | None:
+        """The last good answer, when it was read, and since when (and how) reading fails."""
+
+    def put_rtd_read(
+        self, host: str, project: str, commit: str, *, payload: str, now: datetime
+    ) -> None:
+        """Keep a good answer."""
+
+    def rtd_read_failed(
+        self, host: str, project: str, commit: str, *, now: datetime, failure: str
+    ) -> None:
+        """Note a failed read."""
+
+
+def required_to_json(checks: RequiredChecks) -> str:
+    """A read required set as text (only sets that were read are kept)."""
+    return json.dumps(
+        [
+            {"name": c.name, "rules": [list(r) for r in c.rules], "app_id": c.app_id}
+            for c in checks.contexts
+        ]
+    )
+
+
+def required_from_json(base: str, text: str) -> RequiredChecks:
+    """A required set kept by `required_to_json`."""
+    contexts = tuple(
+        RequiredContext(item["name"], tuple(Rule(*r) for r in item["rules"]), item["app_id"])
+        for item in json.loads(text)
+    )
+    return RequiredChecks(base, read=True, contexts=contexts)
+
+
+class RequiredCache(Protocol):
+    """Which check names GitHub said are required on a base branch (cached, expiring)."""
+
+    def required_known(
+        self, repo: str, bases: Iterable[str], *, now: datetime, max_age: timedelta | None = ...
+    ) -> dict[Pair, bool | None]:
+        """(base, name) -> required (None: GitHub did not say), learned within `max_age`."""
+
+    def remember_required(
+        self, repo: str, learned: Mapping[Pair, bool | None], *, now: datetime
+    ) -> None:
+        """Record what GitHub said (None: asked, GitHub did not say)."""
+
+    def required_sets(
+        self, repo: str, bases: Iterable[str], *, now: datetime
+    ) -> dict[str, RequiredChecks]:
+        """What these base branches require (protection, rulesets), as read within the TTL."""
+
+    def remember_required_sets(
+        self, repo: str, sets: Mapping[str, RequiredChecks], *, now: datetime
+    ) -> None:
+        """Record what base branches require (read from GitHub at `now`)."""
+
+
+class TriageRows(Protocol):
+    """The triage view's rows, as the readers (`report`, the page, /metrics) see them."""
+
+    def triage_rows(self) -> list[StoredTriage]:
+        """Every row, with the bot's comment id where one is recorded."""
+
+    def unread_repos(self) -> dict[str, tuple[datetime, str]]:
+        """Repositories whose last read failed: since when, and what failed."""
+
+
+class TriageState(TriageRows, Protocol):
+    """The triage rows the cycle keeps."""
+
+    def put_triage(
+        self,
+        repo: str,
+        number: int,
+        *,
+        title: str,
+        author: str | None,
+        draft: bool,
+        head_sha: str,
+        verdict: str,
+        url: str,
+        details: str,
+        observed_at: datetime,
+        now: datetime,
+    ) -> None:
+        """Keep one pull request's last reconciled report."""
+
+    def prune_triage(self, repo: str, *, keep: Iterable[int]) -> int:
+        """Drop the repository's rows except `keep` (pull requests still open)."""
+
+    def repo_read_failed(self, repo: str, *, now: datetime, failure: str) -> None:
+        """The repository could not be read (the first failure's time stands)."""
+
+    def repo_read_ok(self, repo: str) -> None:
+        """The repository was read completely."""
+
+
+class DeliveryState(Protocol):
+    """Webhook deliveries already handled (X-GitHub-Delivery)."""
+
+    def note_delivery(self, delivery_id: str, event: str, *, now: datetime) -> bool:
+        """Record a delivery; False when it was already recorded (a repeat)."""
+
+    def forget_deliveries(self, before: datetime) -> int:
+        """Drop deliveries received before `before`."""
+
+
+class MarkState(Protocol):
+    """Webhook marks left for the replica that works their repository."""
+
+    def add_marks(self, marks: Iterable[MarkRow]) -> None:
+        """Leave marks."""
+
+    def take_marks(self, repos: Iterable[str]) -> list[MarkRow]:
+        """Take the marks left for these repositories."""
+
+
+class CycleState(
+    CommentState, FactsState, PacingState, RtdCache, RequiredCache, TriageState, Protocol
+):
+    """Everything one cycle reads and records."""

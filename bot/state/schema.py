@@ -1,0 +1,179 @@
+"""The one schema of the state, for SQLite and PostgreSQL alike (SQLAlchemy Core).
+
+Times are fixed-width ISO-8601 UTC text (they sort as time does, in both databases); the
+migrations that build this schema are in `migrations/versions` (Alembic), one per change.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    Column,
+    Index,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+)
+
+# GitHub's ids outgrow 32 bits: BIGINT on PostgreSQL; SQLite's INTEGER is 64-bit already (and
+# only an INTEGER PRIMARY KEY is its rowid, which the audit's AUTOINCREMENT needs).
+ID = BigInteger().with_variant(Integer(), "sqlite")
+
+metadata = MetaData()
+
+comments = Table(
+    "comments",
+    metadata,
+    Column("repo", Text, primary_key=True),
+    Column("number", Integer, primary_key=True),
+    Column("comment_id", ID, nullable=False),
+    Column("body_hash", Text, nullable=False),
+    Column("facts_key", Text, nullable=False),
+    Column("observed_at", Text, nullable=False),
+    Column("head_sha", Text, nullable=False),
+    Column("updated_at", Text, nullable=False),
+    Column("node_id", Text, nullable=False, server_default=""),
+    Column("checked_at", Text),  # last re-read that found it as written (NULL: not since)
+)
+
+audit = Table(
+    "audit",
+    metadata,
+    Column("id", ID, primary_key=True, autoincrement=True),
+    Column("at", Text, nullable=False),
+    Column("repo", Text, nullable=False),
+    Column("number", Integer, nullable=False),
+    Column("comment_id", ID, nullable=False),
+    Column("action", Text, nullable=False),
+    CheckConstraint("action IN ('created', 'edited', 'adopted')", name="audit_action"),
+    Index("audit_at", "at"),
+    sqlite_autoincrement=True,
+)
+
+facts = Table(
+    "facts",
+    metadata,
+    Column("repo", Text, primary_key=True),
+    Column("number", Integer, primary_key=True),
+    Column("facts_key", Text, nullable=False),
+    Column("observed_at", Text, nullable=False),
+)
+
+first_seen = Table(
+    "first_seen",
+    metadata,
+    Column("repo", Text, primary_key=True),
+    Column("number", Integer, primary_key=True),
+    Column("head_sha", Text, primary_key=True),
+    Column("key", Text, primary_key=True),
+    Column("seen_at", Text, nullable=False),
+)
+
+triage = Table(
+    "triage",
+    metadata,
+    Column("repo", Text, primary_key=True),
+    Column("number", Integer, primary_key=True),
+    Column("title", Text, nullable=False),
+    Column("author", Text),
+    Column("draft", Integer, nullable=False),
+    Column("head_sha", Text, nullable=False),
+    Column("verdict", Text, nullable=False),
+    Column("url", Text, nullable=False),
+    Column("details", Text, nullable=False),
+    Column("observed_at", Text, nullable=False),
+    Column("updated_at", Text, nullable=False),
+)
+
+rtd_reads = Table(
+    "rtd_reads",
+    metadata,
+    Column("host", Text, primary_key=True),
+    Column("project", Text, primary_key=True),
+    Column("commit_sha", Text, primary_key=True),
+    Column("payload", Text),
+    Column("read_at", Text),
+    Column("failing_since", Text),
+    Column("failure", Text),
+)
+
+required_checks = Table(
+    "required_checks",
+    metadata,
+    Column("repo", Text, primary_key=True),
+    Column("base", Text, primary_key=True),
+    Column("name", Text, primary_key=True),
+    Column("required", Integer),  # NULL: GitHub did not say
+    Column("learned_at", Text, nullable=False),
+    CheckConstraint("required IN (0, 1)", name="required_flag"),
+)
+
+deliveries = Table(
+    "deliveries",
+    metadata,
+    Column("delivery_id", Text, primary_key=True),
+    Column("event", Text, nullable=False),
+    Column("received_at", Text, nullable=False),
+    Index("deliveries_received_at", "received_at"),
+)
+
+no_comment = Table(
+    "no_comment",
+    metadata,
+    Column("repo", Text, primary_key=True),
+    Column("number", Integer, primary_key=True),
+    Column("looked_at", Text, nullable=False),
+)
+
+# what a base branch requires (branch protection and rulesets), as read (JSON of its contexts)
+required_sets = Table(
+    "required_sets",
+    metadata,
+    Column("repo", Text, primary_key=True),
+    Column("base", Text, primary_key=True),
+    Column("payload", Text, nullable=False),
+    Column("read_at", Text, nullable=False),
+)
+
+repo_reads = Table(
+    "repo_reads",
+    metadata,
+    Column("repo", Text, primary_key=True),
+    Column("failing_since", Text, nullable=False),
+    Column("failure", Text, nullable=False),
+)
+
+# -- several replicas on one (PostgreSQL) state ----------------------------------------------
+
+leases = Table(
+    "leases",
+    metadata,
+    Column("repo", Text, primary_key=True),
+    Column("holder", Text, nullable=False),
+    Column("generation", BigInteger, nullable=False),  # one more at every take: the fence
+    Column("expires_at", Text, nullable=False),
+    Column("taken_at", Text, nullable=False),
+)
+
+replicas = Table(
+    "replicas",
+    metadata,
+    Column("holder", Text, primary_key=True),
+    Column("seen_at", Text, nullable=False),  # the heartbeat: live while recent
+)
+
+marks = Table(
+    "marks",
+    metadata,
+    Column("id", ID, primary_key=True, autoincrement=True),
+    Column("repo", Text, nullable=False),
+    Column("number", Integer),
+    Column("sha", Text),
+    Column("closed", Integer, nullable=False, server_default="0"),
+    Column("head_known", Integer, nullable=False, server_default="0"),
+    Column("marked_at", Text, nullable=False),
+    Index("marks_repo", "repo"),
+    sqlite_autoincrement=True,
+)
