@@ -14,7 +14,7 @@ from typing import Any
 from github import Auth, Github, GithubIntegration
 from github.GithubException import GithubException
 
-from bot.cycle import Cycle
+from bot.cycle import Cycle, WritePacing
 from bot.docs.readthedocs.client import RtdApi
 from bot.docs.readthedocs.provider import ReadTheDocs
 from bot.github.client import GitHubApi, GitHubError
@@ -49,6 +49,8 @@ class Clients:
     login: str
     stop: threading.Event = field(default_factory=threading.Event)
     sleep: Sleep | None = None  # how every wait waits; None: on `stop`, so a stop ends it
+    # this process's writes on a monotonic clock, shared by every cycle and webhook refresh
+    pacing: WritePacing = field(default_factory=WritePacing)
 
     def close(self) -> None:
         """Release connections."""
@@ -175,6 +177,7 @@ def make_cycle(
         should_stop=clients.stop.is_set,
         stop=clients.stop,
         observers=observers,
+        pacing=clients.pacing,
     )
 
 

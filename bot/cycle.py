@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -36,6 +38,39 @@ CHECK_BATCH = 100
 LIST_BATCH = 50
 # A failed create is tried twice more, each time only after looking that it did not land.
 CREATE_POLICY = RetryPolicy(attempts=3, backoff_s=1.0, jitter_s=1.0)
+
+
+HOUR = timedelta(hours=1)
+
+
+class WritePacing:
+    """This process's comment writes on a monotonic clock: the gap between writes and the
+    write budgets measure intervals on it, so a wall-clock step never stalls or rushes them."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        """No write yet."""
+        self._clock = clock
+        self._times: deque[float] = deque()
+        self._lock = threading.Lock()
+
+    def wrote(self) -> None:
+        """A comment was created or edited now."""
+        with self._lock:
+            now = self._clock()
+            self._times.append(now)
+            while self._times and now - self._times[0] > HOUR.total_seconds():
+                self._times.popleft()
+
+    def since_last(self) -> float | None:
+        """Seconds since this process's last write (None: none yet)."""
+        with self._lock:
+            return self._clock() - self._times[-1] if self._times else None
+
+    def count_within(self, seconds: float) -> int:
+        """How many writes this process made in the last `seconds`."""
+        with self._lock:
+            now = self._clock()
+            return sum(1 for t in self._times if now - t <= seconds)
 
 
 @dataclass(frozen=True)
@@ -182,10 +217,12 @@ class Cycle:
         should_stop: Callable[[], bool] = lambda: False,
         stop: threading.Event | None = None,
         observers: Sequence[CycleObserver] = (),
+        pacing: WritePacing | None = None,
         generation: Callable[[str], int] = lambda _repo: 0,
     ) -> None:
         self.github, self.docs, self.store, self.renderer = github, tuple(docs), store, renderer
         self.policy = policy
+        self.pacing = pacing or WritePacing()  # the service shares one across its cycles
         self.core_policy = policy.core()
         self.login = login
         self.clock = clock
@@ -558,21 +595,31 @@ class Cycle:
             return {}
 
     def _has_write_budget(self) -> bool:
-        now = self.clock()
-        minute = self.store.writes_since(now - timedelta(minutes=1))
-        hour = self.store.writes_since(now - timedelta(hours=1))
+        minute, hour = self._writes_within(timedelta(minutes=1)), self._writes_within(HOUR)
         return minute < self.policy.max_writes_per_minute and hour < self.policy.max_writes_per_hour
+
+    def _writes_within(self, window: timedelta) -> int:
+        """Writes in the last `window`: this process's on the monotonic clock; the state's
+        (earlier processes') by their wall-clock stamps, unless the wall clock went back."""
+        own = self.pacing.count_within(window.total_seconds())
+        now = self.clock()
+        last = self.store.last_write_at()
+        if last is not None and last > now:  # the wall clock stepped back: stamps mislead
+            return own
+        return max(own, self.store.writes_since(now - window))
 
     def _wait_for_write_budget(self) -> bool:
         """Sleep to keep writes apart; False when the minute or hour budget is spent."""
         if not self._has_write_budget():
             return False
-        now = self.clock()
-        last = self.store.last_write_at()
-        if last is not None:
-            gap = self.policy.min_seconds_between_writes - (now - last).total_seconds()
-            if gap > 0:
-                self._pause(gap)
+        least = self.policy.min_seconds_between_writes
+        since = self.pacing.since_last()
+        if since is None:  # no write by this process yet: the state's last stamp, bounded
+            last = self.store.last_write_at()
+            since = least if last is None else (self.clock() - last).total_seconds()
+        gap = min(least, least - since)  # a clock step never makes a wait longer than `least`
+        if gap > 0:
+            self._pause(gap)
         return True
 
     def _pause(self, seconds: float) -> None:
@@ -647,6 +694,8 @@ class Cycle:
 
     def _record(self, plan: Plan, comment: Comment, action: str) -> None:
         comment_id = comment.id
+        if action != "adopted":  # an adoption writes nothing to GitHub
+            self.pacing.wrote()
         self.store.record_write(
             plan.report.repo,
             plan.report.number,

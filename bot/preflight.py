@@ -16,12 +16,15 @@ from typing import Literal
 
 from github import Auth, Github, GithubIntegration
 from github.GithubException import GithubException
+from sqlalchemy.exc import SQLAlchemyError
 
 from bot.app import pygithub_options
 from bot.docs.readthedocs.client import RtdApi, RtdError
 from bot.github.client import GitHubApi, GitHubError, Probe
 from bot.guard import Guard, install_github_guard
 from bot.settings import Settings, read_private_key
+from bot.state import store
+from bot.state.ports import StoreError
 
 Outcome = Literal["ok", "note", "problem", "unverified"]
 
@@ -77,7 +80,7 @@ def check_services(settings: Settings) -> Report:
     rtd_urls = (settings.readthedocs.api_url, settings.readthedocs.business_api_url)
     guard = Guard.for_urls(settings.github.api_url, rtd_urls)
     install_github_guard(guard)
-    found = list(_github(settings)) + list(_readthedocs(settings, guard))
+    found = [*_github(settings), *_readthedocs(settings, guard), *_shared_state(settings)]
     return Report(tuple(found))
 
 
@@ -329,3 +332,43 @@ def _rtd(settings: Settings, guard: Guard, host: str, url: str, token: str) -> I
         yield rtd
     finally:
         rtd.close()
+
+
+# -- the shared state (PostgreSQL) -----------------------------------------------------------
+
+
+def _shared_state(settings: Settings) -> Iterator[Finding]:
+    """A PostgreSQL state: it connects (read-only) and its schema is this bot's."""
+    if not settings.state.shared:
+        return
+    where = settings.state.url.get_secret_value()
+    shown = store.describe(where)
+    engine = store.pg_engine(where, read_only=True)
+    try:
+        with engine.connect() as conn:
+            version = store.schema_version(conn)
+    except SQLAlchemyError as exc:
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        yield Finding("problem", "state.url", f"{shown}: cannot connect and read ({reason})")
+        return
+    except StoreError as exc:
+        yield Finding("problem", "state.url", f"{shown}: {exc}")
+        return
+    finally:
+        engine.dispose()
+    yield _schema_finding(shown, version, store.HEAD)
+
+
+def _schema_finding(shown: str, version: int, head: int) -> Finding:
+    if version == head:
+        return Finding("ok", "state.url", f"{shown}: connects; schema version {version} (current)")
+    if version > head:
+        return Finding(
+            "problem", "state.url", f"{shown}: schema version {version} is newer than this "
+            f"bot's {head} (written by a newer version?): this bot would refuse it",
+        )  # fmt: skip
+    what = "empty" if version == 0 else f"schema version {version}"
+    return Finding(
+        "note", "state.url", f"{shown}: connects; {what}, not this bot's {head}: the first "
+        "`run` or `once` migrates it (check-config writes nothing)",
+    )  # fmt: skip

@@ -233,6 +233,9 @@ class ServerSettings(_Section):
 
     host: str = Field(default="127.0.0.1", min_length=1)
     port: int = Field(default=8080, ge=0, le=65535)
+    # a request whose headers and body have not arrived by then is dropped (GitHub: 10 s)
+    request_timeout_seconds: float = Field(default=10.0, ge=0.5, le=60, allow_inf_nan=False)
+    max_connections: int = Field(default=256, ge=8, le=10_000)  # idle ones closed first
 
     @field_validator("host")
     @classmethod

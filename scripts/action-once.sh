@@ -21,14 +21,14 @@ if [ -n "${INPUT_READTHEDOCS_BUSINESS_TOKEN:-}" ]; then
   export CI_STATUS_BOT_READTHEDOCS__BUSINESS_TOKEN="$INPUT_READTHEDOCS_BUSINESS_TOKEN"
 fi
 
-# The state: a folder the workflow names (restored by actions/cache), else a new one. A new
-# folder is the stateless case: the comment's stamp carries what the next run needs.
-state_dir="${INPUT_STATE_DIR:-}"
-if [ -z "$state_dir" ]; then
-  state_dir="$(mktemp -d "${RUNNER_TEMP:-${TMPDIR:-/tmp}}/ci-status-bot-state.XXXXXX")"
+# The state: a SQLite file in the folder the workflow names (restored by actions/cache), else
+# none at all (state.path = ""): the comment's hidden stamp carries what the next run needs.
+if [ -n "${INPUT_STATE_DIR:-}" ]; then
+  mkdir -p "$INPUT_STATE_DIR"
+  export CI_STATUS_BOT_STATE__PATH="$INPUT_STATE_DIR/ci-status-bot.sqlite3"
+else
+  export CI_STATUS_BOT_STATE__PATH=""
 fi
-mkdir -p "$state_dir"
-export CI_STATUS_BOT_STATE__PATH="$state_dir/ci-status-bot.sqlite3"
 
 args=(once)
 if [ "${INPUT_DRY_RUN:-false}" = "true" ]; then

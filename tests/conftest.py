@@ -1,5 +1,6 @@
-"""Shared pytest fixtures: a World, a running loopback Sandbox over it, and `env` (both plus a
-config and a clock). A test module seeds `env` by overriding the `world` fixture."""
+"""Shared pytest fixtures: a World, a running loopback Sandbox over it, `env` (both plus a
+config, a clock and a Waits), `demo` (the console script's demo, once per session) and
+`postgres_url` (a database of the test's own). A module seeds `env` by overriding `world`."""
 
 from __future__ import annotations
 

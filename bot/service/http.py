@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -11,15 +12,17 @@ from typing import Final
 
 import uvicorn
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from bot.core.model import format_utc
 from bot.cycle import Summary
 from bot.github.client import Usage
+from bot.service.limits import DROP_REASONS, DropLog, Limits, bounded_protocol
 from bot.service.metrics import CONTENT_TYPE, Metrics
-from bot.state.ports import StoreError
+from bot.state.ports import StoreError, TriageRows
 from bot.state.readonly import ReadOnlyState
 from bot.triage import formats, rows
 from bot.triage.keeper import stored_entries
@@ -92,6 +95,10 @@ class Monitor:
         self._usage = Usage()
         self._cycle_began: float | None = None
         self._lock = threading.Lock()
+        self._loading = threading.Lock()
+        self._entries: list[rows.TriageEntry] | None = None
+        self.generation = 0  # bumped whenever the rows held change
+        self._service_problems: dict[str, str] = {}
 
     def cycle_started(self) -> None:
         """A cycle begins (its duration is measured from here)."""
@@ -108,12 +115,6 @@ class Monitor:
         with self._lock:
             self.last_finished, self.failed_at = now, None
             self._usage = Usage(remaining=dict(usage.remaining), reset_at=dict(usage.reset_at))
-        try:
-            entries = self.entries()
-        except StoreError as exc:
-            log.warning("could not read the triage view for the metrics: %s", exc)
-            return
-        self.metrics.set_pulls(((e.repo, e.verdict.value) for e in entries), repos=self.repos)
 
     def cycle_failed(self) -> None:
         """A cycle raised before it finished."""
@@ -134,11 +135,44 @@ class Monitor:
         )
         return formats.Freshness(self.started_at, last, failed, exhausted)
 
+    def load_entries(self, store: TriageRows, *, only_first: bool = False) -> None:
+        """Hold the triage rows of `store` in memory (the page answers from them, no copy)."""
+        if only_first and self._entries is not None:
+            return
+        try:
+            entries = stored_entries(store)
+        except StoreError as exc:
+            log.warning("could not read the triage view: %s", exc)
+            return
+        self.set_entries(entries)
+
+    def set_entries(self, entries: Sequence[rows.TriageEntry]) -> None:
+        """Replace the rows held for the page (a new generation: cached pages are dropped)."""
+        view = rows.ordered(entries, rows.Filters(repos=frozenset(self.repos)))
+        with self._lock:
+            self._entries = view
+            self.generation += 1
+        self.metrics.set_pulls(((e.repo, e.verdict.value) for e in view), repos=self.repos)
+
     def entries(self) -> list[rows.TriageEntry]:
-        """The triage view of the configured repositories, most urgent first (read-only)."""
-        with ReadOnlyState.open(self.state_path) as reader:
-            entries = stored_entries(reader)
-        return rows.ordered(entries, rows.Filters(repos=frozenset(self.repos)))
+        """The triage view of the configured repositories, most urgent first (from memory).
+
+        Before any cycle has loaded them, the state is read once (read-only, where it is).
+        """
+        with self._lock:
+            held = self._entries
+        if held is not None:
+            return held
+        with self._loading:  # one copy at a time, however many requests wait
+            if self._entries is None:
+                with ReadOnlyState.open(self.state_path) as reader:
+                    self.set_entries(stored_entries(reader))
+        return self._entries or []
+
+    def set_service_problems(self, problems: Mapping[str, str]) -> None:
+        """The service's open problems (repositories, credentials, state) for /readyz."""
+        with self._lock:
+            self._service_problems = dict(problems)
 
     def state_problem(self) -> str | None:
         """Why the state cannot be read, or None."""
@@ -152,7 +186,12 @@ class Monitor:
         """Why the service is not ready (empty: ready)."""
         with self._lock:
             usage, last = self._usage, self.last_finished
-        return readiness_problems(
+            service = dict(self._service_problems)
+        unread = [repo for repo in self.repos if repo in service]
+        blocking = []
+        if self.repos and len(unread) == len(self.repos):
+            blocking.append("no configured repository could be read")
+        return blocking + readiness_problems(
             now=self.clock(),
             started_at=self.started_at,
             last_finished=last,
@@ -162,42 +201,50 @@ class Monitor:
             state_problem=self.state_problem(),
         )
 
+    def notes(self) -> list[str]:
+        """The service's open problems that do not stop it being ready, one line each."""
+        with self._lock:
+            service = dict(self._service_problems)
+        return [f"{key}: {why}" for key, why in sorted(service.items()) if key != "state"]
+
 
 def build_app(monitor: Monitor, *, extra_routes: Sequence[BaseRoute] = ()) -> Starlette:
     """The ASGI app: GET /, /triage.json, /livez, /readyz, /metrics, plus `extra_routes`."""
-    renderer = formats.PageRenderer()
+    rendered = Rendered(monitor)
 
-    def page(request: Request) -> Response:
+    async def body_of(kind: str, refresh: int = 0) -> bytes:
+        key = rendered.key(refresh)  # taken first: newer rows never go under an older key
+        body = rendered.cached(kind, key)  # a hit is answered on the event loop, no thread
+        return body if body is not None else await run_in_threadpool(rendered.render, kind, key)
+
+    async def page(request: Request) -> Response:
+        refresh = _refresh_seconds(request.query_params.get("refresh"))
         try:
-            entries = monitor.entries()
+            body = await body_of("page", refresh)
         except StoreError as exc:
             return PlainTextResponse(f"the state cannot be read: {exc}\n", 503, headers=_HEADERS)
-        refresh = _refresh_seconds(request.query_params.get("refresh"))
-        html = renderer.render(
-            entries, now=monitor.clock(), refresh_seconds=refresh, freshness=monitor.freshness()
-        )
-        return HTMLResponse(html, headers=_HEADERS)
+        return Response(body, media_type="text/html; charset=utf-8", headers=_HEADERS)
 
-    def triage_document(_: Request) -> Response:
+    async def triage_document(_: Request) -> Response:
         try:
-            entries = monitor.entries()
+            pulls = await body_of("json")
         except StoreError as exc:
             return JSONResponse({"error": f"the state cannot be read: {exc}"}, 503)
-        document = formats.triage_document(entries, now=monitor.clock())
-        return JSONResponse(document, headers=_HEADERS)
+        document = rendered.document(pulls)
+        return Response(document, media_type="application/json", headers=_HEADERS)
 
-    def livez(_: Request) -> Response:
+    async def livez(_: Request) -> Response:  # on the event loop: answers while threads are busy
         if not monitor.alive():
             return PlainTextResponse("not alive: the scheduler stopped\n", 503, headers=_HEADERS)
         return PlainTextResponse("ok\n", headers=_HEADERS)
 
     def readyz(_: Request) -> Response:
-        problems = monitor.problems()
+        problems, notes = monitor.problems(), monitor.notes()
+        listed = "".join(f"problem: {note}\n" for note in notes)
         if problems:
-            return PlainTextResponse(
-                "not ready: " + "; ".join(problems) + "\n", 503, headers=_HEADERS
-            )
-        return PlainTextResponse("ready\n", headers=_HEADERS)
+            text = "not ready: " + "; ".join(problems) + "\n" + listed
+            return PlainTextResponse(text, 503, headers=_HEADERS)
+        return PlainTextResponse("ready\n" + listed, headers=_HEADERS)
 
     def metrics(_: Request) -> Response:
         return Response(monitor.metrics.exposition(), media_type=CONTENT_TYPE, headers=_HEADERS)
@@ -213,6 +260,55 @@ def build_app(monitor: Monitor, *, extra_routes: Sequence[BaseRoute] = ()) -> St
     return Starlette(routes=routes)
 
 
+Key = tuple[int, int, formats.Freshness]  # rows generation, refresh interval, freshness
+
+
+class Rendered:
+    """The page and the JSON document's rows, encoded once per rows generation (and refresh
+    interval and freshness) and kept until they change: requests never render them again."""
+
+    MAX_KEPT: Final = 8
+
+    def __init__(self, monitor: Monitor) -> None:
+        """Start empty."""
+        self.monitor = monitor
+        self.renderer = formats.PageRenderer()
+        self._kept: dict[tuple[str, Key], bytes] = {}
+        self._lock = threading.Lock()
+
+    def key(self, refresh: int = 0) -> Key:
+        """What the answer depends on now (taken before the rows are read)."""
+        return (self.monitor.generation, refresh, self.monitor.freshness())
+
+    def cached(self, kind: str, key: Key) -> bytes | None:
+        """What was rendered under `key`, if still kept."""
+        with self._lock:
+            return self._kept.get((kind, key))
+
+    def render(self, kind: str, key: Key) -> bytes:
+        """Render from the rows held (a thread's work) and keep it under `key`."""
+        entries = self.monitor.entries()
+        if kind == "page":
+            text = self.renderer.render(
+                entries, now=self.monitor.clock(), refresh_seconds=key[1], freshness=key[2]
+            )
+        else:  # the rows of the JSON document; `document` adds the time it is served
+            pulls = formats.triage_document(entries, now=self.monitor.clock())["pulls"]
+            text = json.dumps(pulls, ensure_ascii=False, separators=(",", ":"))
+        body = text.encode("utf-8")
+        with self._lock:
+            if len(self._kept) >= self.MAX_KEPT:
+                self._kept.clear()
+            self._kept[(kind, key)] = body
+        return body
+
+    def document(self, pulls: bytes) -> bytes:
+        """The ci-status-bot.triage/v1 document around its cached rows, generated now."""
+        head = formats.triage_document([], now=self.monitor.clock())
+        del head["pulls"]
+        return json.dumps(head, separators=(",", ":")).encode()[:-1] + b',"pulls":' + pulls + b"}"
+
+
 def _refresh_seconds(value: str | None) -> int:
     """The page's data refresh interval: ?refresh=N (2 to 3600 s), else the default."""
     if value is None or not value.isdigit():
@@ -220,14 +316,27 @@ def _refresh_seconds(value: str | None) -> int:
     return min(3600, max(2, int(value)))
 
 
+SHUTDOWN_GRACE_S: Final = 1  # requests being answered get this long after a stop
+
+
 class HttpServer:
     """uvicorn serving one app in a background thread; `stop` ends it."""
 
-    def __init__(self, app: Starlette, *, host: str, port: int) -> None:
-        """Prepare (not start) the server."""
+    def __init__(
+        self,
+        app: Starlette,
+        *,
+        host: str,
+        port: int,
+        limits: Limits | None = None,
+        drops: DropLog | None = None,
+    ) -> None:
+        """Prepare (not start) the server; `limits` bound slow and numerous clients."""
+        protocol = bounded_protocol(limits or Limits(), drops or DropLog())
         config = uvicorn.Config(
-            app, host=host, port=port, log_level="warning", access_log=False, lifespan="off"
-        )
+            app, host=host, port=port, log_level="error", access_log=False, lifespan="off",
+            http=protocol, log_config=None, timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+        )  # fmt: skip
         self.host, self.port = host, port
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, name="http", daemon=True)
@@ -249,19 +358,33 @@ class HttpServer:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}/"
 
-    def stop(self) -> None:
-        """Ask the server to exit and wait for it."""
+    def begin_stop(self) -> None:
+        """Ask the server to exit (it closes connections whose request is still arriving)."""
         self._server.should_exit = True
+
+    def stop(self) -> None:
+        """Ask the server to exit and wait for it (a little longer than its own grace)."""
+        self.begin_stop()
         if self._thread.is_alive():
-            self._thread.join(timeout=10)
+            self._thread.join(timeout=SHUTDOWN_GRACE_S + 1.0)
 
 
 def serve(
-    monitor: Monitor, *, host: str, port: int, extra_routes: Sequence[BaseRoute] = ()
+    monitor: Monitor,
+    *,
+    host: str,
+    port: int,
+    extra_routes: Sequence[BaseRoute] = (),
+    limits: Limits | None = None,
 ) -> HttpServer | None:
     """Start the HTTP server on host:port (None when port is 0: the server is off)."""
     if port == 0:
         return None
-    server = HttpServer(build_app(monitor, extra_routes=extra_routes), host=host, port=port)
+    dropped = monitor.metrics.dropped_connections
+    drops = DropLog(lambda reason: dropped.labels(reason).inc())
+    for reason in DROP_REASONS:
+        dropped.labels(reason)  # shown at 0 before the first drop
+    app = build_app(monitor, extra_routes=extra_routes)
+    server = HttpServer(app, host=host, port=port, limits=limits, drops=drops)
     server.start()
     return server

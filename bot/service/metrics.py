@@ -23,61 +23,66 @@ class Metrics:
     def __init__(self) -> None:
         """Create the metrics in a new CollectorRegistry (never the global one)."""
         self.registry = CollectorRegistry(auto_describe=True)
-        r = self.registry
-        self.cycles = Counter(
-            PREFIX + "cycles_total", "Cycles run, by outcome.", ["outcome"], registry=r
-        )
+        counter, gauge = self._counter, self._gauge
+        self.cycles = counter("cycles_total", "Cycles run, by outcome.", "outcome")
         self.cycle_duration = Histogram(
             PREFIX + "cycle_duration_seconds",
             "Wall time of one cycle, reads and paced writes included.",
             buckets=CYCLE_BUCKETS,
-            registry=r,
+            registry=self.registry,
         )
-        self.last_success = Gauge(
-            PREFIX + "last_successful_cycle_timestamp_seconds",
-            "When the last cycle finished (Unix time).",
-            registry=r,
+        self.last_success = gauge(
+            "last_successful_cycle_timestamp_seconds", "When the last cycle finished (Unix time)."
         )
-        self.pulls = Gauge(
-            PREFIX + "pull_requests",
-            "Open pull requests in the triage view, by repository and verdict.",
-            ["repo", "verdict"],
-            registry=r,
-        )
-        self.comment_writes = Counter(
-            PREFIX + "comment_writes_total",
-            "Status comments written to GitHub, by action (created, edited).",
-            ["action"],
-            registry=r,
-        )
-        self.github_requests = Counter(
-            PREFIX + "github_requests_total", "Requests sent to GitHub.", registry=r
-        )
-        self.graphql_points = Counter(
-            PREFIX + "github_graphql_points_total", "GitHub GraphQL rate-limit points spent.",
-            registry=r,
+        self.pulls = gauge(
+            "pull_requests", "Open pull requests in the triage view, by repository and verdict.",
+            "repo", "verdict",
         )  # fmt: skip
-        self.rtd_requests = Counter(
-            PREFIX + "readthedocs_requests_total", "Requests sent to Read the Docs.", registry=r
+        self.comment_writes = counter(
+            "comment_writes_total", "Status comments written to GitHub, by action.", "action"
         )
-        self.rate_limit_remaining = Gauge(
-            PREFIX + "github_rate_limit_remaining",
+        self.github_requests = counter("github_requests_total", "Requests sent to GitHub.")
+        self.graphql_points = counter(
+            "github_graphql_points_total", "GitHub GraphQL rate-limit points spent."
+        )
+        self.rtd_requests = counter("readthedocs_requests_total", "Requests sent to Read the Docs.")
+        self.rate_limit_remaining = gauge(
+            "github_rate_limit_remaining",
             "GitHub's rate-limit budget left (requests, or points for graphql), by resource.",
-            ["resource"],
-            registry=r,
+            "resource",
         )
-        self.rate_limit_reset = Gauge(
-            PREFIX + "github_rate_limit_reset_timestamp_seconds",
+        self.rate_limit_reset = gauge(
+            "github_rate_limit_reset_timestamp_seconds",
             "When GitHub resets the budget (Unix time), by resource.",
-            ["resource"],
-            registry=r,
+            "resource",
         )
-        self.webhook_deliveries = Counter(
-            PREFIX + "webhook_deliveries_total",
+        self.webhook_deliveries = counter(
+            "webhook_deliveries_total",
             "GitHub webhook deliveries received, by event and outcome.",
-            ["event", "outcome"],
-            registry=r,
+            "event", "outcome",
+        )  # fmt: skip
+        self.dropped_connections = counter(
+            "http_connections_dropped_total",
+            "HTTP connections the server closed: slow-request (not whole within the deadline) "
+            "or connection-bound (closed to make room at the bound).",
+            "reason",
         )
+        self.problems = gauge(
+            "problem", "1 while a problem of the service is open, by what it concerns.", "about"
+        )
+
+    def _counter(self, name: str, doc: str, *labels: str) -> Counter:
+        return Counter(PREFIX + name, doc, labels, registry=self.registry)
+
+    def _gauge(self, name: str, doc: str, *labels: str) -> Gauge:
+        return Gauge(PREFIX + name, doc, labels, registry=self.registry)
+
+    def set_problems(self, about: Iterable[str], *, known: Iterable[str] = ()) -> None:
+        """1 for each open problem, 0 for each `known` key without one (labels stay bounded)."""
+        open_now = set(about)
+        self.problems.clear()
+        for key in sorted(set(known) | open_now):
+            self.problems.labels(key).set(1 if key in open_now else 0)
 
     def cycle_finished(
         self, summary: Summary, usage: Usage, *, seconds: float, finished_at: datetime

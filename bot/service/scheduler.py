@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import resource as rlimit
 import signal
 import threading
 import time
@@ -10,24 +11,27 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
-from starlette.routing import BaseRoute
 
 from bot import app as wiring
 from bot.cycle import Summary
+from bot.docs.readthedocs.client import RtdApi
 from bot.github.client import Usage
 from bot.service.http import HttpServer, Monitor, serve
-from bot.service.webhooks import attach_webhooks
+from bot.service.limits import Limits
+from bot.service.webhooks import Webhooks, attach_webhooks
 from bot.settings import RepoSettings, Settings
 from bot.state.ports import StoreError
+from bot.state.store import Store
 
 log = logging.getLogger(__name__)
 
 STATE_PROBLEM = "state"  # the ProblemTracker key of an unusable state (for /readyz)
+RTD_CREDENTIAL_KEYS = ("readthedocs:org", "readthedocs:com", "readthedocs:self")
 
 
 @dataclass
@@ -70,6 +74,9 @@ def budget_delay(summary: Summary, usage: Usage, *, now: datetime) -> tuple[floa
 
 STOP_GRACE_S = 1.5  # after a stop: the cycle's own checks end it sooner; then exit anyway
 WRITE_GRACE_S = 35.0  # ... unless a comment write is in flight (GitHub's timeout is 30 s)
+PRUNE_EVERY_S = 3600.0  # the state's old rows are dropped at most once an hour
+
+T = TypeVar("T")
 
 
 def run_service(
@@ -81,99 +88,225 @@ def run_service(
     """Run cycles every interval (with jitter), never two at once, until a stop signal."""
     stop = stop or threading.Event()
     _install_signal_handlers(stop)
-    clients = wiring.build_clients(settings, repos, stop=stop)
-    tracker = ProblemTracker()
-    scheduler = BackgroundScheduler(
-        timezone=UTC,
-        executors={"default": ThreadPoolExecutor(1)},
-        job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
-    )
-    worker: list[threading.Thread] = []
-    state = wiring.ServiceState(settings)
-    if settings.state.shared:  # an unreachable server at start: exit 1 naming it
-        state()
-    webhooks = attach_webhooks(
-        settings, repos, scheduler=scheduler, clients=clients, make_cycle=wiring.make_cycle,
-        stop=stop, state=state,
-    )  # fmt: skip
-
-    def cycle_body() -> None:
-        monitor.cycle_started()
-        try:
-            store = state()
-        except StoreError as exc:  # a problem of the service, logged when it starts and ends
-            tracker.update({STATE_PROBLEM: str(exc)})
-            monitor.cycle_failed()
-            return
-        try:
-            summary = wiring.make_cycle(settings, clients, store, dry_run=False).run(repos)
-        except Exception:
-            log.exception("the cycle failed")
-            monitor.cycle_failed()
-            return
-        finally:
-            state.release()
-        log.info(summary.line(), extra={"event": "cycle"})
-        monitor.cycle_finished(summary, clients.github.usage)
-        if webhooks is not None:
-            webhooks.after_cycle(summary, repos)
-        tracker.update(summary.failed)
-        if not stop.is_set():  # a stopped scheduler takes no new run time
-            _hold_if_over_budget(scheduler, summary, clients.github.usage)
-
-    def one_cycle() -> None:
-        # The cycle runs in a daemon thread this job waits on, so a stop never waits for it.
-        if stop.is_set():
-            return
-        thread = threading.Thread(target=cycle_body, name="cycle", daemon=True)
-        worker[:] = [thread]
-        thread.start()
-        while thread.is_alive() and not stop.wait(0.2):
-            pass
-
-    trigger = IntervalTrigger(
-        seconds=settings.schedule.interval_seconds, jitter=settings.schedule.jitter_seconds
-    )
-    scheduler.add_job(one_cycle, trigger, id="cycle", next_run_time=datetime.now(UTC))
-    routes = webhooks.routes() if webhooks is not None else []
-    monitor, http = start_http(
-        settings, repos, alive=lambda: scheduler.running, extra_routes=routes
-    )
-    if webhooks is not None:
-        deliveries = monitor.metrics.webhook_deliveries
-        webhooks.receiver.observers.append(lambda e, o: deliveries.labels(e, o).inc())
-        webhooks.observers.append(lambda s: monitor.metrics.spent(s, clients.github.usage))
-    scheduler.start()
-    log.info(
-        "service started: %d repositories, every %d s",
-        len(repos),
-        settings.schedule.interval_seconds,
-    )
-    stop.wait()
-    log.info("stopping: finishing the write in progress")
-    if webhooks is not None:
-        webhooks.stop_receiving()
-    scheduler.shutdown(wait=False)
-    _finish_cycle(worker, clients)
-    stop_http(http)
-    state.close()
-    clients.close()
-    log.info("stopped")
+    # Start-up talks to GitHub (the token's login): a stop meanwhile ends it at once.
+    clients = until_stopped(lambda: wiring.build_clients(settings, repos, stop=stop), stop)
+    if clients is None:
+        log.info("stopped during start-up")
+        return 0
+    service = Service(settings, repos, clients, stop)
+    try:
+        service.start()
+        stop.wait()
+    finally:
+        service.shutdown()
     return 0
 
 
-def _finish_cycle(worker: Sequence[threading.Thread], clients: wiring.Clients) -> None:
+def until_stopped(start: Callable[[], T], stop: threading.Event) -> T | None:
+    """`start()` in a daemon thread; its result, or None as soon as a stop is requested."""
+    done: list[T] = []
+    failed: list[BaseException] = []
+
+    def body() -> None:
+        try:
+            done.append(start())
+        except BaseException as exc:  # handed to the caller's thread
+            failed.append(exc)
+
+    thread = threading.Thread(target=body, name="start-up", daemon=True)
+    thread.start()
+    while thread.is_alive() and not stop.wait(0.05):
+        pass
+    if failed:
+        raise failed[0]
+    return done[0] if done and not stop.is_set() else None
+
+
+class Service:
+    """One `run`: the scheduler's cycles, the HTTP server and webhooks, sharing one stop."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        repos: Sequence[RepoSettings],
+        clients: wiring.Clients,
+        stop: threading.Event,
+    ) -> None:
+        """Wire the parts (nothing runs until `start`)."""
+        self.settings, self.repos, self.clients, self.stop = settings, list(repos), clients, stop
+        self.tracker = ProblemTracker()
+        self.scheduler = BackgroundScheduler(
+            timezone=UTC,
+            executors={"default": ThreadPoolExecutor(1)},
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
+        )
+        self.worker: threading.Thread | None = None
+        self.monitor = Monitor(
+            state_path=settings.state.location,
+            interval_s=settings.schedule.interval_seconds,
+            repos=[repo.name for repo in repos],
+            alive=lambda: self.scheduler.running,
+        )
+        self.state = wiring.ServiceState(settings)  # one state for the cycles and webhooks
+        if settings.state.shared:  # an unreachable server at start: exit 1 naming it
+            self.state()
+        self.webhooks = attach_webhooks(
+            settings, repos, scheduler=self.scheduler, clients=clients,
+            make_cycle=wiring.make_cycle, stop=stop, run=self.in_worker, state=self.state,
+        )  # fmt: skip
+        self.http: HttpServer | None = None
+        self._pruned_at: float | None = None
+
+    def start(self) -> None:
+        """Serve, then schedule the first cycle now (nothing starts after a stop)."""
+        cfg = self.settings.schedule
+        trigger = IntervalTrigger(seconds=cfg.interval_seconds, jitter=cfg.jitter_seconds)
+        self.scheduler.add_job(self.one_cycle, trigger, id="cycle", next_run_time=datetime.now(UTC))
+        if self.webhooks is not None:
+            self._observe_webhooks(self.webhooks)
+        if self.stop.is_set():
+            return
+        self.http = serve(
+            self.monitor, host=self.settings.server.host, port=self.settings.server.port,
+            extra_routes=self.webhooks.routes() if self.webhooks is not None else (),
+            limits=server_limits(self.settings),
+        )  # fmt: skip
+        if self.stop.is_set():
+            return
+        self.scheduler.start()
+        log.info("service started: %d repositories, every %d s", len(self.repos),
+                 cfg.interval_seconds)  # fmt: skip
+
+    def _observe_webhooks(self, webhooks: Webhooks) -> None:
+        deliveries = self.monitor.metrics.webhook_deliveries
+        webhooks.receiver.observers.append(lambda e, o: deliveries.labels(e, o).inc())
+
+        def refreshed(summary: Summary, store: Store) -> None:
+            self.monitor.metrics.spent(summary, self.clients.github.usage)
+            self.monitor.load_entries(store)
+
+        webhooks.observers.append(refreshed)
+
+    def one_cycle(self) -> None:
+        """The scheduler's job: one cycle in the worker thread."""
+        self.in_worker(self.cycle_body)
+
+    def in_worker(self, body: Callable[[], None]) -> None:
+        """Run `body` in a daemon thread this job waits on, so a stop never waits for it."""
+        if self.stop.is_set():
+            return
+        thread = threading.Thread(target=body, name="cycle", daemon=True)
+        self.worker = thread
+        thread.start()
+        while thread.is_alive() and not self.stop.wait(0.2):
+            pass
+
+    def cycle_body(self) -> None:
+        """One cycle: open the state, run, record; its problems are logged as they start/end."""
+        self.monitor.cycle_started()
+        try:
+            store = self.state()
+        except StoreError as exc:  # a problem of the service, logged when it starts and ends
+            self._problems({STATE_PROBLEM: str(exc)})
+            self.monitor.cycle_failed()
+            return
+        try:
+            self._cycle(store)
+        finally:
+            self.state.release()
+
+    def _cycle(self, store: Store) -> None:
+        self.monitor.load_entries(store, only_first=True)  # the page shows the state at once
+        try:
+            summary = wiring.make_cycle(self.settings, self.clients, store, dry_run=False).run(
+                self.repos
+            )
+        except Exception:
+            if not self.stop.is_set():
+                log.exception("the cycle failed")
+            self.monitor.cycle_failed()
+            return
+        log.info(summary.line(), extra={"event": "cycle"})
+        self.monitor.cycle_finished(summary, self.clients.github.usage)
+        self.monitor.load_entries(store)
+        if self.webhooks is not None:
+            self.webhooks.after_cycle(summary, self.repos)
+        self._problems({**summary.failed, **credential_problems(self.clients.rtd)})
+        self._prune(store)
+        if not self.stop.is_set():  # a stopped scheduler takes no new run time
+            _hold_if_over_budget(self.scheduler, summary, self.clients.github.usage)
+
+    def _problems(self, failed: Mapping[str, str]) -> None:
+        """Log problems as they start and end; the service's own ones go to /readyz, /metrics."""
+        self.tracker.update(failed)
+        service = {k: v for k, v in failed.items() if "#" not in k}
+        self.monitor.set_service_problems(service)
+        known = [STATE_PROBLEM, *self.monitor.repos, *RTD_CREDENTIAL_KEYS]
+        self.monitor.metrics.set_problems(service, known=known)
+
+    def _prune(self, store: Store) -> None:
+        now = time.monotonic()
+        if self._pruned_at is not None and now - self._pruned_at < PRUNE_EVERY_S:
+            return
+        self._pruned_at = now
+        dropped = store.prune(now=datetime.now(UTC))
+        if any(dropped.values()):
+            log.info("state pruned: %s", ", ".join(f"{k} {n}" for k, n in dropped.items()))
+
+    def shutdown(self) -> None:
+        """Stop everything within 5 s: the HTTP server and the cycle are ended side by side."""
+        log.info("stopping: finishing the write in progress")
+        if self.http is not None:
+            self.http.begin_stop()
+        if self.webhooks is not None:
+            self.webhooks.stop_receiving()
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=False)
+        _finish_cycle(self.worker, self.clients)
+        if self.http is not None:
+            self.http.stop()
+        close_soon(self.state.close)  # a delivery may hold it while SQLite waits for a writer
+        self.clients.close()
+        log.info("stopped")
+
+
+CLOSE_WAIT_S = 0.5
+
+
+def close_soon(close: Callable[[], None]) -> None:
+    """Close in a daemon thread, waiting CLOSE_WAIT_S at most (the process is ending)."""
+    closer = threading.Thread(target=close, name="close-state", daemon=True)
+    closer.start()
+    closer.join(CLOSE_WAIT_S)
+
+
+def server_limits(settings: Settings) -> Limits:
+    """The server's bounds: the configured ones, connections under a quarter of the fd limit."""
+    soft, _ = rlimit.getrlimit(rlimit.RLIMIT_NOFILE)
+    fds = soft if soft != rlimit.RLIM_INFINITY else 1 << 20
+    cfg = settings.server
+    return Limits(
+        request_timeout_s=cfg.request_timeout_seconds,
+        max_connections=max(8, min(cfg.max_connections, fds // 4)),
+    )
+
+
+def credential_problems(rtd: RtdApi) -> dict[str, str]:
+    """The Read the Docs sites that refused the bot's credential (401/403) in their last read."""
+    return {f"readthedocs:{site}": why for site, why in rtd.refused.items()}
+
+
+def _finish_cycle(worker: threading.Thread | None, clients: wiring.Clients) -> None:
     """Give the running cycle STOP_GRACE_S to end (longer while a write is in flight)."""
-    if not worker:
+    if worker is None:
         return
-    thread = worker[0]
     started = time.monotonic()
-    while thread.is_alive():
+    while worker.is_alive():
         waited = time.monotonic() - started
         if waited >= WRITE_GRACE_S or (waited >= STOP_GRACE_S and not clients.github.writing):
             log.warning("stopping without waiting for the cycle's reads to end")
             return
-        thread.join(0.05)
+        worker.join(0.05)
 
 
 def _hold_if_over_budget(scheduler: BackgroundScheduler, summary: Summary, usage: Usage) -> None:
@@ -200,32 +333,3 @@ def _install_signal_handlers(stop: threading.Event) -> None:
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(signum, handler)
-
-
-# -- the HTTP server of `run` (issue 10): the triage page, /livez, /readyz, /metrics ----------
-
-
-def start_http(
-    settings: Settings,
-    repos: Sequence[RepoSettings],
-    *,
-    alive: Callable[[], bool],
-    extra_routes: Sequence[BaseRoute] = (),
-) -> tuple[Monitor, HttpServer | None]:
-    """Start serving on server.host:server.port (port 0: no server, the monitor still counts)."""
-    monitor = Monitor(
-        state_path=settings.state.location,
-        interval_s=settings.schedule.interval_seconds,
-        repos=[repo.name for repo in repos],
-        alive=alive,
-    )
-    http = serve(
-        monitor, host=settings.server.host, port=settings.server.port, extra_routes=extra_routes
-    )
-    return monitor, http
-
-
-def stop_http(http: HttpServer | None) -> None:
-    """Stop the HTTP server, if one was started."""
-    if http is not None:
-        http.stop()

@@ -10,11 +10,13 @@ single worker.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
 import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,9 +24,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
-from apscheduler.triggers.interval import IntervalTrigger
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
@@ -33,11 +34,20 @@ from bot.cycle import Cycle, Summary
 from bot.github.client import RateLimited
 from bot.github.parse import PullFailure
 from bot.settings import RepoSettings, Settings
+from bot.state.ports import StoreError
 from bot.state.store import Store
 
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB
+LARGE_BODY_BYTES = 1024 * 1024  # bodies over 1 MB (or of unknown length) ...
+MAX_LARGE_BODIES = 2  # ... are read at most two at a time (the others get 503 at once)
+# Webhook refreshes spend at most WEBHOOK_POINTS_PER_HOUR GitHub GraphQL points an hour (a
+# fifth of a token's 5,000), in bursts of at most WEBHOOK_POINTS_BURST; past it, marks wait
+# for the next cycle. Refreshes start at least MIN_REFRESH_GAP_S apart whatever the debounce.
+WEBHOOK_POINTS_PER_HOUR = 1000.0
+WEBHOOK_POINTS_BURST = 250.0
+MIN_REFRESH_GAP_S = 2.0
 # a repository's rules changed: what its base branches require is read again
 RULE_EVENTS = frozenset({"branch_protection_rule", "repository_ruleset"})
 EVENTS = frozenset({"pull_request", "check_run", "check_suite", "status", *RULE_EVENTS})
@@ -330,12 +340,23 @@ class Receiver:
             return self._answer(event, Answer(400, "no-delivery-id"))
         try:
             payload = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
             return self._answer(event, Answer(400, "malformed"))
         now = self.clock()
-        if not self.note_delivery(delivery, event, now):
+        digest = "sha256:" + hashlib.sha256(body).hexdigest()  # a replay under a new id
+        try:
+            repeated = not self.note_delivery(delivery, event, now)
+            repeated = not self.note_delivery(digest, event, now) or repeated
+        except StoreError as exc:
+            log.warning("webhook %s refused: the state cannot be used: %s", event, exc)
+            return self._answer(event, Answer(503, "state-unusable"))
+        if repeated:
             return self._answer(event, Answer(202, "repeated"))
-        reading = read_event(event, payload, repos=self.repos)
+        try:
+            reading = read_event(event, payload, repos=self.repos)
+        except Exception as exc:  # a shape no rule foresaw is the sender's problem: 400
+            log.warning("webhook %s: a body of an unexpected shape (%s)", event, type(exc).__name__)
+            reading = Reading("malformed")
         if reading.outcome == "malformed":
             return self._answer(event, Answer(400, "malformed"))
         if reading.rules_of is not None:
@@ -352,24 +373,51 @@ class Receiver:
 
 def webhook_route(receiver: Receiver, path: str = "/webhook") -> Route:
     """The Starlette route of `POST /webhook`: body capped at 25 MB, answered before any read."""
+    large = asyncio.Semaphore(MAX_LARGE_BODIES)
 
     async def endpoint(request: Request) -> Response:
         event = request.headers.get("x-github-event", "")
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-            receiver.count(event, "too-large")
-            return JSONResponse({"outcome": "too-large"}, status_code=413)
-        body = bytearray()
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > MAX_BODY_BYTES:
-                receiver.count(event, "too-large")
-                return JSONResponse({"outcome": "too-large"}, status_code=413)
+            return _refused(receiver, event, 413, "too-large")
+        if not declared.isdigit() or int(declared) > LARGE_BODY_BYTES:
+            if large.locked():  # enough large bodies are being read at once
+                return _refused(receiver, event, 503, "busy")
+            async with large:
+                body = await _read_capped(request)
+        else:
+            body = await _read_capped(request)
+        if body is None:
+            return _refused(receiver, event, 413, "too-large")
         headers = {k.lower(): v for k, v in request.headers.items()}
-        answer = await run_in_threadpool(receiver.handle, headers, bytes(body))
+        answer = await run_in_threadpool(receiver.handle, headers, body)
         return JSONResponse({"outcome": answer.outcome}, status_code=answer.status)
 
-    return Route(path, endpoint, methods=["POST"])
+    async def guarded(request: Request) -> Response:
+        try:
+            return await endpoint(request)
+        except ClientDisconnect:  # dropped by the server's deadline, or gone
+            return Response(status_code=400)
+        except Exception:
+            log.exception("webhook: unexpected error (answered 500, no detail)")
+            return JSONResponse({"outcome": "error"}, status_code=500)
+
+    return Route(path, guarded, methods=["POST"])
+
+
+def _refused(receiver: Receiver, event: str, status: int, outcome: str) -> Response:
+    receiver.count(event, outcome)
+    return JSONResponse({"outcome": outcome}, status_code=status)
+
+
+async def _read_capped(request: Request) -> bytes | None:
+    """The body, or None as soon as it passes MAX_BODY_BYTES (the rest is never read)."""
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_BODY_BYTES:
+            return None
+    return bytes(body)
 
 
 # -- the debounced refresh ---------------------------------------------------------------------
@@ -408,6 +456,34 @@ def refresh(
 # -- the service wiring: receiver, server and refresh job on the cycles' single worker ------
 
 
+class PointsBucket:
+    """A token bucket of GitHub GraphQL points for webhook refreshes (monotonic clock)."""
+
+    def __init__(
+        self,
+        *,
+        per_hour: float = WEBHOOK_POINTS_PER_HOUR,
+        burst: float = WEBHOOK_POINTS_BURST,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """Start full."""
+        self.per_hour, self.burst, self.clock = per_hour, burst, clock
+        self._points = burst
+        self._at = clock()
+
+    def available(self) -> float:
+        """Points left now (negative after an overdraft: it is paid back first)."""
+        now = self.clock()
+        self._points = min(self.burst, self._points + (now - self._at) * self.per_hour / 3600)
+        self._at = now
+        return self._points
+
+    def spend(self, points: float) -> None:
+        """Take what a refresh spent."""
+        self.available()
+        self._points -= points
+
+
 class Webhooks:
     """The webhook receiver and its debounced refresh job, on the cycles' single worker."""
 
@@ -420,26 +496,33 @@ class Webhooks:
         clients: Any,
         make_cycle: Callable[..., Any],
         stop: threading.Event,
+        run: Callable[[Callable[[], None]], None] = lambda body: body(),
         state: Callable[[], Store],
     ) -> None:
-        """Build the receiver (not yet serving) on the service's state."""
+        """Build the receiver (not yet serving) on the service's state (opened when needed).
+
+        `run(body)` runs a refresh on the service's worker (so a stop never waits for it).
+        """
         self.settings, self.repos, self.scheduler = settings, list(repos), scheduler
-        self.clients, self.make_cycle, self.stop = clients, make_cycle, stop
+        self.clients, self.make_cycle, self.stop, self.run = clients, make_cycle, stop, run
         self.debounce_s = settings.webhooks.debounce_seconds
-        # told what each refresh wrote and asked (the service counts it in /metrics)
-        self.observers: list[Callable[[Summary], None]] = []
+        # told what each refresh wrote and asked, and its store (the service counts it in
+        # /metrics and reloads the page's rows)
+        self.observers: list[Callable[[Summary, Store], None]] = []
         self.inbox = Inbox()
-        self.state = state
+        self.bucket = PointsBucket()
+        self.store = state  # the open state; StoreError while it is unusable
+        self._last_refresh: float | None = None  # monotonic
         self.receiver = Receiver(
             secrets=[s.get_secret_value() for s in settings.webhooks.secrets],
             repos=[r.name for r in repos],
             inbox=self.inbox,
-            note_delivery=lambda delivery, event, now: self.state().note_delivery(
+            note_delivery=lambda delivery, event, now: self.store().note_delivery(
                 delivery, event, now=now
             ),
             on_first_mark=lambda: self.schedule(self.debounce_s),
             clock=lambda: datetime.now(UTC),
-            on_rules_changed=lambda repo: self.state().forget_required(repo),
+            on_rules_changed=lambda repo: self.store().forget_required(repo),
         )
 
     def routes(self) -> list[Route]:
@@ -447,10 +530,7 @@ class Webhooks:
         return [webhook_route(self.receiver)]
 
     def start(self) -> Webhooks:
-        """Keep a day of delivery ids; the service mounts `routes()` on its HTTP app."""
-        self.scheduler.add_job(
-            self._forget_old_deliveries, IntervalTrigger(hours=1), id="forget-deliveries"
-        )
+        """Log the fast path (the service prunes old delivery ids with the rest of the state)."""
         cfg = self.settings.server
         log.info(
             "webhooks: POST /webhook on %s:%d, refresh %g s after the first mark",
@@ -461,10 +541,14 @@ class Webhooks:
         return self
 
     def schedule(self, delay_s: float) -> None:
-        """Run one refresh on the cycles' worker `delay_s` from now."""
-        if not self.stop.is_set():
-            when = datetime.now(UTC) + timedelta(seconds=delay_s)
-            self.scheduler.add_job(self._refresh, "date", run_date=when)
+        """Run one refresh on the cycles' worker `delay_s` from now (refreshes kept apart)."""
+        if self.stop.is_set():
+            return
+        if self._last_refresh is not None:
+            gap = MIN_REFRESH_GAP_S - (time.monotonic() - self._last_refresh)
+            delay_s = max(delay_s, gap)
+        when = datetime.now(UTC) + timedelta(seconds=delay_s)
+        self.scheduler.add_job(lambda: self.run(self._refresh), "date", run_date=when)
 
     def after_cycle(self, summary: Summary, repos: Sequence[RepoSettings]) -> None:
         """A full cycle read every open pull request: its heads resolve status events."""
@@ -477,8 +561,26 @@ class Webhooks:
         batch = self.inbox.take()
         if not batch:
             return
+        self._last_refresh = time.monotonic()
+        if self.bucket.available() <= 0:
+            waiting = sum(len(numbers) for numbers in batch.values())
+            log.warning(
+                "webhook refresh skipped: its share of GitHub's budget (%d GraphQL points an "
+                "hour) is spent; %d marked pull requests wait for the next cycle",
+                WEBHOOK_POINTS_PER_HOUR, waiting,
+            )  # fmt: skip
+            return
+        try:
+            self._refresh_batch(batch)
+        except Exception:
+            if self.stop.is_set():  # a store closed under a refresh that outlived the stop
+                return
+            log.exception("the webhook refresh failed; the next cycle covers it")
+
+    def _refresh_batch(self, batch: Mapping[str, Sequence[int]]) -> None:
+        store = self.store()
         by_name = {r.name: r for r in self.repos}
-        cycle = self.make_cycle(self.settings, self.clients, self.state(), dry_run=False)
+        cycle = self.make_cycle(self.settings, self.clients, store, dry_run=False)
         cycle.should_stop = self.stop.is_set
         remark = [Mark(repo, n) for repo, numbers in batch.items() for n in numbers]
         try:
@@ -486,11 +588,11 @@ class Webhooks:
         except RateLimited as exc:
             self._hold(remark, exc.wait_s, f"GitHub answered with a rate limit: {exc}")
             return
-        except Exception:
-            log.exception("the webhook refresh failed; the next cycle covers it")
+        self.bucket.spend(summary.graphql_points)
+        if self.stop.is_set():
             return
         for observe in self.observers:
-            observe(summary)
+            observe(summary, store)
         log.info(
             "webhook refresh: %s",
             summary.line().removeprefix("cycle: "),
@@ -505,9 +607,6 @@ class Webhooks:
         self.inbox.add(marks, now=datetime.now(UTC))
         log.warning("webhook refresh held %.0f s: %s", wait_s, why)
         self.schedule(wait_s)
-
-    def _forget_old_deliveries(self) -> None:
-        self.state().forget_deliveries(datetime.now(UTC) - timedelta(days=1))
 
     def stop_receiving(self) -> None:
         """Log what is left (pending marks are left to the next start's first cycle)."""
@@ -526,6 +625,7 @@ def attach_webhooks(
     clients: Any,
     make_cycle: Callable[..., Any],
     stop: threading.Event,
+    run: Callable[[Callable[[], None]], None] = lambda body: body(),
     state: Callable[[], Store],
 ) -> Webhooks | None:
     """Start the webhook fast path when secrets are configured and the server is on."""
@@ -536,5 +636,5 @@ def attach_webhooks(
         return None
     return Webhooks(
         settings, repos, scheduler=scheduler, clients=clients, make_cycle=make_cycle, stop=stop,
-        state=state,
+        run=run, state=state,
     ).start()  # fmt: skip

@@ -50,6 +50,17 @@ from bot.state.ports import (
 )
 
 _WRITE_ACTIONS = ("created", "edited")
+# What `prune` keeps (issue 17): webhook deliveries (ids and body digests) a day, the write
+# audit 30 days (the write budget looks back an hour), triage rows and first sightings of
+# pull requests no cycle has seen for 7 days (closed, or their repository unconfigured),
+# Read the Docs reads of commits last read (or last failing) 30 days ago.
+RETENTION = {
+    "deliveries": timedelta(days=1),
+    "audit": timedelta(days=30),
+    "triage": timedelta(days=7),
+    "first_seen": timedelta(days=7),
+    "rtd_reads": timedelta(days=30),
+}
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 HEAD = 11  # the schema version this bot writes: the newest revision in migrations/versions
 SCHEMA_VERSION = HEAD
@@ -726,6 +737,31 @@ class Store:
         insert = insert.on_conflict_do_nothing().returning(t.deliveries.c.delivery_id)
         with self._write() as conn:
             return conn.execute(insert).first() is not None
+
+    def prune(self, *, now: datetime) -> dict[str, int]:
+        """Drop what is older than RETENTION; how many rows went, by table."""
+        cut = {table: to_text(now - age) for table, age in RETENTION.items()}
+        tr, fs, rr = t.triage.c, t.first_seen.c, t.rtd_reads.c
+        current_head = (
+            select(tr.number)
+            .where(tr.repo == fs.repo, tr.number == fs.number, tr.head_sha == fs.head_sha)
+            .exists()
+        )
+        last_read = func.coalesce(rr.read_at, rr.failing_since, "")
+        statements = {
+            "deliveries": delete(t.deliveries).where(
+                t.deliveries.c.received_at < cut["deliveries"]
+            ),
+            "audit": delete(t.audit).where(t.audit.c.at < cut["audit"]),
+            "triage": delete(t.triage).where(tr.updated_at < cut["triage"]),
+            "first_seen": delete(t.first_seen).where(fs.seen_at < cut["first_seen"], ~current_head),
+            "rtd_reads": delete(t.rtd_reads).where(
+                last_read < cut["rtd_reads"],
+                func.coalesce(rr.failing_since, "") < cut["rtd_reads"],
+            ),
+        }
+        with self._write() as conn:
+            return {table: conn.execute(sql).rowcount for table, sql in statements.items()}
 
     def forget_deliveries(self, before: datetime) -> int:
         """Drop deliveries received before `before`; returns how many were dropped."""

@@ -90,14 +90,15 @@ def test_the_action_runs_the_script_in_the_repository() -> None:
     assert os.access(ROOT / "scripts" / "action-once.sh", os.X_OK)
 
 
-def test_the_action_twice_in_fresh_folders_comments_once_as_github_actions(
+def test_the_action_three_times_in_fresh_folders_comments_once_as_github_actions(
     actions_sandbox: tuple[World, Sandbox], tmp_path: Path
 ) -> None:
-    """Each run starts in an empty workspace and runner temp (as a scheduled job does): the
-    first posts the comment as github-actions[bot], the second writes nothing."""
+    """Each run starts in an empty workspace and runner temp (as a scheduled job does) and
+    leaves nothing on disk: the first posts the comment as github-actions[bot], the next two
+    write nothing, so the comment (and every time in it) stays as first posted."""
     world, sandbox = actions_sandbox
-    runs = []
-    for attempt in (1, 2):
+    runs, bodies = [], []
+    for attempt in (1, 2, 3):
         workspace, runner_temp = tmp_path / f"work{attempt}", tmp_path / f"temp{attempt}"
         workspace.mkdir()
         runner_temp.mkdir()
@@ -107,9 +108,30 @@ def test_the_action_twice_in_fresh_folders_comments_once_as_github_actions(
         assert done.returncode == 0, done.stderr
         assert ACTIONS_TOKEN not in done.stdout + done.stderr
         runs.append(len(writes(sandbox)) - before)
-        assert len(bot_comments(world, 7430, login=ACTIONS_LOGIN)) == 1
-        assert not (workspace / "state").exists()  # the state went to the runner's temp
-    assert runs == [1, 0], f"writes per run: {runs}"
+        mine = bot_comments(world, 7430, login=ACTIONS_LOGIN)
+        assert len(mine) == 1
+        bodies.append(mine[0]["body"])
+        assert list(runner_temp.iterdir()) == []  # no state anywhere: state.path = ""
+        assert list(workspace.iterdir()) == [workspace / ".github"]
+    assert runs == [1, 0, 0], f"writes per run: {runs}"
+    assert bodies[0] == bodies[1] == bodies[2]
+
+
+def test_the_state_dir_input_keeps_a_state_for_the_cache(
+    actions_sandbox: tuple[World, Sandbox], tmp_path: Path
+) -> None:
+    """With `state-dir` (the folder actions/cache restores) the run keeps its state there."""
+    _, sandbox = actions_sandbox
+    workspace, cache = tmp_path / "work", tmp_path / "cache"
+    workspace.mkdir()
+    inputs = {
+        "config": workflow_config(workspace, sandbox),
+        "github-token": ACTIONS_TOKEN,
+        "state-dir": str(cache),
+    }
+    done = run_action(workspace, tmp_path, inputs)
+    assert done.returncode == 0, done.stderr
+    assert (cache / "ci-status-bot.sqlite3").is_file()
 
 
 def test_an_empty_config_input_is_refused(tmp_path: Path) -> None:

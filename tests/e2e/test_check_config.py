@@ -247,3 +247,41 @@ def test_an_rtd_project_read_the_docs_does_not_know_is_a_problem(
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"repos[0].rtd_project: {RTD}: its builds can be read" in done.stdout
     assert "problem    repos[1].rtd_project: no-such-docs: no such project" in done.stdout
+
+
+def test_a_postgresql_state_that_connects_and_is_current_is_ok(
+    env: tuple[World, Sandbox], tmp_path: Path, postgres_url: str
+) -> None:
+    """state.url: check-config connects read-only and reads the schema version; an empty
+    database is a note (the first run creates the schema), a migrated one is current."""
+    from bot.state.store import Store
+
+    _, sandbox = env
+    path = config(tmp_path, sandbox, github=[f'token = "{TOKEN}"'])
+    env_url = {"CI_STATUS_BOT_STATE__URL": postgres_url}
+    empty = cli("check-config", "--config", path, env=env_url)
+    assert empty.returncode == 0, empty.stdout + empty.stderr
+    assert "note       state.url: " in empty.stdout and "empty, not this bot's" in empty.stdout
+    Store.open(postgres_url).close()  # what the first `run` or `once` does
+    current = cli("check-config", "--config", path, env=env_url)
+    assert current.returncode == 0, current.stdout + current.stderr
+    assert "(current)" in current.stdout
+
+
+def test_a_postgresql_state_it_cannot_connect_to_is_a_problem_without_the_password(
+    env: tuple[World, Sandbox], tmp_path: Path, postgres_url: str
+) -> None:
+    """A database the server does not have: exit 2 naming state.url, the password masked."""
+    from urllib.parse import urlsplit
+
+    _, sandbox = env
+    parts = urlsplit(postgres_url)
+    missing = parts._replace(path="/cisb_no_such_database").geturl()
+    path = config(tmp_path, sandbox, github=[f'token = "{TOKEN}"'])
+    done = cli("check-config", "--config", path, env={"CI_STATUS_BOT_STATE__URL": missing})
+    assert done.returncode == 2, done.stdout + done.stderr
+    line = next(x for x in done.stdout.splitlines() if "state.url" in x)
+    assert line.strip().startswith("problem") and "cannot connect and read" in line
+    assert "cisb_no_such_database" in line
+    if parts.password:
+        assert f":{parts.password}@" not in done.stdout + done.stderr

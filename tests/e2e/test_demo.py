@@ -41,6 +41,7 @@ def test_demo_ends_with_the_triage_table_and_where_the_page_is_served(
     assert tail[1].split()[:2] == ["VERDICT", "PULL"]
     rows = [line.split()[1] for line in tail[2:] if line[:1].isalpha() and "#" in line]
     assert rows[:2] == ["octo/omni#7433", "octo/omni#7430"]  # names lines under rows skipped
+    assert len(set(rows)) == 5
     # after the demo's webhook step, #7430 also carries a failed `linkcheck`
     assert "5 open pull requests: 2 failing, 0 incomplete, 0 pending, 3 passing." in tail
     assert "serves this view as a page at http://127.0.0.1:8080/" in tail[-1]

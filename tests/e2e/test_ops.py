@@ -21,6 +21,7 @@ from support import (
     LOGIN,
     REPO,
     TOKEN,
+    Waits,
     bot_comments,
     clean_env,
     cli,
@@ -123,7 +124,7 @@ def test_kill_9_of_the_holder_releases_the_lock_and_dry_run_takes_none(
         assert busy.returncode == 1 and f"pid {holder.pid}" in busy.stderr
         holder.send_signal(signal.SIGKILL)
         holder.communicate(timeout=30)
-        after = cli("once", "--config", str(cfg))
+        after = cli("once", "--config", str(cfg), sleep=Waits())
         assert after.returncode == 0, after.stderr
         for number in all_pulls(world):
             assert len(bot_comments(world, number)) == 1, number
@@ -157,11 +158,8 @@ def test_a_token_pasted_with_a_trailing_newline_works(world: World, tmp_path: Pa
         cfg = write_config(tmp_path, sandbox).read_text().replace(f'token = "{TOKEN}"\n', "")
         path = tmp_path / "env.toml"
         path.write_text(cfg)
-        env = {**clean_env(), "CI_STATUS_BOT_GITHUB__TOKEN": TOKEN + "\n"}
-        result = subprocess.run(
-            [sys.executable, "-m", "bot", "once", "--config", str(path)],
-            env=env, capture_output=True, text=True, timeout=120, check=False,
-        )  # fmt: skip
+        env = {"CI_STATUS_BOT_GITHUB__TOKEN": TOKEN + "\n"}
+        result = cli("once", "--config", str(path), env=env, sleep=Waits())
         assert result.returncode == 0, result.stderr
         assert len(bot_comments(world, 7430)) == 1
 
@@ -173,11 +171,8 @@ def test_a_token_with_a_control_character_is_refused_masked(
     secret = "ghp_abcdefSECRETvalue"
     with Sandbox(world) as sandbox:
         cfg = write_config(tmp_path, sandbox)
-        env = {**clean_env(), "CI_STATUS_BOT_GITHUB__TOKEN": f"{secret}\x1b[2J\nX: y"}
-        result = subprocess.run(
-            [sys.executable, "-m", "bot", command, "--config", str(cfg)],
-            env=env, capture_output=True, text=True, timeout=120, check=False,
-        )  # fmt: skip
+        env = {"CI_STATUS_BOT_GITHUB__TOKEN": f"{secret}\x1b[2J\nX: y"}
+        result = cli(command, "--config", str(cfg), env=env)
     assert result.returncode == 2
     assert "github.token" in result.stderr and "control character" in result.stderr
     output = result.stdout + result.stderr
@@ -192,7 +187,7 @@ def test_once_at_debug_prints_no_token_and_no_authorization(world: World, tmp_pa
         cfg = tmp_path / "debug.toml"
         cfg.write_text(text + '[log]\nlevel = "DEBUG"\n')
         sandbox.fail(None, r".*/builds/.*", 503, times=2)  # errors are logged too
-        result = cli("once", "--config", str(cfg))
+        result = cli("once", "--config", str(cfg), sleep=Waits())
         assert result.returncode in (0, 1), result.stderr
         assert len(bot_comments(world, 7430)) == 1
     output = result.stdout + result.stderr
@@ -281,7 +276,7 @@ def test_run_finishes_the_write_in_flight_before_it_stops(world: World, tmp_path
     assert 4 < seconds < 10, f"{seconds:.1f} s: the 6 s write was waited for"
     with Sandbox(world) as sandbox:  # the next start records nothing twice
         cfg = write_config(tmp_path, sandbox)
-        assert cli("once", "--config", str(cfg)).returncode == 0
+        assert cli("once", "--config", str(cfg), sleep=Waits()).returncode == 0
     for number in all_pulls(world):
         assert len(bot_comments(world, number)) == 1, number
 
@@ -332,7 +327,7 @@ def test_a_corrupt_state_in_run_is_a_problem_logged_once_not_a_traceback(
 def test_show_works_on_a_read_only_state(world: World, tmp_path: Path) -> None:
     with Sandbox(world) as sandbox:
         cfg = write_config(tmp_path, sandbox)
-        assert cli("once", "--config", str(cfg)).returncode == 0
+        assert cli("once", "--config", str(cfg), sleep=Waits()).returncode == 0
         os.chmod(tmp_path / "state.sqlite3", 0o444)
         os.chmod(tmp_path, 0o555)
         try:
@@ -375,7 +370,7 @@ def test_an_app_installed_on_two_organisations_comments_on_both(
         text = text.replace("[github]", f'[github]\napp_id = 1\nprivate_key_path = "{app_key}"')
         cfg = tmp_path / "app.toml"
         cfg.write_text(text + f'[[repos]]\nname = "{other}"\n')
-        result = cli("once", "--config", str(cfg))
+        result = cli("once", "--config", str(cfg), sleep=Waits())
         assert result.returncode == 0, result.stderr
         login = "ci-status-bot[bot]"
         assert len(bot_comments(world, 7430, login=login)) == 1
@@ -393,7 +388,7 @@ def test_an_app_installed_on_two_organisations_comments_on_both(
             world.add_check_run(repo, f"{number:040x}", name="lint", app_slug="github-actions",
                                 workflow="ci", conclusion="failure", started_at=NOW,
                                 completed_at=NOW)  # fmt: skip
-        again = cli("once", "--config", str(cfg))
+        again = cli("once", "--config", str(cfg), sleep=Waits())
         assert again.returncode == 0, again.stderr
         assert "edited 2" in again.stdout, again.stdout
         for repo, number in ((REPO, 1), (other, 9)):

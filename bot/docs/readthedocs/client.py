@@ -142,6 +142,9 @@ class RtdApi:
         self._sleep = sleep  # None: wait on `stop` (every wait ends when it is set)
         self.stop = stop or threading.Event()
         self.requests = 0
+        # site -> what it answered, while it refuses the bot's credential (401/403): a problem
+        # of the service (the operator's), logged and shown in /readyz by `run`
+        self.refused: dict[str, str] = {}
 
     def close(self) -> None:
         """Close the HTTP connections."""
@@ -171,6 +174,7 @@ class RtdApi:
                 if wait is not None and self._policy.too_long(wait):
                     raise RtdError(f"{error} (it asked to wait {wait:.0f} s)", status=error.status)
                 raise Retryable(error, wait_s=wait)
+            self._note_refusal(url, response.status_code)
             return _json_or_error(response)
 
         return run_with_retries(
@@ -180,6 +184,19 @@ class RtdApi:
             sleep=self._sleep,
             what="Read the Docs GET",
         )
+
+    def _note_refusal(self, url: str, status: int) -> None:
+        """Remember a site refusing the credential (401/403) until it answers 200 again."""
+        site = next((s for s, root in self._api_urls.items() if url.startswith(root)), None)
+        if site is None:
+            return
+        if status in (401, 403):
+            self.refused[site] = (
+                f"Read the Docs ({site}) refused the bot's credential (HTTP {status}): check "
+                "readthedocs.token" + (" / business_token" if site == "com" else "")
+            )
+        elif status == 200:
+            self.refused.pop(site, None)
 
     def commit_builds(self, host: str, project: str, commit: str) -> tuple[RtdBuild, ...]:
         """Every build of `project` for exactly `commit` (all versions), newest first."""

@@ -405,3 +405,37 @@ def test_the_migrations_build_exactly_the_schema_the_code_uses(tmp_path: Path) -
         # is never NULL, so that one difference is none.
         rowid = ("modify_nullable", None, "audit", "id")
         assert [d for d in diff if not (isinstance(d, list) and d[0][:4] == rowid)] == []
+
+
+def test_prune_drops_what_is_past_its_retention_and_keeps_the_rest(tmp_path: Path) -> None:
+    from bot.state.store import RETENTION
+
+    now = datetime.now(UTC)
+    old, recent = now - timedelta(days=40), now - timedelta(minutes=5)
+    with Store.open(tmp_path / "s.sqlite3") as store:
+        for when, tag in ((old, "old"), (recent, "new")):
+            store.note_delivery(f"d-{tag}", "status", now=when)
+            store.record_write(
+                "o/r",
+                1,
+                comment_id=1,
+                body_hash="h",
+                facts_key="k",
+                observed_at=when,
+                head_sha="a" * 40,
+                action="edited",
+                now=when,
+            )
+        for number, when in ((1, recent), (2, old)):
+            store.put_triage("o/r", number, title="t", author="a", draft=False,
+                             head_sha=f"{number:040x}", verdict="passing", url="u", details="{}",
+                             observed_at=when, now=when)  # fmt: skip
+            store.mark_seen("o/r", number, f"{number:040x}", ["k"], now=old)
+        dropped = store.prune(now=now)
+        assert dropped["deliveries"] == 1 and dropped["audit"] == 1 and dropped["triage"] == 1
+        assert dropped["first_seen"] == 1  # PR 2's: closed long ago; PR 1's head is current
+        assert [row.number for row in store.triage_rows()] == [1]
+        assert store.first_seen("o/r", 1, f"{1:040x}")
+        assert not store.note_delivery("d-new", "status", now=now)  # still remembered
+        assert store.writes_since(now - timedelta(hours=1)) == 1
+    assert RETENTION["deliveries"] == timedelta(days=1)

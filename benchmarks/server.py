@@ -1,0 +1,395 @@
+"""Load benchmark of `run`'s HTTP server under hostile and busy clients (a script, not a test).
+
+    python benchmarks/server.py                 # 2,000 PRs, a minute of load (the README's run)
+    python benchmarks/server.py --prs 50 --seconds 5 --slow 20 --rate 20 --pages 4   # CI size
+
+The sandbox runs in its own process (`python -m bot_sandbox serve --scenario scale`, as in
+benchmarks/cycle.py), its comments settled first as after the cold start (not measured); the
+bot (`python -m bot run`, webhooks on, a cycle every 30 s) in another. For --seconds this
+process then, all at once and only on 127.0.0.1:
+
+- holds --slow connections that send half a request and nothing more (reopened when dropped);
+- sends --rate signed `check_run` deliveries a second, each for a random open pull request;
+- requests `/` and `/triage.json` --pages at a time, and `/livez` every 0.1 s;
+
+and prints the latency of `/livez` and `/` (p50/p95/max), the bot's peak RSS, deliveries
+accepted, the GraphQL queries and points spent, the cycles finished and failed, and, with
+the load still on, the time from SIGTERM to exit. The last line is one JSON object.
+Targets: /livez p95 <= 100 ms, / p95 <= 500 ms, RSS <= 300 MB, no cycle failed, exit <= 5 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+
+BENCH = Path(__file__).resolve().parent
+sys.path[:0] = [str(BENCH.parent), str(BENCH)]
+
+from cycle import ROOT, SandboxProcess, child_env, settle  # noqa: E402
+from cycle import write_config as cycle_config  # noqa: E402
+from webhooks import quantiles  # noqa: E402
+
+from bot_sandbox.webhook_sender import sign  # noqa: E402
+
+SECRET = "benchmark-server-secret"
+TARGETS = {"livez_p95_ms": 100, "page_p95_ms": 500, "rss_mb": 300, "exit_s": 5}
+
+
+def free_port() -> int:
+    """A free loopback port."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def write_config(info: dict[str, Any], folder: Path, port: int) -> Path:
+    """benchmarks/cycle.py's configuration plus the server, webhooks and a 30 s interval."""
+    path = cycle_config(info, folder)
+    extra = (
+        f'[server]\nhost = "127.0.0.1"\nport = {port}\n\n'
+        f'[webhooks]\nsecrets = ["{SECRET}"]\ndebounce_seconds = 10\n\n'
+        "[schedule]\ninterval_seconds = 30\njitter_seconds = 0\n\n"
+    )
+    path.write_text(extra + path.read_text(encoding="utf-8"), encoding="utf-8")
+    return path
+
+
+class Load:
+    """The clients: each kind in its own threads, all stopped by one Event."""
+
+    def __init__(self, base: str, repo: str, prs: list[int]) -> None:
+        self.base, self.repo, self.prs = base, repo, prs
+        self.stop = threading.Event()
+        self.stopping = threading.Event()  # the bot was sent SIGTERM
+        self.livez: list[float] = []
+        self.page: list[float] = []
+        self.json: list[float] = []
+        self.errors: list[str] = []
+        self.statuses: dict[int, int] = {}
+        self.sent = 0
+        self.slow_reopened = 0
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+
+    def start(self, *, slow: int, rate: float, pages: int) -> None:
+        """Start every kind of client."""
+        self._spawn(self._slow, slow)
+        senders = max(1, math.ceil(rate / 10))  # each waits for its answers
+        for _ in range(senders):
+            self._spawn(self._deliveries, rate / senders)
+        for index in range(pages):
+            self._spawn(self._pages, index)
+        self._spawn(self._probe)
+
+    def _spawn(self, target: Callable[..., None], *args: Any) -> None:
+        thread = threading.Thread(target=target, args=args, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def join(self) -> None:
+        """Stop the clients and wait for them."""
+        self.stop.set()
+        for thread in self._threads:
+            thread.join(timeout=15)
+
+    def _timed(self, client: httpx.Client, path: str, into: list[float]) -> None:
+        started = time.monotonic()
+        try:
+            answer = client.get(self.base + path, timeout=30)
+            error = "" if answer.status_code == 200 else f"HTTP {answer.status_code}"
+        except httpx.HTTPError as exc:
+            error = type(exc).__name__
+        if self.stopping.is_set():  # after the SIGTERM: nothing is counted
+            return
+        with self._lock:
+            if error:
+                self.errors.append(f"{path}: {error}")
+            else:
+                into.append((time.monotonic() - started) * 1000)
+
+    def _probe(self) -> None:
+        with httpx.Client() as client:
+            while not self.stop.wait(0.1):
+                self._timed(client, "/livez", self.livez)
+
+    def _pages(self, index: int) -> None:
+        with httpx.Client() as client:
+            while not self.stop.is_set():
+                if index % 2 == 0:
+                    self._timed(client, "/", self.page)
+                else:
+                    self._timed(client, "/triage.json", self.json)
+
+    def _deliveries(self, rate: float) -> None:
+        rng = random.Random()
+        with httpx.Client() as client:
+            started, sent = time.monotonic(), 0
+            while not self.stop.is_set():
+                wait = started + sent / rate - time.monotonic()
+                if wait > 0 and self.stop.wait(wait):
+                    return
+                self._deliver(client, rng.choice(self.prs))
+                sent += 1
+
+    def _deliver(self, client: httpx.Client, number: int) -> None:
+        payload = {
+            "action": "completed",
+            "repository": {"full_name": self.repo},
+            "check_run": {"id": uuid.uuid4().int >> 80, "head_sha": "0" * 40,
+                          "pull_requests": [{"number": number}]},
+        }  # fmt: skip
+        body = json.dumps(payload).encode()
+        headers = {
+            "X-GitHub-Event": "check_run",
+            "X-GitHub-Delivery": str(uuid.uuid4()),
+            "X-Hub-Signature-256": sign(body, SECRET),
+            "Content-Type": "application/json",
+        }
+        try:
+            status = client.post(self.base + "/webhook", content=body, headers=headers).status_code
+        except httpx.HTTPError:
+            status = 0
+        if self.stopping.is_set():
+            return
+        with self._lock:
+            self.sent += 1
+            self.statuses[status] = self.statuses.get(status, 0) + 1
+
+    def _slow(self, count: int) -> None:
+        port = int(self.base.rsplit(":", 1)[1])
+        held: list[socket.socket | None] = [None] * count
+        while not self.stop.is_set():
+            for index, sock in enumerate(held):
+                if sock is not None and not _closed(sock):
+                    continue
+                if sock is not None:
+                    sock.close()
+                    self.slow_reopened += 1
+                held[index] = _half_request(port)
+            self.stop.wait(0.5)
+        for sock in held:
+            if sock is not None:
+                sock.close()
+
+
+def _half_request(port: int) -> socket.socket | None:
+    try:
+        sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        sock.sendall(b"POST /webhook HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n")
+    except OSError:
+        return None
+    return sock
+
+
+def _closed(sock: socket.socket) -> bool:
+    sock.settimeout(0)
+    try:
+        return sock.recv(1024) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
+def scale_numbers(count: int) -> list[int]:
+    """The numbers of the scale scenario's open pull requests (bot_sandbox.seeds.seed_scale)."""
+    return list(range(1000, 1000 + count))
+
+
+def peak_rss_mb(pid: int) -> float | None:
+    """The process's peak resident set (VmHWM), in MB."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        return None
+    return None
+
+
+def metric_values(base: str, name: str) -> dict[str, float]:
+    """One metric's samples by their label text."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(base + "/metrics", timeout=10).text
+    found: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name:
+                found[",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()))] = sample.value
+    return found
+
+
+def wait_ready(base: str, proc: subprocess.Popen[bytes], timeout_s: float) -> float:
+    """Seconds until /readyz answers 200 (the first cycle finished)."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout_s:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the bot exited with {proc.returncode}")
+        try:
+            if httpx.get(base + "/readyz", timeout=2).status_code == 200:
+                return time.monotonic() - started
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"the bot was not ready within {timeout_s:.0f} s")
+
+
+def ms(values: list[float]) -> dict[str, float | None]:
+    """p50/p95/max of latencies in milliseconds."""
+    return quantiles(values)
+
+
+def measure(args: argparse.Namespace, folder: Path, log: IO[bytes]) -> dict[str, Any]:
+    """Start the sandbox and the bot, load the server, stop the bot under load."""
+    sandbox = SandboxProcess(args, log)
+    try:
+        info = sandbox.ready(600)
+        port = free_port()
+        config = write_config(info, folder, port)
+        settled = settle(sandbox, config, folder / "state.sqlite3")
+        print(f"sandbox: {info['prs']} open pull requests, {settled} comments settled",
+              flush=True)  # fmt: skip
+        bot = subprocess.Popen(
+            [sys.executable, "-m", "bot", "run", "--config", str(config)],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=ROOT, env=child_env(),
+        )  # fmt: skip
+        try:
+            return load_bot(args, bot, sandbox, info, f"http://127.0.0.1:{port}")
+        finally:
+            if bot.poll() is None:
+                bot.kill()
+                bot.wait()
+    finally:
+        sandbox.stop()
+
+
+def load_bot(
+    args: argparse.Namespace,
+    bot: subprocess.Popen[bytes],
+    sandbox: SandboxProcess,
+    info: dict[str, Any],
+    base: str,
+) -> dict[str, Any]:
+    """The load itself, then SIGTERM with the load still on."""
+    ready_s = wait_ready(base, bot, args.timeout)
+    cycles_before = metric_values(base, "ci_status_bot_cycles_total")
+    sandbox.control("POST", "reset-stats")
+    load = Load(base, info["repo"], scale_numbers(info["prs"]))
+    load.start(slow=args.slow, rate=args.rate, pages=args.pages)
+    time.sleep(args.seconds)
+    cycles = metric_values(base, "ci_status_bot_cycles_total")
+    dropped = metric_values(base, "ci_status_bot_http_connections_dropped_total")
+    rss = peak_rss_mb(bot.pid)
+    stats = sandbox.control("GET", "stats")
+    ready = httpx.get(base + "/readyz", timeout=10)
+    load.stopping.set()
+    sent = time.monotonic()
+    bot.send_signal(signal.SIGTERM)
+    try:
+        bot.wait(timeout=30)
+        exit_s: float | None = round(time.monotonic() - sent, 2)
+    except subprocess.TimeoutExpired:
+        exit_s = None
+    load.join()
+    graphql = {k: v for k, v in stats["by_route"].items() if "graphql" in k.lower()}
+    finished = cycles.get("outcome=finished", 0) - cycles_before.get("outcome=finished", 0)
+    failed = cycles.get("outcome=failed", 0) - cycles_before.get("outcome=failed", 0)
+    return {
+        "prs": info["prs"],
+        "seconds": args.seconds,
+        "ready_after_s": round(ready_s, 1),
+        "livez_ms": ms(load.livez),
+        "page_ms": ms(load.page),
+        "triage_json_ms": ms(load.json),
+        "requests": {"livez": len(load.livez), "page": len(load.page), "json": len(load.json)},
+        "errors": len(load.errors),
+        "error_kinds": sorted(set(load.errors))[:10],
+        "deliveries_sent": load.sent,
+        "deliveries_accepted": load.statuses.get(202, 0),
+        "delivery_statuses": {str(k): v for k, v in sorted(load.statuses.items())},
+        "slow_connections": args.slow,
+        "slow_connections_dropped": dropped,
+        "graphql_queries": sum(graphql.values()),
+        "graphql_points": stats["graphql_points"],
+        "cycles_finished": finished,
+        "cycles_failed": failed,
+        "ready_at_the_end": ready.status_code == 200,
+        "readyz_at_the_end": ready.text.strip()[:200],
+        "bot_peak_rss_mb": rss,
+        "sigterm_to_exit_s": exit_s,
+    }
+
+
+def verdicts(result: dict[str, Any]) -> dict[str, bool]:
+    """Each target, met or not."""
+    livez, page = result["livez_ms"]["p95"], result["page_ms"]["p95"]
+    rss, exit_s = result["bot_peak_rss_mb"], result["sigterm_to_exit_s"]
+    return {
+        "livez_p95_le_100_ms": livez is not None and livez <= TARGETS["livez_p95_ms"],
+        "page_p95_le_500_ms": page is not None and page <= TARGETS["page_p95_ms"],
+        "rss_le_300_mb": rss is not None and rss <= TARGETS["rss_mb"],
+        "every_cycle_finished": result["cycles_failed"] == 0 and result["ready_at_the_end"],
+        "exit_le_5_s": exit_s is not None and exit_s <= TARGETS["exit_s"],
+    }
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The knobs (defaults: the README's run)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--prs", type=int, default=2000)
+    parser.add_argument("--checks", type=int, default=20)
+    parser.add_argument("--seconds", type=float, default=60.0, help="how long the load lasts")
+    parser.add_argument("--slow", type=int, default=200, help="half-sent connections held")
+    parser.add_argument("--rate", type=float, default=100.0, help="signed deliveries a second")
+    parser.add_argument("--pages", type=int, default=20, help="/ and /triage.json at a time")
+    parser.add_argument("--latency-ms", type=float, default=0.0, help="the sandbox's latency")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--timeout", type=float, default=600.0, help="for the first cycle")
+    parser.add_argument("--log", default="", help="keep the bot's and the sandbox's log here")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run once and print the figures (last line: JSON)."""
+    args = parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp, Path(args.log or f"{tmp}/log").open("wb") as log:
+        result = measure(args, Path(tmp), log)
+    met = verdicts(result)
+    print(f"/livez ms  p50/p95/max: {_triple(result['livez_ms'])}   (target p95 <= 100)")
+    print(f"/      ms  p50/p95/max: {_triple(result['page_ms'])}   (target p95 <= 500)")
+    print(f"/triage.json ms p50/p95/max: {_triple(result['triage_json_ms'])}")
+    print(f"bot peak RSS: {result['bot_peak_rss_mb']} MB (target <= 300)")
+    print(f"deliveries: {result['deliveries_accepted']} accepted of {result['deliveries_sent']} "
+          f"sent; GraphQL: {result['graphql_queries']} queries, {result['graphql_points']} "
+          "points")  # fmt: skip
+    print(f"cycles during the load: {result['cycles_finished']:.0f} finished, "
+          f"{result['cycles_failed']:.0f} failed; /readyz at the end: "
+          f"{result['readyz_at_the_end']!r}")  # fmt: skip
+    print(f"SIGTERM to exit: {result['sigterm_to_exit_s']} s (target <= 5)")
+    print(json.dumps({**result, "targets_met": met}))
+    return 0  # figures, not a test: the targets met or missed are in the last line
+
+
+def _triple(q: dict[str, float | None]) -> str:
+    return f"{q['p50']} / {q['p95']} / {q['max']}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
