@@ -12,16 +12,18 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Literal, Protocol
 
+from bot.core.base import MergeBase, needs_base, with_base
 from bot.core.evidence import Evidence
 from bot.core.facts import facts_key
-from bot.core.model import MARKER, PullSnapshot, Report, Verdict
-from bot.core.reconcile import reconcile
+from bot.core.model import FAILING_STATES, MARKER, PullSnapshot, Report, Verdict
+from bot.core.reconcile import github_state, reconcile
 from bot.core.required import HEAD_SEEN_KEY, expected_signals
 from bot.docs.provider import DocsProvider
+from bot.github.bases import BaseReader
 from bot.github.client import Comment, GitHubApi, GitHubError, RateLimited
 from bot.github.parse import PullFailure
 from bot.render.comment import Renderer
-from bot.render.stamp import Stamp, parse_stamp
+from bot.render.stamp import Stamp, generation_of, parse_stamp
 from bot.retry import Retryable, RetryPolicy, Stopped, pause, run_with_retries
 from bot.settings import PolicySettings, RepoSettings
 from bot.state.ports import CycleState
@@ -198,6 +200,10 @@ class CycleObserver(Protocol):
         """`repo` could not be read (renamed, access removed, an error): what failed."""
 
 
+class LeaseLost(Exception):
+    """A comment write refused: another replica works the repository now (fencing)."""
+
+
 class Cycle:
     """One pass over repositories; one pull request's failure never stops the others."""
 
@@ -219,6 +225,7 @@ class Cycle:
         observers: Sequence[CycleObserver] = (),
         pacing: WritePacing | None = None,
         generation: Callable[[str], int] = lambda _repo: 0,
+        fence: Callable[[str], int | None] | None = None,
     ) -> None:
         self.github, self.docs, self.store, self.renderer = github, tuple(docs), store, renderer
         self.policy = policy
@@ -234,8 +241,14 @@ class Cycle:
         self._left: list[Plan] = []  # this pass's comments left as they are (to be checked)
         # The bot's own comments (None: it has none) found by a batched listing, by PR.
         self._listed: dict[tuple[str, int], Comment | None] = {}
+        # The merge bases (and their signals) read for this pass's failing heads, by head.
+        self._bases: dict[tuple[str, str], MergeBase] = {}
+        self._base_reader = BaseReader(github, store, clock=clock)
         # The lease generation a write to a repository's comments carries (0: no lease).
         self.generation = generation
+        # Several replicas: the generation this replica may write under now, read from the
+        # state just before each write (None: its lease is lost: no write). None: one process.
+        self.fence = fence
         self.observers = tuple(observers)
 
     # -- the pass ------------------------------------------------------------------------
@@ -249,7 +262,7 @@ class Cycle:
         """
         summary = Summary()
         plans: list[Plan] = []
-        self._left, self._listed = [], {}
+        self._left, self._listed, self._bases = [], {}, {}
         gh_before, points_before = self.github.usage.total, self.github.usage.graphql_points
         rtd_before = self._docs_requests()
         for index, repo in enumerate(repos):
@@ -327,6 +340,14 @@ class Cycle:
         """Plan a few pull requests; first list, in one query, the comments of those whose
         comment the state does not know (with no state at all: every one)."""
         self._list_unknown(repo.name, chunk)
+        failing = [
+            s
+            for s in chunk
+            if isinstance(s, PullSnapshot)
+            and selected(s, self.policy)
+            and any(github_state(signal) in FAILING_STATES for signal in s.signals)
+        ]
+        self.read_bases(repo.name, failing)
         for snapshot in chunk:
             plan = self._plan_one(snapshot, repo, summary)
             if plan is not None:
@@ -353,6 +374,12 @@ class Cycle:
         for number, comments in listed.items():
             own = [c for c in comments if is_own(c, self.login)]
             self._listed[(repo, number)] = own[0] if own else None
+
+    def read_bases(self, repo: str, snapshots: Sequence[PullSnapshot]) -> None:
+        """The merge base of each failing head and what GitHub reported on it (bot.github.bases)."""
+        wanted = [s for s in snapshots if (repo, s.head_sha) not in self._bases]
+        for head, merge in self._base_reader.read(repo, wanted).items():
+            self._bases[(repo, head)] = merge
 
     def _plan_one(
         self, snapshot: PullSnapshot | PullFailure, repo: RepoSettings, summary: Summary
@@ -427,6 +454,10 @@ class Cycle:
         report = reconcile(
             snapshot, docs, self.core_policy, now=now, first_seen=first_seen, expected=repo.expected
         )
+        if any(needs_base(row) for row in report.rows):
+            if (repo.name, snapshot.head_sha) not in self._bases:
+                self.read_bases(repo.name, [snapshot])
+            report = with_base(report, self._bases[(repo.name, snapshot.head_sha)])
         key = facts_key(report)
         known = self.store.get_facts(repo.name, snapshot.number)
         if known is not None and known[0] == key:
@@ -662,6 +693,7 @@ class Cycle:
         repo, number = plan.report.repo, plan.report.number
 
         def attempt() -> Comment:
+            self._check_fence(plan, None)
             try:
                 return self.github.create_comment(repo, number, plan.body)
             except RateLimited:
@@ -683,9 +715,26 @@ class Cycle:
         if current.body == plan.body:
             self._record(plan, current, "adopted")
             return "left"
+        self._check_fence(plan, current)
         self.github.edit_comment(plan.report.repo, current.id, plan.body)
         self._record(plan, current, "edited")
         return "edited"
+
+    def _check_fence(self, plan: Plan, current: Comment | None) -> None:
+        """Raise LeaseLost unless this replica still holds the repository's lease, under the
+        generation the body carries, and the comment is not stamped by a newer one."""
+        if self.fence is None:
+            return
+        held = self.fence(plan.report.repo)
+        if held is None:
+            raise LeaseLost(f"{plan.label}: the lease of {plan.report.repo} is not held")
+        if generation_of(plan.body) not in (None, held):
+            raise LeaseLost(f"{plan.label}: rendered under another lease generation")
+        stamped = None if current is None else generation_of(current.body)
+        if stamped is not None and stamped > held:
+            raise LeaseLost(
+                f"{plan.label}: the comment is stamped by generation {stamped}, newer than {held}"
+            )
 
     def _find_own(self, repo: str, number: int) -> Comment | None:
         """The bot's oldest own comment on the pull request, if any."""

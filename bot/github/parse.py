@@ -79,6 +79,7 @@ class Partial:
             labels=labels,
             truncated=snap.truncated or self.truncated or self._short(),
             required_checks=self.required_checks,
+            base=self.base,
         )
 
 

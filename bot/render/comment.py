@@ -16,10 +16,13 @@ from typing import Final
 
 import jinja2
 
+from bot.core import base as merge_base
 from bot.core import facts, required
+from bot.core.base import base_finding
 from bot.core.model import (
     FAILING_STATES,
     MARKER,
+    BaseCheck,
     Kind,
     Report,
     Row,
@@ -73,7 +76,7 @@ _COUNTED: Final = (
     ("pending", frozenset({State.PENDING})),
 )
 # Every module whose code decides the comment's text: the Renderer's fingerprint hashes them.
-_OUTPUT_MODULES: Final = (sys.modules[__name__], escape, stamp, facts, required)
+_OUTPUT_MODULES: Final = (sys.modules[__name__], escape, stamp, facts, merge_base, required)
 _EDITED_NOTE: Final = (
     "this comment is edited in place when they change (notifications show only its first version)"
 )
@@ -134,7 +137,10 @@ def comment_view(report: Report) -> CommentView:
         draft=report.draft,
         observed=utc(report.observed_at),
         edited=Md(_EDITED_NOTE),
-        rows=tuple(row_view(row, report.stale_after, tell=tell.get(row.signal)) for row in shown),
+        rows=tuple(
+            row_view(row, report.stale_after, tell=tell.get(row.signal), repo_url=repo_url(report))
+            for row in shown
+        ),
         passing=tuple(_passing_name(row, tell.get(row.signal)) for row in passing),
         passing_more=len(passing)
         < sum(1 for r in report.rows if group_of(r.state) is Verdict.PASSING),
@@ -167,6 +173,12 @@ _TELLING: Final[tuple[Callable[[Signal], str | None], ...]] = (
 )
 
 
+def repo_url(report: Report) -> str:
+    """The repository's web URL, from the pull request's ("…/owner/name/pull/7" -> "…/name")."""
+    head, sep, _ = report.url.rpartition("/pull/")
+    return head if sep else ""
+
+
 def is_row(row: Row) -> bool:
     """True when a signal gets its own row: not passing, or passing but differing from GitHub."""
     if group_of(row.state) is not Verdict.PASSING:
@@ -182,7 +194,10 @@ def headline_counts(rows: Sequence[Row]) -> Md:
     failing = [row for row in rows if row.state in FAILING_STATES]
     if failing:
         required = sum(1 for row in failing if row.signal.required)
-        parts.append(f"{len(failing)} failing" + (f" ({required} required)" if required else ""))
+        on_base = sum(1 for row in failing if row.base is not None and row.base.also_failing)
+        said = [f"{required} required"] if required else []
+        said += [f"{on_base} also on the merge base"] if on_base else []
+        parts.append(f"{len(failing)} failing" + (f" ({', '.join(said)})" if said else ""))
     for word, states in _COUNTED:
         count = sum(1 for row in rows if row.state in states)
         if count:
@@ -193,7 +208,9 @@ def headline_counts(rows: Sequence[Row]) -> Md:
     return Md(" · ".join(parts))
 
 
-def row_view(row: Row, stale_after: timedelta, *, tell: Md | None = None) -> RowView:
+def row_view(
+    row: Row, stale_after: timedelta, *, tell: Md | None = None, repo_url: str = ""
+) -> RowView:
     """One signal's row: name, state, required, since, and what the sources said; `tell`
     follows the name where another signal shares it (the event, the workflow file)."""
     if row.signal.kind is Kind.EXPECTED:
@@ -217,6 +234,8 @@ def row_view(row: Row, stale_after: timedelta, *, tell: Md | None = None) -> Row
         said.extend(_source_text(signal))
     if row.finding and not stale_by_age:  # the stale sentence is the note and the since
         said.append(prose(row.finding, FINDING_LIMIT))
+    if row.base is not None:
+        said.append(base_clause(row.base, repo_url))
     details = _link(signal.url)
     if rec is not None:
         finding = rec.finding
@@ -263,6 +282,21 @@ def _expected_view(row: Row, stale_after: timedelta, *, tell: Md | None) -> RowV
         since=since,
         said=Md(said),
     )
+
+
+def base_clause(base: BaseCheck, repo_url: str) -> Md:
+    """One short clause: what the same signal reported on the merge base, or why not known."""
+    if base.commit is None or base.error is not None:
+        return prose(base_finding(base) or "", FINDING_LIMIT)
+    sha = f"`{short_sha(base.commit)}`"
+    link = _link(f"{repo_url}/commit/{base.commit}") if repo_url else None
+    commit = f"[{sha}]({link})" if link else sha
+    if base.state is None:
+        return Md(f"not run on the merge base {commit}")
+    if not base.also_failing:
+        return Md(f"{STATE_WORDS[base.state]} on the merge base {commit}")
+    since = f" since {utc(base.since)}" if base.since is not None else ""
+    return Md(f"also {STATE_WORDS[base.state]} on the merge base {commit}{since}")
 
 
 def first_meaningful_line(text: str | None, *, said: frozenset[str] = frozenset()) -> str | None:
