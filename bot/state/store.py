@@ -62,7 +62,7 @@ RETENTION = {
     "rtd_reads": timedelta(days=30),
 }
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
-HEAD = 11  # the schema version this bot writes: the newest revision in migrations/versions
+HEAD = 12  # the schema version this bot writes: the newest revision in migrations/versions
 SCHEMA_VERSION = HEAD
 _ADVISORY_MIGRATION_KEY = 0x43495342  # one transaction-scoped lock while a PostgreSQL migrates
 

@@ -1,4 +1,4 @@
-"""11: what a base branch requires (branch protection and rulesets), as read (issue 15).
+"""12: what a base branch requires (branch protection and rulesets), as read (issue 15).
 
 Per repository and base branch: the required set changes rarely; it is read again after an
 hour, or sooner when a `branch_protection_rule` or `repository_ruleset` webhook drops it.
@@ -9,8 +9,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0011"
-down_revision = "0010"
+revision = "0012"
+down_revision = "0011"
 branch_labels = None
 depends_on = None
 
