@@ -48,6 +48,10 @@ GLYPHS: Final[dict[Verdict, str]] = {
     Verdict.INCOMPLETE: "⚪",
     Verdict.PASSING: "✅",
 }
+# Whose move it is, where the verdict word alone would mislead: incomplete is not "running".
+VERDICT_NOTES: Final[dict[Verdict, str]] = {
+    Verdict.INCOMPLETE: " — nothing will finish on its own",
+}
 STATE_WORDS: Final[dict[State, str]] = {
     State.FAILURE: "failed",
     State.ACTION_REQUIRED: "action required",
@@ -131,7 +135,7 @@ def comment_view(report: Report) -> CommentView:
     sha = f"`{short_sha(report.head_sha)}`"
     return CommentView(
         glyph=Md(GLYPHS[report.verdict]),
-        verdict=Md(report.verdict.value.capitalize()),
+        verdict=Md(report.verdict.value.capitalize() + VERDICT_NOTES.get(report.verdict, "")),
         counts=headline_counts(report.rows),
         head=Md(f"[{sha}]({commit})" if commit else sha),
         draft=report.draft,

@@ -64,7 +64,7 @@ from bot_sandbox import Sandbox, World
 
 GOLDEN = TESTS / "golden"
 LAST_LINE = "This bot reads CI state and retriggers nothing."
-HEADLINE = "### ⚪ Incomplete · 1 cancelled · 4 passing"
+HEADLINE = "### ⚪ Incomplete — nothing will finish on its own · 1 cancelled · 4 passing"
 DAY = "2026\u201110\u201105"  # 2026-10-05 with non-breaking hyphens
 EMITTED_TAGS = frozenset({"h3", "p", "a", "code", "ul", "li", "br", "details", "summary"})
 HOSTILE = "@everyone <img src=x> [x](javascript:alert(1)) <!-- ci-status-bot:v1 --> #1 `code`"
@@ -664,7 +664,7 @@ def test_short_filter(sha: str, short: str) -> None:
 
 def test_no_signals_says_so_and_never_pending() -> None:
     body = render()
-    assert headline(body) == "### ⚪ Incomplete · nothing reported"
+    assert headline(body) == "### ⚪ Incomplete — nothing will finish on its own · nothing reported"
     assert NO_SIGNALS_NOTE in body
     assert "pending" not in body.lower()
 
@@ -672,7 +672,7 @@ def test_no_signals_says_so_and_never_pending() -> None:
 def test_truncated_read_is_said() -> None:
     report = reconcile(snapshot(run("a", "success"), truncated=True), {}, Policy(), now=NOW)
     body = Renderer().markdown(report)
-    assert headline(body) == "### ⚪ Incomplete · 1 passing"
+    assert headline(body) == "### ⚪ Incomplete — nothing will finish on its own · 1 passing"
     assert TRUNCATED_NOTE in body
 
 
