@@ -17,6 +17,7 @@ from bot.core.evidence import Evidence
 from bot.core.facts import facts_key
 from bot.core.model import FAILING_STATES, MARKER, PullSnapshot, Report, Verdict
 from bot.core.reconcile import github_state, reconcile
+from bot.core.required import HEAD_SEEN_KEY, expected_signals
 from bot.docs.provider import DocsProvider
 from bot.github.bases import BaseReader
 from bot.github.client import Comment, GitHubApi, GitHubError, RateLimited
@@ -158,13 +159,17 @@ def read_docs(
     return found
 
 
-def needs_first_seen(snapshot: PullSnapshot) -> list[str]:
-    """Keys of signals for which GitHub gave no timestamp (the bot's first sight stands in)."""
-    return [
+def needs_first_seen(snapshot: PullSnapshot, expected: Sequence[str] = ()) -> list[str]:
+    """Keys of signals for which GitHub gave no timestamp (the bot's first sight stands in),
+    and the head's own key when a context it expects was never reported on it."""
+    keys = [
         s.key
         for s in snapshot.signals
         if s.started_at is None and s.completed_at is None and s.created_at is None
     ]
+    if expected_signals(snapshot.signals, snapshot.required_checks, expected):
+        keys.append(HEAD_SEEN_KEY)
+    return keys
 
 
 def due_for_check(
@@ -435,7 +440,7 @@ class Cycle:
         bot's own comment is stamped with (a run with no state, a lost state).
         """
         now = self.clock()
-        keys = needs_first_seen(snapshot)
+        keys = needs_first_seen(snapshot, repo.expected)
         first_seen: dict[str, datetime] = {}
         if keys:
             args = (repo.name, snapshot.number, snapshot.head_sha)
@@ -446,7 +451,9 @@ class Cycle:
             first_seen = self.store.first_seen(*args)
             first_seen = {k: first_seen.get(k) or stamped.get(k) or now for k in keys}
         docs = read_docs(snapshot, repo, self.docs, now=now)
-        report = reconcile(snapshot, docs, self.core_policy, now=now, first_seen=first_seen)
+        report = reconcile(
+            snapshot, docs, self.core_policy, now=now, first_seen=first_seen, expected=repo.expected
+        )
         if any(needs_base(row) for row in report.rows):
             if (repo.name, snapshot.head_sha) not in self._bases:
                 self.read_bases(repo.name, [snapshot])
