@@ -14,7 +14,7 @@ from typing import Any
 from github import Auth, Github, GithubIntegration
 from github.GithubException import GithubException
 
-from bot.cycle import Cycle, WritePacing
+from bot.cycle import Cycle, Reports, WritePacing
 from bot.docs.readthedocs.client import RtdApi
 from bot.docs.readthedocs.provider import ReadTheDocs
 from bot.github.client import GitHubApi, GitHubError
@@ -51,6 +51,8 @@ class Clients:
     sleep: Sleep | None = None  # how every wait waits; None: on `stop`, so a stop ends it
     # this process's writes on a monotonic clock, shared by every cycle and webhook refresh
     pacing: WritePacing = field(default_factory=WritePacing)
+    # the last report of each pull request, reused by the next cycle when nothing changed
+    reports: Reports = field(default_factory=Reports)
 
     def close(self) -> None:
         """Release connections."""
@@ -178,6 +180,7 @@ def make_cycle(
         stop=clients.stop,
         observers=observers,
         pacing=clients.pacing,
+        reports=clients.reports,
     )
 
 

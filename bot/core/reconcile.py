@@ -75,7 +75,31 @@ def reconcile(
     `docs` holds evidence by status context (it settles that status's row) and, under a key
     starting with HEAD_KEY, evidence about the head as a whole (reported as a note).
     """
+    return reconcile_until(snapshot, docs, policy, now=now, first_seen=first_seen)[0]
+
+
+def reconcile_until(
+    snapshot: PullSnapshot,
+    docs: Mapping[str, Evidence],
+    policy: Policy,
+    *,
+    now: datetime,
+    first_seen: Mapping[str, datetime] | None = None,
+) -> tuple[Report, datetime | None]:
+    """reconcile's report and the first time the same inputs would give another (a limit
+    crossed: a pending signal turning stale, a source unread for too long); None: never."""
     clock = Judge(policy, now)
+    report = _reconcile(snapshot, docs, clock, first_seen)
+    return report, clock.valid_until()
+
+
+def _reconcile(
+    snapshot: PullSnapshot,
+    docs: Mapping[str, Evidence],
+    clock: Judge,
+    first_seen: Mapping[str, datetime] | None,
+) -> Report:
+    policy, now = clock.policy, clock.now
     seen = first_seen or {}
     rows = tuple(
         sorted(
