@@ -319,6 +319,7 @@ def measure(child: Child, stats: dict[str, Any]) -> dict[str, Any]:
         "cpu_s": round(child.cpu_s, 2),
         "peak_rss_mb": round(child.peak_rss_mb, 1),
         "requests_by_kind": github,
+        "graphql_by_query": stats.get("by_query", {}),
         "rtd_requests_by_kind": rtd,
         "writes_per_minute": per_minute,
         "writes_per_minute_max": max(per_minute.values(), default=0),
@@ -634,6 +635,16 @@ def report(results: dict[str, dict[str, Any] | None]) -> str:
     kinds_rtd = sorted({k for name in runs for k in got[name]["rtd_requests_by_kind"]})
     rows.append(("GitHub requests by kind:", ["" for _ in runs]))
     rows += [(f"  {k}", [got[n]["requests_by_kind"].get(k, 0) for n in runs]) for k in kinds]
+    queries = sorted({q for name in runs for q in got[name].get("graphql_by_query", {})})
+    rows.append(("GraphQL requests by query:", ["" for _ in runs]))
+    rows += [
+        (f"  {q}", [got[n].get("graphql_by_query", {}).get(q, 0) for n in runs]) for q in queries
+    ]
+    rows.append(("merge base (issue 16): compare + CommitContexts", [
+        got[n]["requests_by_kind"].get("GET compare", 0)
+        + got[n].get("graphql_by_query", {}).get("CommitContexts", 0)
+        for n in runs
+    ]))  # fmt: skip
     rows.append(("Read the Docs requests by kind:", ["" for _ in runs]))
     rows += [
         (f"  {k}", [got[n]["rtd_requests_by_kind"].get(k, 0) for n in runs]) for k in kinds_rtd

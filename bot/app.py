@@ -24,6 +24,7 @@ from bot.logs import register_secrets
 from bot.render.comment import Renderer
 from bot.retry import Sleep
 from bot.settings import ConfigError, RepoSettings, Settings, read_private_key
+from bot.state.leases import Leases
 from bot.state.lock import StateLock
 from bot.state.ports import CycleState, StoreError
 from bot.state.readonly import ReadOnlyState
@@ -158,6 +159,7 @@ def make_cycle(
     *,
     dry_run: bool,
     out: Callable[[str], None] | None = print,
+    leases: Leases | None = None,
 ) -> Cycle:
     """Wire one Cycle from settings and clients; it stops (and stops waiting) on clients.stop.
 
@@ -180,8 +182,15 @@ def make_cycle(
         stop=clients.stop,
         observers=observers,
         pacing=clients.pacing,
+        generation=_no_lease if leases is None else leases.generation,
+        fence=None if leases is None else leases.valid,
         reports=clients.reports,
     )
+
+
+def _no_lease(_repo: str) -> int:
+    """One process: its comments carry generation 0."""
+    return 0
 
 
 CONTAINER_UID = 10001  # the Dockerfile's user

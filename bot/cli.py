@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bot.core.base import needs_base, with_base
 from bot.core.reconcile import reconcile
 from bot.logs import redact, register_secrets, setup_logging
 from bot.render.report import report_json
@@ -94,6 +95,7 @@ def cmd_show(settings: Settings, args: argparse.Namespace, sleep: Sleep | None) 
     from bot.app import build_clients, now_utc
     from bot.cycle import read_docs
     from bot.docs.readthedocs.provider import ReadTheDocs
+    from bot.github.bases import BaseReader
 
     match = _PR_REF.match(args.pull)
     if not match:
@@ -107,6 +109,9 @@ def cmd_show(settings: Settings, args: argparse.Namespace, sleep: Sleep | None) 
         snapshot = clients.github.pull(repo_name, number, now=now)
         docs = read_docs(snapshot, repo, [ReadTheDocs(clients.rtd)], now=now)
         report = reconcile(snapshot, docs, settings.policy_model(), now=now)
+        if any(needs_base(row) for row in report.rows):
+            merge = BaseReader(clients.github, None, clock=now_utc).read(repo_name, [snapshot])
+            report = with_base(report, merge[snapshot.head_sha])
     finally:
         clients.close()
     if args.format == "json":

@@ -12,15 +12,17 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Literal, Protocol
 
+from bot.core.base import MergeBase, needs_base, with_base
 from bot.core.evidence import Evidence
 from bot.core.facts import facts_key
-from bot.core.model import MARKER, Policy, PullSnapshot, Report, Verdict
-from bot.core.reconcile import reconcile_until
+from bot.core.model import FAILING_STATES, MARKER, Policy, PullSnapshot, Report, Verdict
+from bot.core.reconcile import github_state, reconcile_until
 from bot.docs.provider import DocsProvider
+from bot.github.bases import BaseReader
 from bot.github.client import Comment, GitHubApi, GitHubError, RateLimited
 from bot.github.parse import PullFailure
 from bot.render.comment import Renderer
-from bot.render.stamp import Stamp, parse_stamp
+from bot.render.stamp import Stamp, generation_of, parse_stamp
 from bot.retry import Retryable, RetryPolicy, Stopped, pause, run_with_retries
 from bot.settings import PolicySettings, RepoSettings
 from bot.state.ports import CycleState
@@ -80,6 +82,7 @@ class Built:
     docs: Mapping[str, Evidence]
     first_seen: Mapping[str, datetime]
     policy: Policy
+    merge: MergeBase | None  # the merge-base answer of this pass for the head (if read)
     judged_at: datetime
     until: datetime | None  # the first time these inputs would give another report
     report: Report
@@ -247,6 +250,10 @@ class CycleObserver(Protocol):
         """`repo` could not be read (renamed, access removed, an error): what failed."""
 
 
+class LeaseLost(Exception):
+    """A comment write refused: another replica works the repository now (fencing)."""
+
+
 class Cycle:
     """One pass over repositories; one pull request's failure never stops the others."""
 
@@ -268,6 +275,7 @@ class Cycle:
         observers: Sequence[CycleObserver] = (),
         pacing: WritePacing | None = None,
         generation: Callable[[str], int] = lambda _repo: 0,
+        fence: Callable[[str], int | None] | None = None,
         reports: Reports | None = None,
     ) -> None:
         self.github, self.docs, self.store, self.renderer = github, tuple(docs), store, renderer
@@ -284,8 +292,14 @@ class Cycle:
         self._left: list[Plan] = []  # this pass's comments left as they are (to be checked)
         # The bot's own comments (None: it has none) found by a batched listing, by PR.
         self._listed: dict[tuple[str, int], Comment | None] = {}
+        # The merge bases (and their signals) read for this pass's failing heads, by head.
+        self._bases: dict[tuple[str, str], MergeBase] = {}
+        self._base_reader = BaseReader(github, store, clock=clock)
         # The lease generation a write to a repository's comments carries (0: no lease).
         self.generation = generation
+        # Several replicas: the generation this replica may write under now, read from the
+        # state just before each write (None: its lease is lost: no write). None: one process.
+        self.fence = fence
         self.observers = tuple(observers)
         self.reports = reports or Reports()  # the service shares one across its cycles
 
@@ -300,7 +314,7 @@ class Cycle:
         """
         summary = Summary()
         plans: list[Plan] = []
-        self._left, self._listed = [], {}
+        self._left, self._listed, self._bases = [], {}, {}
         gh_before, points_before = self.github.usage.total, self.github.usage.graphql_points
         rtd_before = self._docs_requests()
         for index, repo in enumerate(repos):
@@ -379,6 +393,14 @@ class Cycle:
         """Plan a few pull requests; first list, in one query, the comments of those whose
         comment the state does not know (with no state at all: every one)."""
         self._list_unknown(repo.name, chunk)
+        failing = [
+            s
+            for s in chunk
+            if isinstance(s, PullSnapshot)
+            and selected(s, self.policy)
+            and any(github_state(signal) in FAILING_STATES for signal in s.signals)
+        ]
+        self.read_bases(repo.name, failing)
         for snapshot in chunk:
             plan = self._plan_one(snapshot, repo, summary)
             if plan is not None:
@@ -405,6 +427,12 @@ class Cycle:
         for number, comments in listed.items():
             own = [c for c in comments if is_own(c, self.login)]
             self._listed[(repo, number)] = own[0] if own else None
+
+    def read_bases(self, repo: str, snapshots: Sequence[PullSnapshot]) -> None:
+        """The merge base of each failing head and what GitHub reported on it (bot.github.bases)."""
+        wanted = [s for s in snapshots if (repo, s.head_sha) not in self._bases]
+        for head, merge in self._base_reader.read(repo, wanted).items():
+            self._bases[(repo, head)] = merge
 
     def _plan_one(
         self, snapshot: PullSnapshot | PullFailure, repo: RepoSettings, summary: Summary
@@ -478,17 +506,24 @@ class Cycle:
         docs = read_docs(snapshot, repo, self.docs, now=now)
         known = self.store.get_facts(repo.name, snapshot.number)
         last = self.reports.get(repo.name, snapshot.number)
+        merge = self._bases.get((repo.name, snapshot.head_sha))
         if (
             stamp is None
             and last is not None
             and known == (last.key, last.report.observed_at)
+            and last.merge == merge
             and last.serves(snapshot, docs, first_seen, self.core_policy, now)
         ):
             return last.report, last.key
         policy = self.core_policy
         report, until = reconcile_until(snapshot, docs, policy, now=now, first_seen=first_seen)
+        if any(needs_base(row) for row in report.rows):
+            if (repo.name, snapshot.head_sha) not in self._bases:
+                self.read_bases(repo.name, [snapshot])
+            merge = self._bases[(repo.name, snapshot.head_sha)]
+            report = with_base(report, merge)
         key = facts_key(report)
-        built = Built(snapshot, docs, first_seen, policy, now, until, report, key)
+        built = Built(snapshot, docs, first_seen, policy, merge, now, until, report, key)
         if known is not None and known[0] == key:
             report = replace(report, observed_at=known[1])
             self.reports.put(replace(built, report=report))
@@ -725,6 +760,7 @@ class Cycle:
         repo, number = plan.report.repo, plan.report.number
 
         def attempt() -> Comment:
+            self._check_fence(plan, None)
             try:
                 return self.github.create_comment(repo, number, plan.body)
             except RateLimited:
@@ -746,9 +782,26 @@ class Cycle:
         if current.body == plan.body:
             self._record(plan, current, "adopted")
             return "left"
+        self._check_fence(plan, current)
         self.github.edit_comment(plan.report.repo, current.id, plan.body)
         self._record(plan, current, "edited")
         return "edited"
+
+    def _check_fence(self, plan: Plan, current: Comment | None) -> None:
+        """Raise LeaseLost unless this replica still holds the repository's lease, under the
+        generation the body carries, and the comment is not stamped by a newer one."""
+        if self.fence is None:
+            return
+        held = self.fence(plan.report.repo)
+        if held is None:
+            raise LeaseLost(f"{plan.label}: the lease of {plan.report.repo} is not held")
+        if generation_of(plan.body) not in (None, held):
+            raise LeaseLost(f"{plan.label}: rendered under another lease generation")
+        stamped = None if current is None else generation_of(current.body)
+        if stamped is not None and stamped > held:
+            raise LeaseLost(
+                f"{plan.label}: the comment is stamped by generation {stamped}, newer than {held}"
+            )
 
     def _find_own(self, repo: str, number: int) -> Comment | None:
         """The bot's oldest own comment on the pull request, if any."""

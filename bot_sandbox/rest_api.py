@@ -8,11 +8,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
-from urllib.parse import urlencode
+from urllib.parse import unquote, urlencode
 
 from bot_sandbox.world import (
     API,
     JSON,
+    WEB,
     Answer,
     Call,
     CheckRunRec,
@@ -315,6 +316,40 @@ def get_commit(call: Call, params: dict[str, str]) -> Answer:
     if sha is None:
         return _no_commit(params["ref"])
     return Answer(200, commit_json(rec, rec.commits[sha]))
+
+
+@route("GET", _REPO + r"/compare/(?P<base>[^?#]+?)\.\.\.(?P<head>[^/?#]+)", "compare")
+def compare(call: Call, params: dict[str, str]) -> Answer:
+    """GET /repos/{o}/{r}/compare/{base}...{head}: GitHub's shape (tests/data/real/compare.json),
+    one commit a page; the merge base is the World's."""
+    rec = _repo(call, params)
+    if rec is None:
+        return not_found()
+    base, head = unquote(params["base"]), resolve_ref(rec, params["head"])
+    branches = {rec.default_branch} | {p.base_ref for p in rec.pulls.values()}
+    if head is None or base not in branches:
+        return not_found()
+    merge = rec.commits[call.world.merge_base(rec.full_name, base, head)]
+    web, api = f"{WEB}/{rec.full_name}", f"{API}/repos/{rec.full_name}"
+    spec = f"{merge.sha}...{head}"
+    return Answer(
+        200,
+        {
+            "url": f"{api}/compare/{spec}",
+            "html_url": f"{web}/compare/{spec}",
+            "permalink_url": f"{web}/compare/{rec.owner}:{merge.sha[:7]}...{rec.owner}:{head[:7]}",
+            "diff_url": f"{web}/compare/{spec}.diff",
+            "patch_url": f"{web}/compare/{spec}.patch",
+            "base_commit": commit_json(rec, merge),
+            "merge_base_commit": commit_json(rec, merge),
+            "status": "ahead",
+            "ahead_by": 1,
+            "behind_by": 0,
+            "total_commits": 1,
+            "commits": [commit_json(rec, rec.commits[head])][: call.int_arg("per_page", 250)],
+            "files": [],
+        },
+    )
 
 
 # -- checks and statuses --------------------------------------------------------------------

@@ -87,9 +87,14 @@ class _Bucket:
         }
 
 
+# The name of a GraphQL request's query, from its JSON body: {"query": "query Name(...".
+_QUERY_NAME = re.compile(rb'\s*\{\s*"query"\s*:\s*"(?:\s|\\n)*(?:query|mutation)\s+(\w+)')
+
+
 @dataclass
 class _Stats:
     by_route: Counter[str] = field(default_factory=Counter)
+    by_query: Counter[str] = field(default_factory=Counter)  # GraphQL requests by query name
     graphql_points: int = 0
     writes: int = 0
     writes_per_minute: Counter[str] = field(default_factory=Counter)
@@ -278,6 +283,7 @@ class Sandbox:
             return {
                 "requests": s.requests,
                 "by_route": dict(sorted(s.by_route.items())),
+                "by_query": dict(sorted(s.by_query.items())),
                 "graphql_points": s.graphql_points,
                 "writes": s.writes,
                 "writes_per_minute": dict(sorted(s.writes_per_minute.items())),
@@ -349,6 +355,9 @@ class Sandbox:
             s = self._stats
             s.requests += 1
             s.by_route[f"{rec.service} {rec.method} {rec.route}"] += 1
+            named = _QUERY_NAME.match(rec.body) if rec.path.endswith("graphql") else None
+            if named:
+                s.by_query[named.group(1).decode()] += 1
             if write:
                 s.writes += 1
                 minute = datetime.fromtimestamp(rec.at, UTC).strftime("%Y-%m-%dT%H:%MZ")

@@ -234,6 +234,8 @@ class RepoRec:
     statuses: dict[str, list[StatusRec]] = field(default_factory=dict)
     expected: tuple[str, ...] = ()
     heads: dict[str, set[int]] = field(default_factory=dict)
+    # (base branch, head sha) -> their merge base, where a test set one (else the branch's tip)
+    merge_bases: dict[tuple[str, str], str] = field(default_factory=dict)
     # branch protection: base branch -> names of required checks and statuses
     required_checks: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
@@ -540,6 +542,23 @@ class World:
             rec.heads.setdefault(head_sha, set()).add(number)
             self._changed("pull_request", "opened", repo, pull)
             return pull_json(self, rec, pull)
+
+    def set_merge_base(self, repo: str, base: str, head_sha: str, merge_base: str) -> None:
+        """Make `merge_base` the merge-base commit of branch `base` and `head_sha`."""
+        with self.lock:
+            self.add_commit(repo, merge_base)
+            self.repo(repo).merge_bases[(base, head_sha)] = merge_base
+
+    def merge_base(self, repo: str, base: str, head_sha: str) -> str:
+        """The merge base of branch `base` and `head_sha`: the one set, else the branch's tip (a
+        commit named after the branch, with no checks unless a test adds some)."""
+        with self.lock:
+            rec = self.repo(repo)
+            found = rec.merge_bases.get((base, head_sha))
+            if found is None:
+                found = hashlib.sha1(f"{repo}:{base}".encode()).hexdigest()
+                self.add_commit(repo, found, message=f"Tip of {base}")
+            return found
 
     def pull(self, repo: str, number: int) -> PullRec:
         """The pull record (KeyError when unknown)."""

@@ -4,6 +4,8 @@ config, a clock and a Waits), `demo` (the console script's demo, once per sessio
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import subprocess
 import sys
@@ -53,8 +55,27 @@ def env(world: World, tmp_path: Path, now: datetime) -> Iterator[Env]:
 
 
 @pytest.fixture(scope="session")
-def demo() -> subprocess.CompletedProcess[str]:
-    """`ci-status-bot demo` run once, as the installed console script (its exit code included)."""
+def demo(tmp_path_factory: pytest.TempPathFactory) -> subprocess.CompletedProcess[str]:
+    """`ci-status-bot demo` run once, as the installed console script (its exit code included).
+
+    Once for the whole run: under pytest-xdist the first worker to ask runs it, under a lock in
+    the run's own temporary folder, and the others read what it printed.
+    """
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return _run_demo()
+    shared = tmp_path_factory.getbasetemp().parent  # this run's folder, above every worker's
+    with (shared / "demo.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = shared / "demo.json"
+        if done.exists():
+            return subprocess.CompletedProcess(**json.loads(done.read_text(encoding="utf-8")))
+        result = _run_demo()
+        fields = ("args", "returncode", "stdout", "stderr")
+        done.write_text(json.dumps({k: getattr(result, k) for k in fields}), encoding="utf-8")
+        return result
+
+
+def _run_demo() -> subprocess.CompletedProcess[str]:
     script = Path(sys.executable).with_name("ci-status-bot")
     return subprocess.run(
         [str(script), "demo"], capture_output=True, text=True, timeout=180, env=clean_env()

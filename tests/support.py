@@ -157,13 +157,15 @@ def cli(
     timeout: float = 120,
     env: Mapping[str, str] | None = None,
     sleep: Waits | None = None,
+    cwd: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """The command line in this process (`bot.cli.main`), seen as `cli_process` sees it.
 
     A clean environment (plus `env`), its own stdout and stderr, the exit code, an uncaught
     exception as a traceback on stderr with exit 1; afterwards the process-wide state main()
     sets (logging, registered secrets, PyGithub's guarded connections) is put back. A call that
-    takes longer than `timeout` fails the test instead of blocking the suite. With `sleep`,
+    takes longer than `timeout` fails the test instead of blocking the suite; `cwd` is the
+    working folder during the call. With `sleep`,
     the bot's waits (backoff, Retry-After, write pacing) are recorded there and return at
     once; without, they are real.
     """
@@ -177,7 +179,7 @@ def cli(
             traceback.print_exc(file=err)
             outcome.append(1)
 
-    with _process_state(env), redirect_stdout(out), redirect_stderr(err):
+    with _process_state(env, cwd), redirect_stdout(out), redirect_stderr(err):
         worker = threading.Thread(target=call, name="cli", daemon=True)
         worker.start()
         worker.join(timeout)
@@ -188,18 +190,21 @@ def cli(
 
 
 @contextmanager
-def _process_state(env: Mapping[str, str] | None) -> Iterator[None]:
-    """Run with a clean environment; then restore it, logging, secrets and PyGithub."""
-    environ = dict(os.environ)
+def _process_state(env: Mapping[str, str] | None, cwd: Path | None) -> Iterator[None]:
+    """Run with a clean environment (in `cwd`); then restore them, logging, secrets, PyGithub."""
+    environ, folder = dict(os.environ), os.getcwd()
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
     levels = {name: logging.getLogger(name).level for name in HEADER_LOGGERS}
     secrets = set(logs._secrets)
     os.environ.clear()
     os.environ.update({**clean_env_of(environ), **(env or {})})
+    if cwd is not None:
+        os.chdir(cwd)
     try:
         yield
     finally:
+        os.chdir(folder)
         os.environ.clear()
         os.environ.update(environ)
         root.handlers[:], root.level = handlers, level

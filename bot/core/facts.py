@@ -52,7 +52,13 @@ def _row_facts(row: Row) -> tuple[Any, ...]:
             _ts(rec.build_finished),
         )
     )
-    return (
+    base = row.base
+    on_base = (
+        None
+        if base is None
+        else (base.commit, base.state and base.state.value, base.url, _ts(base.since), base.error)
+    )
+    plain = (
         s.name,
         s.kind.value,
         s.github_state,
@@ -72,3 +78,5 @@ def _row_facts(row: Row) -> tuple[Any, ...]:
         row.finding,
         evidence,
     )
+    # appended only where looked up: the facts of a report without a base finding keep their key
+    return plain if on_base is None else (*plain, on_base)

@@ -141,6 +141,7 @@ class PullSnapshot:
     fetched_at: datetime | None = None
     # True when GitHub's rollup for the head had more contexts than were read
     truncated: bool = False
+    base: str | None = None  # the base branch's name
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +171,22 @@ class Reconciliation:
     fetched_at: datetime | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class BaseCheck:
+    """What the same signal reported on the pull request's merge-base commit."""
+
+    commit: str | None  # the merge base (40 hex); None where it could not be read
+    state: State | None = None  # None: the signal did not run there (or could not be read)
+    url: str | None = None
+    since: datetime | None = None
+    error: str | None = None  # why the merge base or its checks could not be read
+
+    @property
+    def also_failing(self) -> bool:
+        """The signal fails on the merge base too (it was broken before this pull request)."""
+        return self.error is None and self.state in FAILING_STATES
+
+
 class Row(NamedTuple):
     """One reconciled signal of a report (a NamedTuple for the same reason as Signal)."""
 
@@ -179,6 +196,7 @@ class Row(NamedTuple):
     since_source: SinceSource
     reconciliation: Reconciliation | None = None
     finding: str | None = None  # one factual sentence from GitHub's side (e.g. stale, expected)
+    base: BaseCheck | None = None  # failing rows: the same signal on the merge base
 
 
 @dataclass(frozen=True, slots=True)

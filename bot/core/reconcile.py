@@ -146,7 +146,7 @@ def dedupe(signals: Iterable[Signal]) -> tuple[Signal, ...]:
             continue
         key = (signal.name, signal.app, signal.workflow, signal.event)
         kept = newest.get(key)
-        if kept is None or _newer(signal, kept):
+        if kept is None or newer(signal, kept):
             newest[key] = signal
     return (*newest.values(), *statuses)
 
@@ -186,7 +186,7 @@ def _group_rank(state: State) -> int:
     return GROUP_ORDER.index(group_of(state))
 
 
-def _newer(run: Signal, than: Signal) -> bool:
+def newer(run: Signal, than: Signal) -> bool:
     """Whether `run` supersedes `than` (same name, app, workflow and event).
 
     The later start wins (domain facts); a pending run not started yet (a queued re-run) is

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import threading
 import time
 from collections import Counter
@@ -14,12 +15,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote
 
 import orjson
 import requests
 from github import Github
 from github.GithubException import GithubException
 
+from bot.core.base import MergeBase
 from bot.core.model import PullSnapshot, Signal
 from bot.github.parse import Comment as Comment
 from bot.github.parse import (
@@ -41,6 +44,7 @@ from bot.github.query import (
     MORE_LABELS_QUERY,
     PAGE,
     VIEWER_QUERY,
+    commits_query,
     more_contexts_query,
     pull_comments_query,
     pull_query,
@@ -157,6 +161,12 @@ def _in_alias(error: dict[str, Any]) -> bool:
     """An error inside one aliased pull request: repository.p<i>...."""
     path = _path(error)
     return len(path) > 1 and path[0] == "repository" and str(path[1]).startswith("p")
+
+
+def _in_commit(error: dict[str, Any]) -> bool:
+    """An error inside one aliased commit: repository.c<i>...."""
+    path = _path(error)
+    return len(path) > 1 and path[0] == "repository" and str(path[1]).startswith("c")
 
 
 def _message(error: dict[str, Any]) -> str:
@@ -695,6 +705,37 @@ class GitHubApi:
         )
         return _comment(data)
 
+    # -- the merge base --------------------------------------------------------------------
+
+    def merge_base(self, repo: str, base: str, head: str) -> str:
+        """The merge-base commit of branch `base` and commit `head` (REST compare, one GET)."""
+        basehead = f"{quote(base, safe='/')}...{head}"
+        _, data = self._send(
+            "GET", f"/repos/{repo}/compare/{basehead}", kind="rest_get", parameters={"per_page": 1}
+        )
+        return merge_base_of(data)
+
+    def commits_signals(self, repo: str, shas: Sequence[str]) -> dict[str, MergeBase]:
+        """The contexts GitHub reports on each commit (its first 100), COMMITS_PER_QUERY commits
+        per GraphQL query; a commit that cannot be read says why, the others are read."""
+        owner, name = repo.split("/", 1)
+        found: dict[str, MergeBase] = {}
+        wanted = sorted(set(shas))
+        for start in range(0, len(wanted), COMMITS_PER_QUERY):
+            chunk = wanted[start : start + COMMITS_PER_QUERY]
+            data, errors = self._graphql(
+                commits_query(chunk), {"owner": owner, "name": name}, tolerate=_in_commit
+            )
+            repository = _get(data, "repository")
+            if repository is None:
+                raise NotFound(f"repository {repo} not found or not visible", status=404)
+            broken = {str(_path(e)[1]): _message(e) for e in errors}
+            for index, sha in enumerate(chunk):
+                found[sha] = _commit_item(
+                    sha, _get(repository, f"c{index}"), broken.get(f"c{index}")
+                )
+        return found
+
     # -- a batched read of named pull requests (webhook refresh) ---------------------------
 
     def pulls_by_number(
@@ -743,6 +784,28 @@ class GitHubApi:
 
 
 PULLS_PER_QUERY = 50
+COMMITS_PER_QUERY = 50  # merge-base commits per aliased query (their first contexts page)
+
+
+def merge_base_of(compare: Any) -> str:
+    """The merge-base commit of a REST compare answer (MalformedAnswer when it has none)."""
+    sha = _get(compare, "merge_base_commit", "sha")
+    if not isinstance(sha, str) or not re.fullmatch(r"[0-9a-f]{40}", sha):
+        raise MalformedAnswer(f"GitHub's compare gave no merge-base commit ({sha!r})")
+    return sha
+
+
+def _commit_item(sha: str, node: Any, error: str | None) -> MergeBase:
+    """One aliased commit of a commits query: its signals, or why they cannot be read."""
+    if error is not None:
+        return MergeBase(sha, error=f"GitHub GraphQL error on the merge base: {error}")
+    if node is None:
+        return MergeBase(sha, error="GitHub did not find the merge-base commit")
+    try:
+        signals, cursor = parse_contexts(get(node, "statusCheckRollup", "contexts"))
+    except Unreadable as exc:
+        return MergeBase(sha, error=f"GitHub's answer for the merge base is unreadable: {exc}")
+    return MergeBase(sha, tuple(signals), truncated=cursor is not None)
 
 
 def _get(node: Any, *path: str) -> Any:

@@ -79,6 +79,7 @@ class Partial:
             signals=tuple(self.signals),
             labels=labels,
             truncated=snap.truncated or self.truncated or self._short(),
+            base=self.base,
         )
 
 

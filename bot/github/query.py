@@ -154,3 +154,17 @@ def pull_comments_query(count: int) -> str:
         f"  {RATE}\n"
         f"  repository(owner: $owner, name: $name) {{\n{aliases}\n  }}\n}}\n"
     )
+
+
+def commits_query(shas: list[str]) -> str:
+    """The first page of contexts on each of several commits (aliases cN, `object(oid:)`)."""
+    aliases = "\n".join(
+        f'    c{i}: object(oid: "{sha}") {{ ... on Commit {{ statusCheckRollup {{'
+        f" {_contexts()} }} }} }}"
+        for i, sha in enumerate(shas)
+    )
+    return (
+        "query CommitContexts($owner: String!, $name: String!) {\n"
+        f"  {RATE}\n"
+        f"  repository(owner: $owner, name: $name) {{\n{aliases}\n  }}\n}}\n"
+    )

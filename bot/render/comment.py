@@ -16,10 +16,13 @@ from typing import Final
 
 import jinja2
 
+from bot.core import base as merge_base
 from bot.core import facts
+from bot.core.base import base_finding
 from bot.core.model import (
     FAILING_STATES,
     MARKER,
+    BaseCheck,
     Kind,
     Report,
     Row,
@@ -43,6 +46,10 @@ GLYPHS: Final[dict[Verdict, str]] = {
     Verdict.PENDING: "⏳",
     Verdict.INCOMPLETE: "⚪",
     Verdict.PASSING: "✅",
+}
+# Whose move it is, where the verdict word alone would mislead: incomplete is not "running".
+VERDICT_NOTES: Final[dict[Verdict, str]] = {
+    Verdict.INCOMPLETE: " — nothing will finish on its own",
 }
 STATE_WORDS: Final[dict[State, str]] = {
     State.FAILURE: "failed",
@@ -72,7 +79,7 @@ _COUNTED: Final = (
     ("pending", frozenset({State.PENDING})),
 )
 # Every module whose code decides the comment's text: the Renderer's fingerprint hashes them.
-_OUTPUT_MODULES: Final = (sys.modules[__name__], escape, stamp, facts)
+_OUTPUT_MODULES: Final = (sys.modules[__name__], escape, stamp, facts, merge_base)
 _EDITED_NOTE: Final = (
     "this comment is edited in place when they change (notifications show only its first version)"
 )
@@ -126,18 +133,24 @@ def comment_view(report: Report) -> CommentView:
     sha = f"`{short_sha(report.head_sha)}`"
     return CommentView(
         glyph=Md(GLYPHS[report.verdict]),
-        verdict=Md(report.verdict.value.capitalize()),
+        verdict=Md(report.verdict.value.capitalize() + VERDICT_NOTES.get(report.verdict, "")),
         counts=headline_counts(report.rows),
         head=Md(f"[{sha}]({commit})" if commit else sha),
         draft=report.draft,
         observed=utc(report.observed_at),
         edited=Md(_EDITED_NOTE),
-        rows=tuple(row_view(row, report.stale_after) for row in shown),
+        rows=tuple(row_view(row, report.stale_after, repo_url=repo_url(report)) for row in shown),
         passing=tuple(_passing_name(row) for row in passing),
         passing_more=len(passing)
         < sum(1 for r in report.rows if group_of(r.state) is Verdict.PASSING),
         notes=tuple(prose(note, FINDING_LIMIT) for note in report.notes),
     )
+
+
+def repo_url(report: Report) -> str:
+    """The repository's web URL, from the pull request's ("…/owner/name/pull/7" -> "…/name")."""
+    head, sep, _ = report.url.rpartition("/pull/")
+    return head if sep else ""
 
 
 def is_row(row: Row) -> bool:
@@ -155,7 +168,10 @@ def headline_counts(rows: Sequence[Row]) -> Md:
     failing = [row for row in rows if row.state in FAILING_STATES]
     if failing:
         required = sum(1 for row in failing if row.signal.required)
-        parts.append(f"{len(failing)} failing" + (f" ({required} required)" if required else ""))
+        on_base = sum(1 for row in failing if row.base is not None and row.base.also_failing)
+        said = [f"{required} required"] if required else []
+        said += [f"{on_base} also on the merge base"] if on_base else []
+        parts.append(f"{len(failing)} failing" + (f" ({', '.join(said)})" if said else ""))
     for word, states in _COUNTED:
         count = sum(1 for row in rows if row.state in states)
         if count:
@@ -166,7 +182,7 @@ def headline_counts(rows: Sequence[Row]) -> Md:
     return Md(" · ".join(parts))
 
 
-def row_view(row: Row, stale_after: timedelta) -> RowView:
+def row_view(row: Row, stale_after: timedelta, *, repo_url: str = "") -> RowView:
     """One signal's row: name, state, required, since, and what the sources said."""
     signal, rec = row.signal, row.reconciliation
     divergent = rec is not None and rec.divergent
@@ -187,6 +203,8 @@ def row_view(row: Row, stale_after: timedelta) -> RowView:
         said.extend(_source_text(signal))
     if row.finding and not stale_by_age:  # the stale sentence is the note and the since
         said.append(prose(row.finding, FINDING_LIMIT))
+    if row.base is not None:
+        said.append(base_clause(row.base, repo_url))
     details = _link(signal.url)
     if rec is not None:
         finding = rec.finding
@@ -208,6 +226,21 @@ def row_view(row: Row, stale_after: timedelta) -> RowView:
         since=_since(row, said=" ".join(said)),
         said=Md(" — ".join(said)),
     )
+
+
+def base_clause(base: BaseCheck, repo_url: str) -> Md:
+    """One short clause: what the same signal reported on the merge base, or why not known."""
+    if base.commit is None or base.error is not None:
+        return prose(base_finding(base) or "", FINDING_LIMIT)
+    sha = f"`{short_sha(base.commit)}`"
+    link = _link(f"{repo_url}/commit/{base.commit}") if repo_url else None
+    commit = f"[{sha}]({link})" if link else sha
+    if base.state is None:
+        return Md(f"not run on the merge base {commit}")
+    if not base.also_failing:
+        return Md(f"{STATE_WORDS[base.state]} on the merge base {commit}")
+    since = f" since {utc(base.since)}" if base.since is not None else ""
+    return Md(f"also {STATE_WORDS[base.state]} on the merge base {commit}{since}")
 
 
 def first_meaningful_line(text: str | None, *, said: frozenset[str] = frozenset()) -> str | None:

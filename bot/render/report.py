@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from bot.core.model import REPORT_SCHEMA, Reconciliation, Report, Row
+from bot.core.base import base_finding
+from bot.core.model import REPORT_SCHEMA, BaseCheck, Reconciliation, Report, Row
 from bot.render.escape import iso_utc
 
 
@@ -48,8 +49,21 @@ def _signal_dict(row: Row) -> dict[str, Any]:
         "summary": signal.summary,
         "since": iso_utc(row.since),
         "since_source": str(row.since_source),
-        "finding": row.finding,
+        "finding": " ".join(t for t in (row.finding, base_finding(row.base)) if t) or None,
+        "base": _base_dict(row.base),
         "reconciliation": _reconciliation_dict(row.reconciliation),
+    }
+
+
+def _base_dict(base: BaseCheck | None) -> dict[str, Any] | None:
+    """interface.md's `base`: null where not looked up or where the merge base was unread."""
+    if base is None or base.commit is None or base.error is not None:
+        return None
+    return {
+        "commit": base.commit,
+        "state": None if base.state is None else str(base.state),
+        "url": base.url,
+        "since": iso_utc(base.since),
     }
 
 

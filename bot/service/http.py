@@ -89,6 +89,9 @@ class Monitor:
         self.metrics = metrics or Metrics()
         self.clock = clock
         self.alive = alive
+        # several replicas: what this one holds, and why it is not ready (bot.service.replicas)
+        self.leases: Callable[[], list[str]] | None = None
+        self.lease_problem: Callable[[], str | None] = lambda: None
         self.started_at = clock()
         self.last_finished: datetime | None = None
         self.failed_at: datetime | None = None  # a cycle failed after the last that finished
@@ -191,14 +194,18 @@ class Monitor:
         blocking = []
         if self.repos and len(unread) == len(self.repos):
             blocking.append("no configured repository could be read")
-        return blocking + readiness_problems(
-            now=self.clock(),
-            started_at=self.started_at,
-            last_finished=last,
-            interval_s=self.interval_s,
-            remaining=usage.remaining,
-            reset_at=usage.reset_at,
-            state_problem=self.state_problem(),
+        return (
+            blocking
+            + readiness_problems(
+                now=self.clock(),
+                started_at=self.started_at,
+                last_finished=last,
+                interval_s=self.interval_s,
+                remaining=usage.remaining,
+                reset_at=usage.reset_at,
+                state_problem=self.state_problem(),
+            )
+            + [p for p in (self.lease_problem(),) if p is not None]
         )
 
     def notes(self) -> list[str]:
@@ -244,9 +251,14 @@ def build_app(monitor: Monitor, *, extra_routes: Sequence[BaseRoute] = ()) -> St
         if problems:
             text = "not ready: " + "; ".join(problems) + "\n" + listed
             return PlainTextResponse(text, 503, headers=_HEADERS)
+        if monitor.leases is not None:
+            held = ", ".join(monitor.leases()) or "none"
+            return PlainTextResponse(f"ready; leases held: {held}\n" + listed, headers=_HEADERS)
         return PlainTextResponse("ready\n" + listed, headers=_HEADERS)
 
     def metrics(_: Request) -> Response:
+        if monitor.leases is not None:
+            monitor.metrics.leases_held.set(len(monitor.leases()))
         return Response(monitor.metrics.exposition(), media_type=CONTENT_TYPE, headers=_HEADERS)
 
     routes: list[BaseRoute] = [

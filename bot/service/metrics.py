@@ -70,6 +70,11 @@ class Metrics:
         self.problems = gauge(
             "problem", "1 while a problem of the service is open, by what it concerns.", "about"
         )
+        # several replicas on a PostgreSQL state (0 with one process)
+        self.leases_held = gauge("leases_held", "Repository leases this replica holds.")
+        self.lease_takeovers = gauge(
+            "lease_takeovers", "Leases this replica took over from one that did not renew them."
+        )
 
     def _counter(self, name: str, doc: str, *labels: str) -> Counter:
         return Counter(PREFIX + name, doc, labels, registry=self.registry)

@@ -23,6 +23,7 @@ from bot.docs.readthedocs.client import RtdApi
 from bot.github.client import Usage
 from bot.service.http import HttpServer, Monitor, serve
 from bot.service.limits import Limits
+from bot.service.replicas import Replicas
 from bot.service.webhooks import Webhooks, attach_webhooks
 from bot.settings import RepoSettings, Settings
 from bot.state.ports import StoreError
@@ -150,9 +151,16 @@ class Service:
         self.state = wiring.ServiceState(settings)  # one state for the cycles and webhooks
         if settings.state.shared:  # an unreachable server at start: exit 1 naming it
             self.state()
+        self.sharing: Replicas | None = None  # several replicas: only the leased repositories
+        if settings.state.shared:
+            self.sharing = Replicas(
+                self.state, [r.name for r in repos], lease_seconds=settings.state.lease_seconds,
+                stop=stop, on_taken=self._taken,
+            )  # fmt: skip
         self.webhooks = attach_webhooks(
             settings, repos, scheduler=self.scheduler, clients=clients,
             make_cycle=wiring.make_cycle, stop=stop, run=self.in_worker, state=self.state,
+            sharing=self.sharing,
         )  # fmt: skip
         self.http: HttpServer | None = None
         self._pruned_at: float | None = None
@@ -173,9 +181,23 @@ class Service:
         )  # fmt: skip
         if self.stop.is_set():
             return
+        if self.sharing is not None:
+            self._share(self.sharing.start())
         self.scheduler.start()
         log.info("service started: %d repositories, every %d s", len(self.repos),
                  cfg.interval_seconds)  # fmt: skip
+
+    def _share(self, sharing: Replicas) -> None:
+        """/readyz names the leases held; /metrics counts them and the takeovers."""
+        self.monitor.leases, self.monitor.lease_problem = sharing.held, sharing.readiness
+        self.monitor.metrics.lease_takeovers.set_function(lambda: sharing.leases.takeovers)
+
+    def _taken(self) -> None:
+        """A lease was just taken (its holder died, or gave it up): work it now."""
+        when = datetime.now(UTC)
+        self.scheduler.add_job(
+            self.one_cycle, "date", run_date=when, id="takeover", replace_existing=True
+        )
 
     def _observe_webhooks(self, webhooks: Webhooks) -> None:
         deliveries = self.monitor.metrics.webhook_deliveries
@@ -212,15 +234,22 @@ class Service:
             return
         try:
             self._cycle(store)
+        except StoreError as exc:  # lost while the cycle ran (a PostgreSQL server went away)
+            self._problems({STATE_PROBLEM: str(exc)})
+            self.monitor.cycle_failed()
         finally:
             self.state.release()
 
     def _cycle(self, store: Store) -> None:
         self.monitor.load_entries(store, only_first=True)  # the page shows the state at once
+        sharing = self.sharing
+        mine = self.repos if sharing is None else _leased(self.repos, sharing.claim())
+        leases = None if sharing is None else sharing.leases
         try:
-            summary = wiring.make_cycle(self.settings, self.clients, store, dry_run=False).run(
-                self.repos
+            cycle = wiring.make_cycle(
+                self.settings, self.clients, store, dry_run=False, leases=leases
             )
+            summary = cycle.run(mine)
         except Exception:
             if not self.stop.is_set():
                 log.exception("the cycle failed")
@@ -230,7 +259,7 @@ class Service:
         self.monitor.cycle_finished(summary, self.clients.github.usage)
         self.monitor.load_entries(store)
         if self.webhooks is not None:
-            self.webhooks.after_cycle(summary, self.repos)
+            self.webhooks.after_cycle(summary, mine)
         self._problems({**summary.failed, **credential_problems(self.clients.rtd)})
         self._prune(store)
         if not self.stop.is_set():  # a stopped scheduler takes no new run time
@@ -265,6 +294,8 @@ class Service:
         _finish_cycle(self.worker, self.clients)
         if self.http is not None:
             self.http.stop()
+        if self.sharing is not None:
+            self.sharing.close()  # the others take its repositories over without waiting
         close_soon(self.state.close)  # a delivery may hold it while SQLite waits for a writer
         self.clients.close()
         log.info("stopped")
@@ -294,6 +325,12 @@ def server_limits(settings: Settings) -> Limits:
 def credential_problems(rtd: RtdApi) -> dict[str, str]:
     """The Read the Docs sites that refused the bot's credential (401/403) in their last read."""
     return {f"readthedocs:{site}": why for site, why in rtd.refused.items()}
+
+
+def _leased(repos: Sequence[RepoSettings], held: Sequence[str]) -> list[RepoSettings]:
+    """The configured repositories this replica holds the lease of."""
+    names = set(held)
+    return [r for r in repos if r.name in names]
 
 
 def _finish_cycle(worker: threading.Thread | None, clients: wiring.Clients) -> None:

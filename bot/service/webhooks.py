@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from starlette.concurrency import run_in_threadpool
@@ -33,12 +33,14 @@ from bot.core.model import PullSnapshot
 from bot.cycle import Cycle, Summary
 from bot.github.client import RateLimited
 from bot.github.parse import PullFailure
+from bot.service.replicas import Replicas
 from bot.settings import RepoSettings, Settings
-from bot.state.ports import StoreError
+from bot.state.ports import MarkRow, StoreError
 from bot.state.store import Store
 
 log = logging.getLogger(__name__)
 
+MARKS_POLL_S = 0.25  # several replicas: how often each takes the marks of its repositories
 MAX_BODY_BYTES = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB
 LARGE_BODY_BYTES = 1024 * 1024  # bodies over 1 MB (or of unknown length) ...
 MAX_LARGE_BODIES = 2  # ... are read at most two at a time (the others get 503 at once)
@@ -185,6 +187,13 @@ def _get(node: Any, *path: str) -> Any:
 # -- the inbox of marks ----------------------------------------------------------------------
 
 
+class MarkSink(Protocol):
+    """Where the receiver puts a delivery's marks (the Inbox, or the shared state)."""
+
+    def add(self, marks: Iterable[Mark], *, now: datetime) -> bool:
+        """Add marks; True when a refresh is to be scheduled."""
+
+
 class Inbox:
     """Marked pull requests waiting for the debounced refresh, and the open heads known."""
 
@@ -287,7 +296,7 @@ class Receiver:
         *,
         secrets: Sequence[str],
         repos: Iterable[str],
-        inbox: Inbox,
+        inbox: MarkSink,
         note_delivery: Callable[[str, str, datetime], bool],
         on_first_mark: Callable[[], None],
         clock: Callable[[], datetime],
@@ -473,6 +482,20 @@ class PointsBucket:
         self._points -= points
 
 
+class SharedMarks:
+    """Several replicas: a delivery's marks left in the state for the repository's holder."""
+
+    def __init__(self, state: Callable[[], Store]) -> None:
+        """Write through `state`."""
+        self.state = state
+
+    def add(self, marks: Iterable[Mark], *, now: datetime) -> bool:
+        """Leave the marks; False: the holder's own poll schedules its refresh."""
+        rows = [MarkRow(m.repo, m.number, m.sha, m.closed, m.head_known, now) for m in marks]
+        self.state().add_marks(rows)
+        return False
+
+
 class Webhooks:
     """The webhook receiver and its debounced refresh job, on the cycles' single worker."""
 
@@ -487,10 +510,13 @@ class Webhooks:
         stop: threading.Event,
         run: Callable[[Callable[[], None]], None] = lambda body: body(),
         state: Callable[[], Store],
+        sharing: Replicas | None = None,
     ) -> None:
         """Build the receiver (not yet serving) on the service's state (opened when needed).
 
         `run(body)` runs a refresh on the service's worker (so a stop never waits for it).
+        With several replicas (`sharing`) a delivery's marks go into the state, and each
+        replica takes those of the repositories it holds the lease of.
         """
         self.settings, self.repos, self.scheduler = settings, list(repos), scheduler
         self.clients, self.make_cycle, self.stop, self.run = clients, make_cycle, stop, run
@@ -501,11 +527,12 @@ class Webhooks:
         self.inbox = Inbox()
         self.bucket = PointsBucket()
         self.store = state  # the open state; StoreError while it is unusable
+        self.sharing = sharing
         self._last_refresh: float | None = None  # monotonic
         self.receiver = Receiver(
             secrets=[s.get_secret_value() for s in settings.webhooks.secrets],
             repos=[r.name for r in repos],
-            inbox=self.inbox,
+            inbox=self.inbox if sharing is None else SharedMarks(state),
             note_delivery=lambda delivery, event, now: self.store().note_delivery(
                 delivery, event, now=now
             ),
@@ -526,6 +553,8 @@ class Webhooks:
             cfg.port,
             self.debounce_s,
         )
+        if self.sharing is not None:
+            threading.Thread(target=self._take_marks, name="marks", daemon=True).start()
         return self
 
     def schedule(self, delay_s: float) -> None:
@@ -542,6 +571,21 @@ class Webhooks:
         """A full cycle read every open pull request: its heads resolve status events."""
         complete = [r.name for r in repos if r.name not in summary.failed]
         self.inbox.learn_heads(summary.heads, complete=complete)
+
+    def _take_marks(self) -> None:
+        """Several replicas: move the marks of the repositories held into the inbox."""
+        while not self.stop.wait(MARKS_POLL_S):
+            held = self.sharing.held() if self.sharing is not None else []
+            try:
+                rows = self.store().take_marks(held)
+            except StoreError as exc:
+                log.debug("could not take the webhook marks: %s", exc)
+                continue
+            for row in rows:
+                mark = Mark(row.repo, row.number, row.sha, row.closed, row.head_known)
+                if self.inbox.add([mark], now=row.marked_at):
+                    waited = (datetime.now(UTC) - row.marked_at).total_seconds()
+                    self.schedule(max(0.0, self.debounce_s - waited))
 
     def _refresh(self) -> None:
         if self.stop.is_set():
@@ -568,7 +612,8 @@ class Webhooks:
     def _refresh_batch(self, batch: Mapping[str, Sequence[int]]) -> None:
         store = self.store()
         by_name = {r.name: r for r in self.repos}
-        cycle = self.make_cycle(self.settings, self.clients, store, dry_run=False)
+        leases = None if self.sharing is None else self.sharing.leases
+        cycle = self.make_cycle(self.settings, self.clients, store, dry_run=False, leases=leases)
         cycle.should_stop = self.stop.is_set
         remark = [Mark(repo, n) for repo, numbers in batch.items() for n in numbers]
         try:
@@ -615,6 +660,7 @@ def attach_webhooks(
     stop: threading.Event,
     run: Callable[[Callable[[], None]], None] = lambda body: body(),
     state: Callable[[], Store],
+    sharing: Replicas | None = None,
 ) -> Webhooks | None:
     """Start the webhook fast path when secrets are configured and the server is on."""
     if not settings.webhooks.enabled:
@@ -624,5 +670,5 @@ def attach_webhooks(
         return None
     return Webhooks(
         settings, repos, scheduler=scheduler, clients=clients, make_cycle=make_cycle, stop=stop,
-        run=run, state=state,
+        run=run, state=state, sharing=sharing,
     ).start()  # fmt: skip

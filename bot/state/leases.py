@@ -79,6 +79,10 @@ class Leases:
         with self._lock:
             return dict(self._held)
 
+    def generation(self, repo: str) -> int:
+        """The generation a comment of `repo` is stamped with (0: not held)."""
+        return self.held.get(repo, 0)
+
     def claim(self, repos: Sequence[str]) -> dict[str, int]:
         """Beat, renew, give up the surplus, take free leases up to the fair share."""
         now = self.clock()

@@ -195,6 +195,24 @@ class RequiredCache(Protocol):
         """Record what GitHub said (None: asked, GitHub did not say)."""
 
 
+class BaseKeeper(Protocol):
+    """Merge bases (never changing for a head) and merge bases' final contexts (issue 16)."""
+
+    def get_merge_base(self, repo: str, base: str, head_sha: str) -> str | None:
+        """The kept merge base of a head and a base branch."""
+
+    def put_merge_base(
+        self, repo: str, base: str, head_sha: str, merge_base: str, *, now: datetime
+    ) -> None:
+        """Keep a merge base."""
+
+    def get_base_contexts(self, repo: str, commit: str) -> str | None:
+        """The kept final answer (opaque JSON) of a merge base's contexts."""
+
+    def put_base_contexts(self, repo: str, commit: str, *, payload: str, now: datetime) -> None:
+        """Keep a merge base's final contexts."""
+
+
 class TriageRows(Protocol):
     """The triage view's rows, as the readers (`report`, the page, /metrics) see them."""
 
@@ -256,6 +274,13 @@ class MarkState(Protocol):
 
 
 class CycleState(
-    CommentState, FactsState, PacingState, RtdCache, RequiredCache, TriageState, Protocol
+    CommentState,
+    FactsState,
+    PacingState,
+    RtdCache,
+    RequiredCache,
+    TriageState,
+    BaseKeeper,
+    Protocol,
 ):
     """Everything one cycle reads and records."""

@@ -145,6 +145,16 @@ class ReadOnlyState:
             return {}
         return self._reads.required_known(repo, bases, now=now, max_age=max_age)
 
+    def get_merge_base(self, repo: str, base: str, head_sha: str) -> str | None:
+        """The kept merge base (none in a state from before merge bases)."""
+        if not self._has("merge_bases"):
+            return None
+        return self._reads.get_merge_base(repo, base, head_sha)
+
+    def get_base_contexts(self, repo: str, commit: str) -> str | None:
+        """The kept final contexts of a merge base (none in a state from before them)."""
+        return self._reads.get_base_contexts(repo, commit) if self._has("base_contexts") else None
+
     def unread_repos(self) -> dict[str, tuple[datetime, str]]:
         """Repositories whose last read failed (none in a state from before that table)."""
         return self._reads.unread_repos() if self._has("repo_reads") else {}
@@ -204,6 +214,14 @@ class ReadOnlyState:
     def remember_required(
         self, repo: str, learned: Mapping[tuple[str, str], bool | None], *, now: datetime
     ) -> None:
+        """Record nothing."""
+
+    def put_merge_base(
+        self, repo: str, base: str, head_sha: str, merge_base: str, *, now: datetime
+    ) -> None:
+        """Record nothing."""
+
+    def put_base_contexts(self, repo: str, commit: str, *, payload: str, now: datetime) -> None:
         """Record nothing."""
 
     def put_triage(

@@ -135,6 +135,26 @@ repo_reads = Table(
     Column("failure", Text, nullable=False),
 )
 
+# the merge base of a head and a base branch (never changing), and a merge base's final contexts
+merge_bases = Table(
+    "merge_bases",
+    metadata,
+    Column("repo", Text, primary_key=True),
+    Column("base", Text, primary_key=True),
+    Column("head_sha", Text, primary_key=True),
+    Column("merge_base", Text, nullable=False),
+    Column("read_at", Text, nullable=False),
+)
+
+base_contexts = Table(
+    "base_contexts",
+    metadata,
+    Column("repo", Text, primary_key=True),
+    Column("commit_sha", Text, primary_key=True),
+    Column("payload", Text, nullable=False),  # opaque JSON (bot.core.base.merge_base_payload)
+    Column("read_at", Text, nullable=False),
+)
+
 # -- several replicas on one (PostgreSQL) state ----------------------------------------------
 
 leases = Table(

@@ -30,7 +30,7 @@ from sqlalchemy import (
 from sqlalchemy import insert as sa_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError
+from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 from sqlalchemy.pool import NullPool, StaticPool
 
 from bot.state import schema as t
@@ -58,7 +58,7 @@ RETENTION = {
     "rtd_reads": timedelta(days=30),
 }
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
-HEAD = 10  # the schema version this bot writes: the newest revision in migrations/versions
+HEAD = 11  # the schema version this bot writes: the newest revision in migrations/versions
 SCHEMA_VERSION = HEAD
 _ADVISORY_MIGRATION_KEY = 0x43495342  # one transaction-scoped lock while a PostgreSQL migrates
 
@@ -301,7 +301,7 @@ class Store:
             try:
                 with self._engine.connect() as conn:
                     yield conn
-            except DBAPIError as exc:
+            except SQLAlchemyError as exc:  # a driver error, or a connection it gave up
                 raise state_error(self.where, exc) from None
 
     @contextmanager
@@ -311,7 +311,7 @@ class Store:
             try:
                 with self._writer.begin() as conn:
                     yield conn
-            except DBAPIError as exc:
+            except SQLAlchemyError as exc:  # a driver error, or a connection it gave up
                 raise state_error(self.where, exc) from None
 
     @contextmanager
@@ -642,6 +642,46 @@ class Store:
             rows = conn.execute(select(r.repo, r.failing_since, r.failure)).all()
         return {row.repo: (from_text(row.failing_since), row.failure) for row in rows}
 
+    # -- merge bases (issue 16) ----------------------------------------------------------
+
+    def get_merge_base(self, repo: str, base: str, head_sha: str) -> str | None:
+        """The merge base of `head_sha` and branch `base` as GitHub gave it, if it was asked."""
+        m = t.merge_bases.c
+        query = select(m.merge_base).where(m.repo == repo, m.base == base, m.head_sha == head_sha)
+        with self._read() as conn:
+            row = conn.execute(query).first()
+        return None if row is None else str(row.merge_base)
+
+    def put_merge_base(
+        self, repo: str, base: str, head_sha: str, merge_base: str, *, now: datetime
+    ) -> None:
+        """Keep the merge base GitHub gave for a head and a base branch."""
+        values = {"merge_base": merge_base, "read_at": to_text(now)}
+        upsert = self._insert(t.merge_bases).values(
+            repo=repo, base=base, head_sha=head_sha, **values
+        )
+        upsert = upsert.on_conflict_do_update(
+            index_elements=["repo", "base", "head_sha"], set_=values
+        )
+        with self._write() as conn:
+            conn.execute(upsert)
+
+    def get_base_contexts(self, repo: str, commit: str) -> str | None:
+        """The kept final answer (payload) of a merge-base commit's contexts, if any."""
+        b = t.base_contexts.c
+        query = select(b.payload).where(b.repo == repo, b.commit_sha == commit)
+        with self._read() as conn:
+            row = conn.execute(query).first()
+        return None if row is None else str(row.payload)
+
+    def put_base_contexts(self, repo: str, commit: str, *, payload: str, now: datetime) -> None:
+        """Keep a merge-base commit's contexts once every one of them has settled."""
+        values = {"payload": payload, "read_at": to_text(now)}
+        upsert = self._insert(t.base_contexts).values(repo=repo, commit_sha=commit, **values)
+        upsert = upsert.on_conflict_do_update(index_elements=["repo", "commit_sha"], set_=values)
+        with self._write() as conn:
+            conn.execute(upsert)
+
     # -- required checks (learned from GitHub's isRequired, per base branch and name) ----
 
     def required_known(
@@ -784,11 +824,13 @@ def triage_rows(conn: Connection) -> list[StoredTriage]:
     ]
 
 
-def state_error(where: str, exc: DBAPIError) -> StoreError:
+def state_error(where: str, exc: SQLAlchemyError) -> StoreError:
     """A database failure as one line: what, and where (a server's host, never its password)."""
-    lines = str(exc.orig if exc.orig is not None else exc).strip().splitlines()
+    orig = exc.orig if isinstance(exc, DBAPIError) else None
+    lines = str(orig if orig is not None else exc).strip().splitlines()
     reason = lines[0] if lines else exc.__class__.__name__
-    if is_url(where) and (exc.connection_invalidated or _is_connection(exc)):
+    lost = isinstance(exc, DBAPIError) and (exc.connection_invalidated or _is_connection(exc))
+    if is_url(where) and lost:
         return StoreError(
             f"the state's PostgreSQL server at {_host(where)} cannot be reached: {reason}"
         )

@@ -8,14 +8,13 @@ with a state and writes nothing while nothing changed.
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from support import LOGIN, REPO, bot_comments, clean_env, seed_case, write_config, writes
+from support import LOGIN, REPO, Waits, bot_comments, cli, seed_case, write_config, writes
 
 from bot.core.model import MARKER
 from bot_sandbox import Sandbox, World
@@ -86,15 +85,7 @@ def stateless(tmp_path: Path) -> Iterator[Env]:
 
 
 def once(env: Env) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [sys.executable, "-m", "bot", "once", "--config", str(env.config)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=clean_env(),
-        cwd=env.run_dir,
-        check=False,
-    )
+    result = cli("once", "--config", str(env.config), cwd=env.run_dir, sleep=Waits())
     assert result.returncode == 0, result.stdout + result.stderr
     return result
 

@@ -5,11 +5,7 @@ from __future__ import annotations
 
 import subprocess
 
-import pytest
-
 from bot.core.model import MARKER
-
-pytestmark = pytest.mark.xdist_group("demo")  # one worker runs the demo for all of them
 
 
 def test_demo_runs_offline_and_prints_what_it_posted(
@@ -25,7 +21,10 @@ def test_demo_runs_offline_and_prints_what_it_posted(
     assert '"octo/omni#7431": "passing"' in result.stdout
     assert "0 were not issue comments" in result.stdout
     # the comments in the contract's shape: headline first, rows, passing collapsed
-    assert "\n### ⚪ Incomplete · 1 cancelled · 4 passing\n" in result.stdout
+    assert (
+        "\n### ⚪ Incomplete — nothing will finish on its own · 1 cancelled · 4 passing\n"
+        in result.stdout
+    )
     assert "\n### ❌ Failing · 1 failing · 2 passing\n" in result.stdout  # 7431, cycle 1
     assert "\n### ✅ Passing · 3 passing\n" in result.stdout  # 7431 after the re-run
     assert "<details><summary>✅ 4 passing</summary>" in result.stdout

@@ -40,6 +40,7 @@ from support import (
     write_config,
 )
 
+from bot.core.base import MergeBase, with_base
 from bot.core.facts import facts_key
 from bot.core.model import MARKER, Policy, Report, Signal, Verdict, format_utc
 from bot.core.reconcile import NO_SIGNALS_NOTE, TRUNCATED_NOTE, reconcile
@@ -63,7 +64,7 @@ from bot_sandbox import Sandbox, World
 
 GOLDEN = TESTS / "golden"
 LAST_LINE = "This bot reads CI state and retriggers nothing."
-HEADLINE = "### ⚪ Incomplete · 1 cancelled · 4 passing"
+HEADLINE = "### ⚪ Incomplete — nothing will finish on its own · 1 cancelled · 4 passing"
 DAY = "2026\u201110\u201105"  # 2026-10-05 with non-breaking hyphens
 EMITTED_TAGS = frozenset({"h3", "p", "a", "code", "ul", "li", "br", "details", "summary"})
 HOSTILE = "@everyone <img src=x> [x](javascript:alert(1)) <!-- ci-status-bot:v1 --> #1 `code`"
@@ -187,8 +188,79 @@ def five_thousand_report() -> Report:
     return reconcile(snapshot(*signals), {}, Policy(), now=NOW)
 
 
+MERGE_BASE = "5d41402abc4b2a76b9719d911017c592ae1f9c0e"
+
+
+def with_merge_base(*signals: Signal, base: MergeBase) -> Report:
+    """A pull request whose failing signals were compared with the merge base."""
+    passing = (
+        run("lint", "success", workflow="lint", completed_at=at(13, 30), required=False),
+        run("DCO", "success", app="dco", description="DCO", completed_at=at(13, 1)),
+    )
+    report = reconcile(snapshot(*signals, *passing), {}, Policy(), now=NOW)
+    return with_base(report, base)
+
+
+def failing_tests() -> Signal:
+    return run(
+        "tests (3.12)", "failure", workflow="tests", event="pull_request",
+        url="https://github.com/example/omni/actions/runs/11/job/22",
+        description="1 failed, 212 passed in 41.20s", started_at=at(13, 40),
+        completed_at=at(13, 52), required=True,
+    )  # fmt: skip
+
+
+def base_tests(conclusion: str) -> Signal:
+    return run(
+        "tests (3.12)", conclusion, workflow="tests", event="push",
+        url="https://github.com/example/omni/actions/runs/9/job/10",
+        started_at=at(8, 0), completed_at=at(8, 12),
+    )  # fmt: skip
+
+
+def new_failure_report() -> Report:
+    """A test job fails on the head and passed on the merge base: this pull request broke it."""
+    return with_merge_base(failing_tests(), base=MergeBase(MERGE_BASE, (base_tests("success"),)))
+
+
+def also_on_merge_base_report() -> Report:
+    """Two failures, one of them failing on the merge base too (broken before the PR)."""
+    lint = run("typecheck", "failure", workflow="lint", completed_at=at(13, 50), required=False)
+    on_base = (base_tests("failure"), run("typecheck", "success", workflow="lint"))
+    return with_merge_base(failing_tests(), lint, base=MergeBase(MERGE_BASE, on_base))
+
+
+def not_run_on_merge_base_report() -> Report:
+    """The failing job does not run on the merge base (a new job, or one for pull requests)."""
+    return with_merge_base(failing_tests(), base=MergeBase(MERGE_BASE, ()))
+
+
+def unreadable_merge_base_report() -> Report:
+    """GitHub's compare failed: the row says so, and guesses nothing."""
+    base = MergeBase(None, error="GitHub's compare of main and the head failed: HTTP 502")
+    return with_merge_base(failing_tests(), base=base)
+
+
+def dco_action_required_report() -> Report:
+    """The DCO app asks the author to sign off (it does not run on the base branch's pushes)."""
+    dco = run(
+        "DCO", "action_required", app="dco", description="DCO", completed_at=at(13, 1),
+        url="https://github.com/example/omni/runs/33",
+        summary="There is one commit incorrectly signed off. This means that the author of this "
+        "commit failed to include a Signed-off-by line in the commit message.",
+    )  # fmt: skip
+    tests = run("tests (3.12)", "success", workflow="tests", completed_at=at(13, 52))
+    report = reconcile(snapshot(dco, tests), {}, Policy(), now=NOW)
+    return with_base(report, MergeBase(MERGE_BASE, (base_tests("success"),)))
+
+
 CASES: dict[str, Callable[[], Report]] = {
     "seed_case": seed_report,
+    "new_failure": new_failure_report,
+    "also_on_merge_base": also_on_merge_base_report,
+    "not_run_on_merge_base": not_run_on_merge_base_report,
+    "unreadable_merge_base": unreadable_merge_base_report,
+    "dco_action_required": dco_action_required_report,
     "failing_required": failing_required_report,
     "every_state": every_state_report,
     "hostile": hostile_report,
@@ -246,6 +318,8 @@ def own_links(report: Report) -> set[str]:
         urls.add(safe_url(row.signal.url))
         if row.reconciliation is not None:
             urls.add(safe_url(row.reconciliation.build_url))
+        if row.base is not None and row.base.commit is not None:
+            urls.add(safe_url(f"{report.url.rpartition('/pull/')[0]}/commit/{row.base.commit}"))
     return {html.escape(u) for u in urls if u}
 
 
@@ -590,7 +664,7 @@ def test_short_filter(sha: str, short: str) -> None:
 
 def test_no_signals_says_so_and_never_pending() -> None:
     body = render()
-    assert headline(body) == "### ⚪ Incomplete · nothing reported"
+    assert headline(body) == "### ⚪ Incomplete — nothing will finish on its own · nothing reported"
     assert NO_SIGNALS_NOTE in body
     assert "pending" not in body.lower()
 
@@ -598,7 +672,7 @@ def test_no_signals_says_so_and_never_pending() -> None:
 def test_truncated_read_is_said() -> None:
     report = reconcile(snapshot(run("a", "success"), truncated=True), {}, Policy(), now=NOW)
     body = Renderer().markdown(report)
-    assert headline(body) == "### ⚪ Incomplete · 1 passing"
+    assert headline(body) == "### ⚪ Incomplete — nothing will finish on its own · 1 passing"
     assert TRUNCATED_NOTE in body
 
 
