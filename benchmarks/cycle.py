@@ -280,7 +280,11 @@ def required_pairs(state: Path) -> dict[str, int]:
     if not rows:
         return {}
     total, said, required = rows[0]
-    return {"cached": total, "said": said, "required": required}
+    try:
+        sets = _audit(state, "SELECT count(*) FROM required_sets")[0][0]
+    except (sqlite3.OperationalError, IndexError):  # a state written before the sets existed
+        sets = 0
+    return {"cached": total, "said": said, "required": required, "base_branches_read": sets}
 
 
 def pacing(times: list[datetime]) -> dict[str, Any]:
@@ -433,20 +437,24 @@ def required_signals(config: Path, state: Path) -> dict[str, int]:
     """Signals by `required` as the cycle's read fills them from the state's cache (read-only)."""
     from bot.app import build_clients, now_utc
     from bot.core.model import PullSnapshot
+    from bot.core.required import expected_signals, with_required
     from bot.settings import load_settings
     from bot.state.readonly import ReadOnlyState
 
     settings = load_settings(str(config))
     clients = build_clients(settings, settings.repos)
-    counts = {"true": 0, "false": 0, "null": 0}
+    counts = {"true": 0, "false": 0, "null": 0, "expected": 0}
     word = {True: "true", False: "false", None: "null"}
     try:
         with ReadOnlyState.open(state) as cache:
             for repo in settings.repos:
                 for snap in clients.github.open_pulls(repo.name, now=now_utc(), required=cache):
                     if isinstance(snap, PullSnapshot):
-                        for signal in snap.signals:
+                        checks = snap.required_checks
+                        signals = with_required(snap.signals, checks)
+                        for signal in signals:
                             counts[word[signal.required]] += 1
+                        counts["expected"] += len(expected_signals(signals, checks, repo.expected))
     finally:
         clients.close()
     return counts
@@ -626,9 +634,9 @@ def report(results: dict[str, dict[str, Any] | None]) -> str:
     if filled:
         rows.append(
             (
-                "warm: signals required/optional/null",
-                [f"{filled['true']}/{filled['false']}/{filled['null']}" if n == "warm" else ""
-                 for n in runs],
+                "warm: signals required/optional/null (never reported)",
+                [f"{filled['true']}/{filled['false']}/{filled['null']}"
+                 f" ({filled.get('expected', 0)})" if n == "warm" else "" for n in runs],
             )
         )  # fmt: skip
     kinds = sorted({k for name in runs for k in got[name]["requests_by_kind"]})

@@ -17,6 +17,7 @@ from bot.core.evidence import Evidence
 from bot.core.facts import facts_key
 from bot.core.model import FAILING_STATES, MARKER, Policy, PullSnapshot, Report, Verdict
 from bot.core.reconcile import github_state, reconcile_until
+from bot.core.required import HEAD_SEEN_KEY, expected_signals
 from bot.docs.provider import DocsProvider
 from bot.github.bases import BaseReader
 from bot.github.client import Comment, GitHubApi, GitHubError, RateLimited
@@ -82,6 +83,7 @@ class Built:
     docs: Mapping[str, Evidence]
     first_seen: Mapping[str, datetime]
     policy: Policy
+    expected: tuple[str, ...]  # the contexts the repository's configuration expects
     merge: MergeBase | None  # the merge-base answer of this pass for the head (if read)
     judged_at: datetime
     until: datetime | None  # the first time these inputs would give another report
@@ -213,13 +215,17 @@ def read_docs(
     return found
 
 
-def needs_first_seen(snapshot: PullSnapshot) -> list[str]:
-    """Keys of signals for which GitHub gave no timestamp (the bot's first sight stands in)."""
-    return [
+def needs_first_seen(snapshot: PullSnapshot, expected: Sequence[str] = ()) -> list[str]:
+    """Keys of signals for which GitHub gave no timestamp (the bot's first sight stands in),
+    and the head's own key when a context it expects was never reported on it."""
+    keys = [
         s.key
         for s in snapshot.signals
         if s.started_at is None and s.completed_at is None and s.created_at is None
     ]
+    if expected_signals(snapshot.signals, snapshot.required_checks, expected):
+        keys.append(HEAD_SEEN_KEY)
+    return keys
 
 
 def due_for_check(
@@ -493,7 +499,7 @@ class Cycle:
         bot's own comment is stamped with (a run with no state, a lost state).
         """
         now = self.clock()
-        keys = needs_first_seen(snapshot)
+        keys = needs_first_seen(snapshot, repo.expected)
         first_seen: dict[str, datetime] = {}
         if keys:
             args = (repo.name, snapshot.number, snapshot.head_sha)
@@ -512,18 +518,23 @@ class Cycle:
             and last is not None
             and known == (last.key, last.report.observed_at)
             and last.merge == merge
+            and last.expected == tuple(repo.expected)
             and last.serves(snapshot, docs, first_seen, self.core_policy, now)
         ):
             return last.report, last.key
         policy = self.core_policy
-        report, until = reconcile_until(snapshot, docs, policy, now=now, first_seen=first_seen)
+        report, until = reconcile_until(
+            snapshot, docs, policy, now=now, first_seen=first_seen, expected=repo.expected
+        )
         if any(needs_base(row) for row in report.rows):
             if (repo.name, snapshot.head_sha) not in self._bases:
                 self.read_bases(repo.name, [snapshot])
             merge = self._bases[(repo.name, snapshot.head_sha)]
             report = with_base(report, merge)
         key = facts_key(report)
-        built = Built(snapshot, docs, first_seen, policy, merge, now, until, report, key)
+        built = Built(
+            snapshot, docs, first_seen, policy, tuple(repo.expected), merge, now, until, report, key
+        )
         if known is not None and known[0] == key:
             report = replace(report, observed_at=known[1])
             self.reports.put(replace(built, report=report))

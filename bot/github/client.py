@@ -23,7 +23,7 @@ from github import Github
 from github.GithubException import GithubException
 
 from bot.core.base import MergeBase
-from bot.core.model import PullSnapshot, Signal
+from bot.core.model import PullSnapshot, RequiredChecks, Signal
 from bot.github.parse import Comment as Comment
 from bot.github.parse import (
     Partial,
@@ -35,6 +35,7 @@ from bot.github.parse import (
     parse_graphql_comment,
     parse_labels,
     parse_pull,
+    parse_required,
     parse_rest_comment,
     required_of,
     reread,
@@ -50,6 +51,7 @@ from bot.github.query import (
     pull_query,
     pulls_by_number_query,
     pulls_page_query,
+    required_sets_query,
 )
 from bot.guard import Page, Pages, last_page, link_url, same_origin
 from bot.retry import (
@@ -161,6 +163,28 @@ def _in_alias(error: dict[str, Any]) -> bool:
     """An error inside one aliased pull request: repository.p<i>...."""
     path = _path(error)
     return len(path) > 1 and path[0] == "repository" and str(path[1]).startswith("p")
+
+
+def _in_base_ref(error: dict[str, Any]) -> bool:
+    """An error inside the base branch of one pull request: ...pullRequest.baseRef...."""
+    return "baseRef" in _path(error)
+
+
+def _required_of_ref(base: str, node: Any, errors: list[dict[str, Any]]) -> RequiredChecks:
+    """What a base branch requires, from its Ref and the errors GitHub gave on it."""
+    if errors:
+        error = f"GitHub answered on the rules of {base}: {_message(errors[0])}"
+        return RequiredChecks(base, read=False, error=error)
+    try:
+        return parse_required(base, node)
+    except Unreadable as exc:
+        return RequiredChecks(base, read=False, error=str(exc))
+
+
+def _in_ref(error: dict[str, Any]) -> bool:
+    """An error inside one aliased base branch: repository.b<i>...."""
+    path = _path(error)
+    return len(path) > 1 and path[0] == "repository" and str(path[1]).startswith("b")
 
 
 def _in_commit(error: dict[str, Any]) -> bool:
@@ -401,6 +425,7 @@ class GitHubApi:
         """
         owner, name = repo.split("/", 1)
         query = pulls_page_query(with_labels=self._with_labels)
+        sets: dict[str, RequiredChecks] = {}  # read once per base branch in this pass
         after: str | None = None
         pages = Pages(f"the open pull requests of {repo}", error=PaginationLoop)
         read: dict[int, tuple[bytes, PullSnapshot]] = {}  # this pass's nodes (kept when whole)
@@ -426,6 +451,7 @@ class GitHubApi:
             self._complete(owner, name, partials)
             if required is not None:
                 self._fill_required(repo, partials, required, now=now)
+            self._attach_required(repo, partials, required, now=now, known=sets)
             done = [p.finish() if isinstance(p, Partial) else p for p in items]
             for item, digest, alone in zip(done, digests, whole, strict=True):
                 if alone and digest is not None and isinstance(item, PullSnapshot):
@@ -451,9 +477,10 @@ class GitHubApi:
     def pull(self, repo: str, number: int, *, now: datetime) -> PullSnapshot:
         """One pull request with every context on its head and what is required for it."""
         owner, name = repo.split("/", 1)
-        data = self.graphql(
+        data, errors = self._graphql(
             pull_query(with_labels=self._with_labels),
             {"owner": owner, "name": name, "number": number},
+            tolerate=_in_base_ref,
         )
         if _get(data, "repository") is None:
             raise NotFound(f"repository {repo} not found or not visible", status=404)
@@ -464,6 +491,8 @@ class GitHubApi:
         if isinstance(partial, PullFailure):
             raise MalformedAnswer(f"{partial.label}: {partial.reason}")
         self._complete(owner, name, [partial], required=True)
+        if partial.base is not None:
+            partial.required_checks = _required_of_ref(partial.base, node.get("baseRef"), errors)
         snapshot = partial.finish()
         if isinstance(snapshot, PullFailure):
             raise MalformedAnswer(f"{snapshot.label}: {snapshot.reason}")
@@ -483,8 +512,10 @@ class GitHubApi:
                 chunk = pending[start : start + ALIAS_BATCH]
                 variables: dict[str, Any] = {"owner": owner, "name": name}
                 for i, p in enumerate(chunk):
-                    variables[f"n{i}"] = p.snapshot.number
+                    variables[f"o{i}"] = p.snapshot.head_sha  # by commit: one head per report
                     variables[f"c{i}"] = p.cursor
+                    if required:
+                        variables[f"n{i}"] = p.snapshot.number
                 query = more_contexts_query(len(chunk), required=required)
                 data, errors = self._graphql(query, variables, tolerate=_in_alias)
                 broken = {str(_path(e)[1]) for e in errors}
@@ -563,6 +594,7 @@ class GitHubApi:
                 chunk = asking[start : start + ALIAS_BATCH]
                 variables: dict[str, Any] = {"owner": owner, "name": name}
                 for i, (p, cursor) in enumerate(chunk):
+                    variables[f"o{i}"] = p.snapshot.head_sha  # the commit the report is of
                     variables[f"n{i}"] = p.snapshot.number
                     variables[f"c{i}"] = cursor
                 query = more_contexts_query(len(chunk), required=True)
@@ -584,6 +616,59 @@ class GitHubApi:
                 for n in names:
                     learned.setdefault((p.base or "", n), None)
         return learned
+
+    # -- what base branches require: protection and rulesets, cached per base -------------
+
+    def _attach_required(
+        self,
+        repo: str,
+        partials: list[Partial],
+        cache: RequiredCache | None,
+        *,
+        now: datetime,
+        known: dict[str, RequiredChecks] | None = None,
+    ) -> None:
+        """Give each pull request what its base branch requires: from `known`, the cache, or
+        one query for every base branch neither knows."""
+        known = {} if known is None else known
+        bases = sorted({p.base for p in partials if p.base and p.failure is None} - set(known))
+        if bases and cache is not None:
+            known.update(cache.required_sets(repo, bases, now=now))
+        missing = [b for b in bases if b not in known]
+        if missing:
+            read = self.required_checks(repo, missing)
+            if cache is not None:  # what could not be read is asked again next time
+                cache.remember_required_sets(
+                    repo, {b: r for b, r in read.items() if r.read}, now=now
+                )
+            known.update(read)
+        for p in partials:
+            p.required_checks = known.get(p.base) if p.base else None
+
+    def required_checks(self, repo: str, bases: Sequence[str]) -> dict[str, RequiredChecks]:
+        """What each base branch requires, read in one query per ALIAS_BATCH branches; a branch
+        whose rules GitHub refuses (or a query that fails) is `read: False` with the reason."""
+        owner, name = repo.split("/", 1)
+        found: dict[str, RequiredChecks] = {}
+        for start in range(0, len(bases), ALIAS_BATCH):
+            chunk = list(bases[start : start + ALIAS_BATCH])
+            variables: dict[str, Any] = {"owner": owner, "name": name}
+            variables |= {f"b{i}": f"refs/heads/{b}" for i, b in enumerate(chunk)}
+            try:
+                data, errors = self._graphql(
+                    required_sets_query(len(chunk)), variables, tolerate=_in_ref
+                )
+            except RateLimited:
+                raise
+            except GitHubError as exc:
+                log.warning("could not read the required checks of %s: %s", repo, exc)
+                found |= {b: RequiredChecks(b, read=False, error=str(exc)) for b in chunk}
+                continue
+            for i, base in enumerate(chunk):
+                mine = [e for e in errors if str(_path(e)[1]) == f"b{i}"]
+                node = _get(data, "repository", f"b{i}") if not mine else None
+                found[base] = _required_of_ref(base, node, mine)
+        return found
 
     # -- the comment -----------------------------------------------------------------------
 
@@ -776,6 +861,7 @@ class GitHubApi:
             self._complete(owner, name, partials)
             if required is not None:
                 self._fill_required(repo, partials, required, now=now)
+            self._attach_required(repo, partials, required, now=now)
             for item in items:
                 done = item.finish() if isinstance(item, Partial) else item
                 if done.number is not None:

@@ -46,6 +46,7 @@ def pull_dict(entry: TriageEntry) -> dict[str, Any]:
         "failing": list(entry.failing),
         "never_reported": list(entry.never_reported),
         "required_never_reported": list(entry.required_never_reported),
+        "failing_on_base": list(entry.failing_on_base),
         "oldest_unsettled": None if oldest is None else unsettled_dict(oldest),
         "observed_at": iso_utc(entry.observed_at),
         "comment_url": entry.comment_url,
@@ -149,12 +150,22 @@ def table(
 
 
 def _names(
-    names: tuple[str, ...], show: Callable[[str], str], *, required: tuple[str, ...] = ()
+    names: tuple[str, ...],
+    show: Callable[[str], str],
+    *,
+    required: tuple[str, ...] = (),
+    on_base: tuple[str, ...] = (),
 ) -> str:
-    """The first names (required ones marked), then "+N" for the rest."""
+    """The first names (required ones, and those failing on the merge base too, marked), then
+    "+N" for the rest."""
     shown, more = shortlist(names)
-    text = ", ".join(show(n) + (" (required)" if n in required else "") for n in shown)
+    text = ", ".join(show(n) + _marks(n in required, n in on_base) for n in shown)
     return text + (f" +{more}" if more else "")
+
+
+def _marks(required: bool, on_base: bool) -> str:
+    words = [w for w, on in (("required", required), ("also on the merge base", on_base)) if on]
+    return f" ({', '.join(words)})" if words else ""
 
 
 def _named_lines(e: TriageEntry, width: int) -> list[str]:
@@ -171,7 +182,8 @@ def _named_lines(e: TriageEntry, width: int) -> list[str]:
 def _named_parts(e: TriageEntry) -> list[str]:
     parts = []
     if e.failing:
-        parts.append(f"failing: {_names(e.failing, _clean, required=e.required_failing)}")
+        failing = _names(e.failing, _clean, required=e.required_failing, on_base=e.failing_on_base)
+        parts.append(f"failing: {failing}")
     if e.never_reported:
         never = _names(e.never_reported, _clean, required=e.required_never_reported)
         parts.append(f"never reported: {never}")
@@ -221,7 +233,7 @@ def markdown(entries: Sequence[TriageEntry], *, now: datetime) -> str:
             md(e.title, 80),
             md(e.author or ""),
             *(str(e.counts.get(g, 0)) for g in COUNT_GROUPS),
-            _names(e.failing, _md_name, required=e.required_failing),
+            _names(e.failing, _md_name, required=e.required_failing, on_base=e.failing_on_base),
             _names(e.never_reported, _md_name, required=e.required_never_reported),
             unsettled,
             f"`{short_sha(e.head_sha)}`",

@@ -74,6 +74,7 @@ def _details_json(entry: TriageEntry) -> str:
             "failing": list(entry.failing),
             "never_reported": list(entry.never_reported),
             "required_never_reported": list(entry.required_never_reported),
+            "failing_on_base": list(entry.failing_on_base),
         },
         separators=(",", ":"),
         ensure_ascii=False,
@@ -110,4 +111,5 @@ def _from_stored(row: StoredTriage, not_read: NotRead | None) -> TriageEntry:
         failing=tuple(details.get("failing", details.get("required_failing", ()))),
         never_reported=tuple(details.get("never_reported", ())),
         required_never_reported=tuple(details.get("required_never_reported", ())),
+        failing_on_base=tuple(details.get("failing_on_base", ())),
     )

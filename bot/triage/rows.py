@@ -75,6 +75,7 @@ class TriageEntry:
     failing: tuple[str, ...] = ()  # every failing signal's name, the required ones first
     never_reported: tuple[str, ...] = ()  # contexts required (or expected) that never reported
     required_never_reported: tuple[str, ...] = ()  # those of them a rule requires
+    failing_on_base: tuple[str, ...] = ()  # failing ones that also fail on the merge base
 
     @property
     def label(self) -> str:
@@ -130,12 +131,15 @@ def entry_for(
     required: list[str] = []
     optional: list[str] = []
     never: list[Signal] = []
+    on_base: list[str] = []
     unsettled: list[Unsettled] = []
     docs_stuck = 0
     for row in report.rows:
         counts[group_of(row.state).value] += 1
         if row.state in FAILING_STATES:
             (required if row.signal.required else optional).append(row.signal.name)
+            if row.base is not None and row.base.also_failing:
+                on_base.append(row.signal.name)
         if row.signal.github_state == NEVER_REPORTED_STATE:
             never.append(row.signal)
         if row.state in UNSETTLED_STATES:
@@ -163,6 +167,7 @@ def entry_for(
         failing=(*required, *optional),
         never_reported=tuple(s.name for s in never),
         required_never_reported=tuple(s.name for s in never if s.required is True),
+        failing_on_base=tuple(on_base),
     )
 
 

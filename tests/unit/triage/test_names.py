@@ -12,6 +12,7 @@ import pytest
 from cmarkgfm.cmark import Options
 
 from bot.core.model import (
+    BaseCheck,
     Kind,
     PullSnapshot,
     Report,
@@ -135,3 +136,18 @@ def test_what_the_page_says_about_its_data(
 ) -> None:
     entries = [_entry(_row("ok", State.SUCCESS), verdict=Verdict.PASSING)] if rows else []
     assert freshness_notes(entries, freshness) == said
+
+
+def test_failures_also_on_the_merge_base_are_marked_in_every_format() -> None:
+    broken = _row("tests", State.FAILURE, required=True)._replace(
+        base=BaseCheck("b" * 40, State.FAILURE)
+    )
+    mine = _row("lint", State.FAILURE)._replace(base=BaseCheck("b" * 40, State.SUCCESS))
+    entry = _entry(broken, mine)
+    assert entry.failing_on_base == ("tests",)
+    assert formats.pull_dict(entry)["failing_on_base"] == ["tests"]
+    table = formats.table([entry], width=200, now=NOW)
+    assert "tests (required, also on the merge base), lint" in table
+    assert "`tests` (required, also on the merge base)" in formats.markdown([entry], now=NOW)
+    page = formats.PageRenderer().render([entry], now=NOW)
+    assert '<code>tests</code> <span class="req">required</span> <span class="req">also on' in page
