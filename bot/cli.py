@@ -55,14 +55,15 @@ def _check_templates(settings: Settings) -> None:
 
 
 def _select_repos(settings: Settings, names: Sequence[str] | None) -> list[RepoSettings]:
-    configured = {r.name: r for r in settings.repos}
+    """The repositories named (in their configured spelling: GitHub ignores case), or all."""
     if not names:
         settings.require_repos()
-        return list(configured.values())
+        return list(settings.repos)
     try:
-        return [configured.get(n) or RepoSettings(name=n) for n in names]
+        chosen = [settings.configured_repo(n) or RepoSettings(name=n) for n in names]
     except ValueError as exc:  # pydantic's ValidationError is a ValueError
         raise UsageError(f"--repo: expected OWNER/NAME, got {', '.join(map(repr, names))}") from exc
+    return list({r.name.casefold(): r for r in chosen}.values())
 
 
 # -- commands ----------------------------------------------------------------------------
@@ -101,16 +102,16 @@ def cmd_show(settings: Settings, args: argparse.Namespace, sleep: Sleep | None) 
     if not match:
         raise UsageError(f"show: expected OWNER/NAME#N, got {args.pull!r}")
     settings.require_github_auth()
-    repo_name, number = match["repo"], int(match["number"])
-    repo = next((r for r in settings.repos if r.name == repo_name), RepoSettings(name=repo_name))
+    number = int(match["number"])
+    repo = settings.configured_repo(match["repo"]) or RepoSettings(name=match["repo"])
     clients = build_clients(settings, [repo], sleep=sleep)
     try:
         now = now_utc()
-        snapshot = clients.github.pull(repo_name, number, now=now)
+        snapshot = clients.github.pull(repo.name, number, now=now)
         docs = read_docs(snapshot, repo, [ReadTheDocs(clients.rtd)], now=now)
-        report = reconcile(snapshot, docs, settings.policy_model(), now=now)
+        report = reconcile(snapshot, docs, settings.policy_model(), now=now, expected=repo.expected)
         if any(needs_base(row) for row in report.rows):
-            merge = BaseReader(clients.github, None, clock=now_utc).read(repo_name, [snapshot])
+            merge = BaseReader(clients.github, None, clock=now_utc).read(repo.name, [snapshot])
             report = with_base(report, merge[snapshot.head_sha])
     finally:
         clients.close()
@@ -202,7 +203,9 @@ def cmd_report(settings: Settings, args: argparse.Namespace, sleep: Sleep | None
 def _report_filters(settings: Settings, args: argparse.Namespace) -> rows.Filters:
     try:
         verdicts = rows.parse_verdicts(args.verdict or "")
-        named = [RepoSettings(name=n).name for n in args.repo or ()]
+        named = [
+            (settings.configured_repo(n) or RepoSettings(name=n)).name for n in args.repo or ()
+        ]
     except ValueError as exc:
         raise UsageError(f"report: {exc}") from exc
     configured = [r.name for r in settings.repos]

@@ -354,6 +354,22 @@ class RepoSettings(_Section):
 
     name: str
     rtd_project: str = ""
+    # contexts expected on every head even where no rule requires them (the DCO app, a docs build)
+    expected: list[str] = Field(default_factory=list, max_length=100)
+
+    @field_validator("expected")
+    @classmethod
+    def _check_expected(cls, value: list[str]) -> list[str]:
+        for context in value:
+            if not context.strip() or len(context) > 255:
+                raise ValueError(
+                    f"must be check or status names (1-255 characters), got {context!r}"
+                )
+        return list(dict.fromkeys(value))
+
+    def same_repo(self, name: str) -> bool:
+        """Whether `name` is this repository: GitHub compares owner and name ignoring case."""
+        return name.casefold() == self.name.casefold()
 
     @field_validator("name")
     @classmethod
@@ -431,6 +447,10 @@ class Settings(BaseSettings):
         found = [t.get_secret_value() for t in tokens if t.get_secret_value()]
         password = urlsplit(self.state.url.get_secret_value()).password
         return [*found, password] if password else found
+
+    def configured_repo(self, name: str) -> RepoSettings | None:
+        """The [[repos]] entry GitHub would take `name` for (owner and name ignoring case)."""
+        return next((r for r in self.repos if r.same_repo(name)), None)
 
     def require_repos(self) -> None:
         """Raise ConfigError when no [[repos]] entry is configured."""
@@ -684,6 +704,7 @@ def describe(settings: Settings) -> str:
     for repo in settings.repos:
         lines += ["", "[[repos]]", f"name = {_show(repo.name)}"]
         lines.append(f"rtd_project = {_show(repo.rtd_project)}")
+        lines.append(f"expected = {_show(repo.expected)}")
     if not settings.repos:
         lines += ["", "# no [[repos]] configured"]
     return "\n".join(lines) + "\n"

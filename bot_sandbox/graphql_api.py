@@ -7,6 +7,7 @@ import importlib.resources
 import json
 import math
 import threading
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -53,6 +54,7 @@ from bot_sandbox.world import (
     CommentRec,
     PullRec,
     RepoRec,
+    RulesetRec,
     StatusRec,
     World,
     app_info,
@@ -404,7 +406,7 @@ class Objects:
 
     def repository(self, info: Any, owner: str, name: str, **kw: Any) -> JSON | None:
         """Query.repository (null + NOT_FOUND error when unknown)."""
-        rec = self.world.repos.get(f"{owner}/{name}")
+        rec = self.world.find_repo(f"{owner}/{name}")
         if rec is None:
             node = info.field_nodes[0]
             loc = node.loc.source.get_location(node.loc.start) if node.loc else None
@@ -454,6 +456,75 @@ class Objects:
             "pullRequests": pull_requests,
             "pullRequest": pull_request,
             "object": obj,
+            "ref": lambda info, qualifiedName: self.ref(
+                rec, qualifiedName.removeprefix("refs/heads/")
+            ),
+        }
+
+    def ref(self, rec: RepoRec, branch: str) -> JSON:
+        """A branch Ref: its protection viewable by non-admins and its rulesets' rules."""
+        protected = rec.required_checks.get(branch)
+        rule = None
+        if protected is not None:
+            rule = {
+                "__typename": "RefUpdateRule",
+                "pattern": branch,
+                "requiredStatusCheckContexts": list(protected),
+                "allowsDeletions": False,
+                "allowsForcePushes": False,
+                "blocksCreations": False,
+                "requiresCodeOwnerReviews": False,
+                "requiresLinearHistory": False,
+                "requiresSignatures": False,
+                "viewerAllowedToDismissReviews": False,
+                "viewerCanPush": False,
+            }
+
+        def rules(info: Any, **args: Any) -> JSON | None:
+            error = rec.rules_errors.get(branch)
+            if error is not None:
+                path = list(info.path) if isinstance(info, Info) else info.path.as_list()
+                self.ctx.errors.append({"type": "FORBIDDEN", "path": path, "message": error})
+                return None
+            found = [r for r in rec.rulesets if branch in r.branches]
+            nodes = [self._rule(r, kind) for r in found for kind in ("DELETION", "REQUIRED")]
+            return connection(nodes, lambda n: n, args)
+
+        return {
+            "__typename": "Ref",
+            "id": node_id("Ref", zlib.crc32(f"{rec.full_name}:{branch}".encode())),
+            "name": branch,
+            "prefix": "refs/heads/",
+            "refUpdateRule": rule,
+            "rules": rules,
+        }
+
+    @staticmethod
+    def _rule(ruleset: RulesetRec, kind: str) -> JSON:
+        """One rule of a ruleset as GitHub gives it (a deletion rule has no parameters)."""
+        parameters = None
+        if kind == "REQUIRED":
+            parameters = {
+                "__typename": "RequiredStatusChecksParameters",
+                "doNotEnforceOnCreate": False,
+                "strictRequiredStatusChecksPolicy": False,
+                "requiredStatusChecks": [
+                    {"__typename": "StatusCheckConfiguration", "context": c, "integrationId": app}
+                    for c, app in ruleset.checks
+                ],
+            }
+        return {
+            "__typename": "RepositoryRule",
+            "id": node_id("RepositoryRule", ruleset.id * 10 + (kind == "REQUIRED")),
+            "type": "REQUIRED_STATUS_CHECKS" if kind == "REQUIRED" else "DELETION",
+            "parameters": parameters,
+            "repositoryRuleset": {
+                "__typename": "RepositoryRuleset",
+                "id": node_id("RepositoryRuleset", ruleset.id),
+                "databaseId": ruleset.id,
+                "name": ruleset.name,
+                "enforcement": "ACTIVE",
+            },
         }
 
     def pull(self, rec: RepoRec, pull: PullRec) -> JSON:
@@ -497,6 +568,7 @@ class Objects:
             "headRefOid": pull.head_sha,
             "headRefName": pull.head_ref,
             "baseRefName": pull.base_ref,
+            "baseRef": lambda info: self.ref(rec, pull.base_ref),
             "createdAt": iso(pull.created_at),
             "updatedAt": iso(pull.updated_at),
             "closedAt": iso(pull.closed_at),
@@ -527,33 +599,25 @@ class Objects:
         """A StatusCheckRollup (null when the commit has no contexts)."""
         runs = self.world.latest_check_runs(rec.full_name, sha)
         statuses = self.world.latest_statuses(rec.full_name, sha)
-        reported = {r.name for r in runs} | {s.context for s in statuses}
-        expected = [name for name in rec.expected if name not in reported]
         if not runs and not statuses:
             return None
-        items: list[CheckRunRec | StatusRec | str] = [*runs, *statuses, *expected]
-        commit_date = iso(rec.commits[sha].date)
+        # GitHub's rollup lists only what reported: a required context that never did (the
+        # UI's "Expected") is not among its contexts; the rollup's state still says EXPECTED.
+        reported = {r.name for r in runs} | {s.context for s in statuses}
+        expected = [
+            name for pull in rec.open_pulls_at(sha)
+            for name, _, _ in rec.required_for(pull.base_ref) if name not in reported
+        ]  # fmt: skip
+        items: list[CheckRunRec | StatusRec] = [*runs, *statuses]
 
-        def make(item: CheckRunRec | StatusRec | str) -> JSON:
+        def make(item: CheckRunRec | StatusRec) -> JSON:
             if isinstance(item, CheckRunRec):
                 return self.check_run(rec, item)
-            if isinstance(item, StatusRec):
-                return self.status_context(rec, item)
-            return {
-                "__typename": "StatusContext",
-                "id": node_id("StatusContext", hash(item) & 0xFFFFFFF),
-                "context": item,
-                "state": "EXPECTED",
-                "description": None,
-                "targetUrl": None,
-                "createdAt": commit_date,
-                "isRequired": lambda info, **kw: True,
-                "avatarUrl": None,
-            }
+            return self.status_context(rec, item)
 
         state = rollup_state(runs, statuses, expected)
         run_states = _counts([_run_state(r) for r in runs])
-        status_states = _counts([s.state.upper() for s in statuses] + ["EXPECTED"] * len(expected))
+        status_states = _counts([s.state.upper() for s in statuses])
         return {
             "__typename": "StatusCheckRollup",
             "id": node_id("StatusCheckRollup", int(sha[:8], 16)),
@@ -563,7 +627,7 @@ class Objects:
                 make,
                 args,
                 checkRunCount=len(runs),
-                statusContextCount=len(statuses) + len(expected),
+                statusContextCount=len(statuses),
                 checkRunCountsByState=run_states,
                 statusContextCountsByState=status_states,
             ),
@@ -584,7 +648,17 @@ class Objects:
                 "workflow": {
                     "__typename": "Workflow",
                     "name": suite.workflow,
-                    "id": node_id("Workflow", suite.run_id),
+                    "id": node_id("Workflow", _workflow_id(suite.workflow_path)),
+                    "databaseId": _workflow_id(suite.workflow_path),
+                },
+                "file": None
+                if suite.workflow_path is None
+                else {
+                    "__typename": "WorkflowRunFile",
+                    "id": node_id("WorkflowRunFile", suite.run_id),
+                    "path": suite.workflow_path,
+                    "repositoryName": rec.full_name,
+                    "url": f"{WEB}/{rec.full_name}/blob/{suite.head_sha}/{suite.workflow_path}",
                 },
             }
         url = f"{WEB}/{rec.full_name}/runs/{run.id}"
@@ -664,6 +738,11 @@ class Objects:
             "avatarUrl": f"https://avatars.githubusercontent.com/u/{creator.id}?v=4",
             "creator": {"__typename": "User", "login": creator.login},
         }
+
+
+def _workflow_id(path: str | None) -> int:
+    """A stable database id for a workflow file."""
+    return zlib.crc32((path or "").encode()) & 0x3FFFFFFF
 
 
 def _run_state(run: CheckRunRec) -> str:
@@ -762,6 +841,8 @@ def run_query(
     rate = {**rate, "cost": cost.points, "nodeCount": cost.nodes, "__typename": "RateLimit"}
     ctx = Context(world=world, login=login, rate=rate)
     with world.lock:
+        for hook in list(world.graphql_hooks):
+            hook(world, operation.name.value if operation.name else None)
         root = Objects(ctx).root()
         if "__schema" in body["query"] or "__type(" in body["query"]:
             payload = _execute_core(prepared, root, ctx, variables, body.get("operationName"))

@@ -105,7 +105,7 @@ def match(world: World, method: str, path: str) -> tuple[Route, dict[str, str]] 
 
 
 def _repo(call: Call, params: dict[str, str]) -> RepoRec | None:
-    return call.world.repos.get(f"{params['owner']}/{params['repo']}")
+    return call.world.find_repo(f"{params['owner']}/{params['repo']}")
 
 
 def _json_body(call: Call) -> Any:

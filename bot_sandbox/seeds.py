@@ -321,6 +321,7 @@ def seed_scale(
     _ensure_account(world)
     world.add_repo(SCALE_REPO)
     world.set_required_checks(SCALE_REPO, ["DCO", "job-001", "ci/external-00"])  # protection
+    world.add_ruleset(SCALE_REPO, "Main", [("DCO", 1861), "job-002"])  # the DCO app's id
     world.add_rtd_project(SCALE_RTD)
     big = set(range(0, prs, max(1, prs // max(2, prs // 200)))) if prs else set()
     rtd_cases = {"running": 0, "cancelled": 0, "finished": 0}

@@ -129,7 +129,22 @@ def pull_request_payload(world: World, action: str, repo: str, pull: PullRec) ->
     }
     if action == "synchronize":
         data["before"], data["after"] = "0" * 40, pull.head_sha
+    if action == "edited" and pull.base_changed_from is not None:
+        data["changes"] = {"base": {"ref": {"from": pull.base_changed_from}, "sha": {"from": ""}}}
     return data
+
+
+def rules_payload(world: World, event: str, action: str, repo: str, record: Any) -> JSON:
+    """A `branch_protection_rule` or `repository_ruleset` event payload (the parts read)."""
+    rec = world.repo(repo)
+    key = "rule" if event == "branch_protection_rule" else "repository_ruleset"
+    name = getattr(record, "name", rec.default_branch)
+    return {
+        "action": action,
+        key: {"id": getattr(record, "id", rec.id), "name": name},
+        "repository": repo_json(rec, world=world),
+        "sender": user_json(world.user(rec.owner)),
+    }
 
 
 class WebhookSender:
@@ -165,6 +180,8 @@ class WebhookSender:
         elif event == "pull_request":
             payload = pull_request_payload(world, action, repo, record)
             numbers, sha = (record.number,), record.head_sha
+        elif event in ("branch_protection_rule", "repository_ruleset"):
+            payload, numbers, sha = rules_payload(world, event, action, repo, record), (), ""
         else:
             return
         body = json.dumps(payload).encode()

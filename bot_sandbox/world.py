@@ -141,6 +141,7 @@ class SuiteRec:
     created_at: datetime
     run_id: int | None
     event: str | None = None  # the workflow run's triggering event (push, pull_request...)
+    workflow_path: str | None = None  # the workflow file (`workflowRun.file.path`)
 
 
 @dataclass
@@ -163,6 +164,17 @@ class CheckRunRec:
     summary: str | None
     text: str | None
     event: str | None = None  # the workflow run's triggering event; None outside Actions
+    workflow_path: str | None = None  # the workflow file; None outside Actions
+
+
+@dataclass
+class RulesetRec:
+    """An active repository ruleset with a "require status checks" rule."""
+
+    id: int
+    name: str
+    branches: tuple[str, ...]  # the branch names it targets
+    checks: tuple[tuple[str, int | None], ...]  # (context, integrationId or None)
 
 
 @dataclass
@@ -197,6 +209,7 @@ class PullRec:
     body: str | None = None
     head_ref: str = ""
     base_ref: str = "main"
+    base_changed_from: str | None = None  # the base before the last `edited` that changed it
 
 
 @dataclass
@@ -232,12 +245,24 @@ class RepoRec:
         default_factory=dict
     )
     statuses: dict[str, list[StatusRec]] = field(default_factory=dict)
-    expected: tuple[str, ...] = ()
     heads: dict[str, set[int]] = field(default_factory=dict)
     # (base branch, head sha) -> their merge base, where a test set one (else the branch's tip)
     merge_bases: dict[tuple[str, str], str] = field(default_factory=dict)
     # branch protection: base branch -> names of required checks and statuses
     required_checks: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    rulesets: list[RulesetRec] = field(default_factory=list)
+    # base branch -> the error GitHub gives on that ref's `rules` (a token that may not read them)
+    rules_errors: dict[str, str] = field(default_factory=dict)
+
+    def required_for(self, branch: str) -> list[tuple[str, int | None, str]]:
+        """(context, integrationId, where) GitHub requires on `branch`: protection, rulesets."""
+        found: list[tuple[str, int | None, str]] = [
+            (c, None, "protection") for c in self.required_checks.get(branch, ())
+        ]
+        for ruleset in self.rulesets:
+            if branch in ruleset.branches:
+                found.extend((c, app, ruleset.name) for c, app in ruleset.checks)
+        return found
 
     def open_pulls_at(self, sha: str) -> list[PullRec]:
         """Open pull requests whose head is `sha`."""
@@ -304,6 +329,7 @@ class World:
         # called (under the lock) on changes GitHub sends webhooks for: (world, event, action,
         # repo, record); see bot_sandbox/webhook_sender.py
         self.listeners: list[Callable[[World, str, str, str, Any], None]] = []
+        self.graphql_hooks: list[Callable[[World, str | None], None]] = []
         self._ids = {
             "user": itertools.count(583231),
             "repo": itertools.count(700000001),
@@ -313,6 +339,7 @@ class World:
             "run": itertools.count(1700000001),
             "status": itertools.count(1800000001),
             "comment": itertools.count(1900000001),
+            "ruleset": itertools.count(4100001),
             "notification": itertools.count(1001),
             "rtd": itertools.count(30000001),
         }
@@ -466,6 +493,15 @@ class World:
             self.user(rec.owner)
             return repo_json(rec)
 
+    def find_repo(self, full_name: str) -> RepoRec | None:
+        """The repository GitHub would answer for `full_name` (owner and name ignore case)."""
+        with self.lock:
+            rec = self.repos.get(full_name)
+            if rec is None:
+                folded = full_name.casefold()
+                rec = next((r for n, r in self.repos.items() if n.casefold() == folded), None)
+            return rec
+
     def repo(self, full_name: str) -> RepoRec:
         """The repository record (KeyError when unknown)."""
         try:
@@ -579,6 +615,14 @@ class World:
             pull.updated_at = self.now()
             self._changed("pull_request", "synchronize", repo, pull)
 
+    def set_base(self, repo: str, number: int, base: str) -> None:
+        """Change a pull request's base branch (GitHub sends `pull_request` `edited`)."""
+        with self.lock:
+            pull = self.pull(repo, number)
+            pull.base_changed_from, pull.base_ref = pull.base_ref, base
+            pull.updated_at = self.now()
+            self._changed("pull_request", "edited", repo, pull)
+
     def set_draft(self, repo: str, number: int, draft: bool) -> None:
         """Mark a pull request draft or ready."""
         with self.lock:
@@ -596,11 +640,6 @@ class World:
             pull.closed_at = pull.updated_at = self.now()
             self._changed("pull_request", "closed", repo, pull)
 
-    def set_expected(self, repo: str, contexts: Iterable[str]) -> None:
-        """Required contexts of the repository; unreported ones show as EXPECTED in the rollup."""
-        with self.lock:
-            self.repo(repo).expected = tuple(contexts)
-
     def set_required_checks(
         self, repo: str, names: Iterable[str], *, branch: str | None = None
     ) -> None:
@@ -608,6 +647,39 @@ class World:
         with self.lock:
             rec = self.repo(repo)
             rec.required_checks[branch or rec.default_branch] = tuple(names)
+            self._changed("branch_protection_rule", "edited", repo, rec)
+
+    def add_ruleset(
+        self,
+        repo: str,
+        name: str,
+        checks: Iterable[str | tuple[str, int | None]],
+        *,
+        branches: Iterable[str] | None = None,
+    ) -> RulesetRec:
+        """An active ruleset requiring `checks` (a name, or (name, app id)) on `branches`."""
+        with self.lock:
+            rec = self.repo(repo)
+            ruleset = RulesetRec(
+                id=self.next_id("ruleset"),
+                name=name,
+                branches=tuple(branches or (rec.default_branch,)),
+                checks=tuple((c, None) if isinstance(c, str) else c for c in checks),
+            )
+            rec.rulesets.append(ruleset)
+            self._changed("repository_ruleset", "created", repo, ruleset)
+            return ruleset
+
+    def refuse_rules(self, repo: str, message: str, *, branch: str | None = None) -> None:
+        """Make GitHub answer an error on the `rules` of a branch (a token without access)."""
+        with self.lock:
+            rec = self.repo(repo)
+            rec.rules_errors[branch or rec.default_branch] = message
+
+    def on_graphql(self, hook: Callable[[World, str | None], None]) -> None:
+        """Call `hook(world, operation name)` before each GraphQL query is executed."""
+        with self.lock:
+            self.graphql_hooks.append(hook)
 
     def is_required(self, repo: str, number: int, name: str) -> bool:
         """Whether `name` must pass before pull request `number` merges (its base's protection)."""
@@ -616,7 +688,7 @@ class World:
             pull = rec.pulls.get(number)
             if pull is None:
                 return False
-            return name in rec.required_checks.get(pull.base_ref, ()) or name in rec.expected
+            return any(name == context for context, _, _ in rec.required_for(pull.base_ref))
 
     # -- checks and statuses ---------------------------------------------------------------
 
@@ -628,8 +700,9 @@ class World:
         workflow: str | None,
         new: bool,
         event: str | None = None,
+        workflow_path: str | None = None,
     ) -> SuiteRec:
-        key = (sha, app_slug, workflow, event)
+        key = (sha, app_slug, workflow_path or workflow, event)
         suite_id = rec.current_suite.get(key)
         if suite_id is None or new:
             suite = SuiteRec(
@@ -640,6 +713,7 @@ class World:
                 created_at=self.now(),
                 run_id=self.next_id("run") if workflow else None,
                 event=event if workflow else None,
+                workflow_path=workflow_path if workflow else None,
             )
             rec.suites[suite.id] = suite
             rec.current_suite[key] = suite.id
@@ -669,11 +743,14 @@ class World:
         text: str | None = None,
         new_suite: bool = False,
         event: str | None = None,
+        workflow_path: str | None = None,
     ) -> CheckRunRec:
         """Add a check run; it joins the commit's suite of that app/workflow/event unless new_suite.
 
         `event` is what triggered the workflow run (default "pull_request" for a workflow's
         run); runs of one workflow for `push` and `pull_request` sit in separate suites.
+        `workflow_path` is the workflow's file (default `.github/workflows/<workflow>.yml`):
+        two files may carry one workflow name.
         """
         with self.lock:
             _require_aware(started_at, "started_at")
@@ -682,7 +759,9 @@ class World:
             self.add_commit(repo, sha)
             if workflow is not None and event is None:
                 event = "pull_request"
-            suite = self._suite(rec, sha, app_slug, workflow, new_suite, event)
+            if workflow is not None and workflow_path is None:
+                workflow_path = f".github/workflows/{workflow}.yml"
+            suite = self._suite(rec, sha, app_slug, workflow, new_suite, event, workflow_path)
             # A queued run has not started: GitHub gives it no startedAt.
             waiting = status in {"queued", "waiting", "pending", "requested"}
             started = started_at or (None if waiting else self.now())
@@ -707,6 +786,7 @@ class World:
                 summary=summary,
                 text=text,
                 event=suite.event,
+                workflow_path=suite.workflow_path,
             )
             if details_url is None and workflow is not None and suite.run_id is not None:
                 run.details_url = f"{WEB}/{repo}/actions/runs/{suite.run_id}/job/{run.id}"

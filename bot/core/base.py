@@ -13,6 +13,7 @@ from bot.core.model import (
     Kind,
     Report,
     Row,
+    Rule,
     Signal,
     State,
     Verdict,
@@ -112,6 +113,7 @@ def merge_base_of_payload(commit: str, payload: str) -> MergeBase:
             **{
                 **row,
                 "kind": Kind(row["kind"]),
+                "rules": tuple(Rule(*r) for r in row.get("rules", ())),
                 **{k: parse_optional_time(row.get(k)) for k in times},
             }
         )

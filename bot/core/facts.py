@@ -22,9 +22,18 @@ def facts_key(report: Report) -> str:
         report.stale_after.total_seconds(),
         report.truncated,
         report.notes,
+        _required_facts(report),
         rows,
     )
     return hashlib.sha256(repr(facts).encode("utf-8")).hexdigest()
+
+
+def _required_facts(report: Report) -> tuple[Any, ...] | None:
+    checks = report.required_checks
+    if checks is None:
+        return None
+    contexts = tuple((c.name, c.app_id, tuple(c.rules)) for c in checks.contexts)
+    return (checks.base, checks.read, checks.error, contexts)
 
 
 def _ts(value: datetime | None) -> float | None:
@@ -72,6 +81,10 @@ def _row_facts(row: Row) -> tuple[Any, ...]:
         _ts(s.created_at),
         s.required,
         s.database_id,
+        s.event,
+        s.workflow_path,
+        s.app_id,
+        tuple(s.rules),
         row.state.value,
         _ts(row.since),
         row.since_source.value,

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 MARKER = "<!-- ci-status-bot:v1 -->"
 REPORT_SCHEMA = "ci-status-bot.report/v1"
@@ -42,6 +43,7 @@ class Kind(StrEnum):
 
     CHECK_RUN = "check_run"
     STATUS = "status"
+    EXPECTED = "expected"  # a required (or configured) context no check run or status carries
 
 
 class State(StrEnum):
@@ -96,6 +98,27 @@ class SinceSource(StrEnum):
     NONE = "none"  # no timestamp at all
 
 
+class Rule(NamedTuple):
+    """Where a required context comes from: ("branch protection", "main"), ("ruleset",
+    "Main"), or ("configuration", "") for a name in `[[repos]] expected`."""
+
+    source: str
+    name: str
+
+    def words(self, quote: Callable[[str], str] = str) -> str:
+        """ "branch protection of main", "ruleset Main", "this bot's configuration"."""
+        if self.source == BRANCH_PROTECTION:
+            return f"branch protection of {quote(self.name)}"
+        if self.source == RULESET:
+            return f"ruleset {quote(self.name)}" if self.name else "a ruleset"
+        return "this bot's configuration"
+
+
+BRANCH_PROTECTION: Final = "branch protection"
+RULESET: Final = "ruleset"
+CONFIGURATION: Final = "configuration"
+
+
 class Signal(NamedTuple):
     """One check run or commit status on the head commit, as GitHub reported it.
 
@@ -117,12 +140,41 @@ class Signal(NamedTuple):
     required: bool | None = None  # as GitHub said for this pull request; None where it did not
     database_id: int | None = None
     event: str | None = None  # what triggered the check run's workflow run (push, pull_request)
+    workflow_path: str | None = None  # the workflow file (a workflow's identity), when given
+    app_id: int | None = None  # the check run's app database id (rulesets name apps by it)
+    rules: tuple[Rule, ...] = ()  # expected signals: the rules that require the context
+
+    @property
+    def identity(self) -> tuple[str, str, str | None, str | None, str | None, str | None]:
+        """What tells two signals apart: kind, name, app, workflow, event and workflow file."""
+        return (self.kind.value, self.name, self.app, self.workflow, self.event, self.workflow_path)
 
     @property
     def key(self) -> str:
         """Identity of the signal across cycles (first-seen bookkeeping): exactly the fields
-        dedupe tells runs apart by, so no two of its signals share a key (None is not "")."""
-        return json.dumps([str(self.kind), self.app, self.workflow, self.name, self.event])
+        dedupe tells runs apart by, so no two of its signals share a key (None is not "").
+        The workflow file is appended only where GitHub gave one (older keys stay valid)."""
+        fields = [str(self.kind), self.app, self.workflow, self.name, self.event]
+        return json.dumps(fields if self.workflow_path is None else [*fields, self.workflow_path])
+
+
+@dataclass(frozen=True, slots=True)
+class RequiredContext:
+    """One context GitHub requires on a base branch, and which rules require it."""
+
+    name: str
+    rules: tuple[Rule, ...]
+    app_id: int | None = None  # a ruleset's integrationId: only that app's check satisfies it
+
+
+@dataclass(frozen=True, slots=True)
+class RequiredChecks:
+    """What GitHub requires on one base branch (branch protection and active rulesets)."""
+
+    base: str
+    read: bool
+    contexts: tuple[RequiredContext, ...] = ()
+    error: str | None = None  # why it could not be read (read is False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +194,8 @@ class PullSnapshot:
     # True when GitHub's rollup for the head had more contexts than were read
     truncated: bool = False
     base: str | None = None  # the base branch's name
+    # what the base branch requires; None where it was not asked (then no expected signals)
+    required_checks: RequiredChecks | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +269,8 @@ class Report:
     stale_after: timedelta = timedelta(minutes=120)
     truncated: bool = False
     notes: tuple[str, ...] = field(default=())
+    # what the base branch requires; None where it was not asked
+    required_checks: RequiredChecks | None = None
     # The bot's own first sight of what GitHub gave no time for (signal key -> time), as used
     # for this report's rows: the comment's stamp carries it to a run with no state.
     first_seen: tuple[tuple[str, datetime], ...] = ()

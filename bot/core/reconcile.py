@@ -15,6 +15,7 @@ from bot.core.model import (
     Policy,
     PullSnapshot,
     Report,
+    RequiredChecks,
     Row,
     Signal,
     SinceSource,
@@ -23,12 +24,14 @@ from bot.core.model import (
     format_utc,
     group_of,
 )
+from bot.core.required import HEAD_SEEN_KEY, expected_signals, rules_words, with_required
 
 NO_SIGNALS_NOTE: Final = "No check runs or commit statuses are reported on this commit."
 TRUNCATED_NOTE: Final = (
     "GitHub reported more checks and statuses on this commit than were read; "
     "the signals not read are not counted, so the verdict cannot be passing."
 )
+NOT_REPORTED: Final = "Not reported on this commit"
 EXPECTED_FINDING: Final = "GitHub lists this context as expected; no source has reported it."
 
 # GitHub check run: its status while running, its conclusion once completed.
@@ -69,19 +72,52 @@ def reconcile(
     *,
     now: datetime,
     first_seen: Mapping[str, datetime] | None = None,
+    expected: Iterable[str] = (),
 ) -> Report:
     """Reconcile every signal on the head commit with the docs evidence; compute the verdict.
 
     `docs` holds evidence by status context (it settles that status's row) and, under a key
-    starting with HEAD_KEY, evidence about the head as a whole (reported as a note).
+    starting with HEAD_KEY, evidence about the head as a whole (reported as a note). Every
+    context the base branch requires (or `expected` names) that nothing on the head reports
+    is a signal of its own, pending from when the bot first knew the head, then stale.
     """
+    return reconcile_until(
+        snapshot, docs, policy, now=now, first_seen=first_seen, expected=expected
+    )[0]
+
+
+def reconcile_until(
+    snapshot: PullSnapshot,
+    docs: Mapping[str, Evidence],
+    policy: Policy,
+    *,
+    now: datetime,
+    first_seen: Mapping[str, datetime] | None = None,
+    expected: Iterable[str] = (),
+) -> tuple[Report, datetime | None]:
+    """reconcile's report and the first time the same inputs would give another (a limit
+    crossed: a pending signal turning stale, a source unread for too long); None: never."""
     clock = Judge(policy, now)
+    report = _reconcile(snapshot, docs, clock, first_seen, expected)
+    return report, clock.valid_until()
+
+
+def _reconcile(
+    snapshot: PullSnapshot,
+    docs: Mapping[str, Evidence],
+    clock: Judge,
+    first_seen: Mapping[str, datetime] | None,
+    expected: Iterable[str],
+) -> Report:
+    policy, now = clock.policy, clock.now
     seen = first_seen or {}
+    signals = dedupe(with_required(snapshot.signals, snapshot.required_checks))
+    missing = expected_signals(signals, snapshot.required_checks, expected)
     rows = tuple(
         sorted(
             (
                 _row(s, docs, clock=clock, seen=seen, number=snapshot.number)
-                for s in dedupe(snapshot.signals)
+                for s in (*signals, *missing)
             ),
             key=row_order,
         )
@@ -99,28 +135,31 @@ def reconcile(
         stale_after=policy.stale_after,
         truncated=snapshot.truncated,
         notes=_notes(rows, truncated=snapshot.truncated)
+        + _required_note(snapshot.required_checks)
         + tuple(
             ev.note(number=snapshot.number, judge=clock)
             for key, ev in docs.items()
             if key.startswith(HEAD_KEY)
         ),
+        required_checks=snapshot.required_checks,
         first_seen=tuple(sorted(seen.items())),
     )
 
 
 def dedupe(signals: Iterable[Signal]) -> tuple[Signal, ...]:
-    """Keep the newest check run per (name, app, workflow, event); statuses pass through.
+    """Keep the newest check run per (name, app, workflow, event, workflow file); statuses
+    pass through.
 
-    Runs of one workflow triggered by different events (push, pull_request) are different
-    signals: merging them can hide a failure.
+    Runs of one workflow triggered by different events (push, pull_request), and runs of two
+    workflow files that share a name, are different signals: merging them can hide a failure.
     """
-    newest: dict[tuple[str, str | None, str | None, str | None], Signal] = {}
+    newest: dict[tuple[str, str, str | None, str | None, str | None, str | None], Signal] = {}
     statuses: list[Signal] = []
     for signal in signals:
         if signal.kind is not Kind.CHECK_RUN:
             statuses.append(signal)
             continue
-        key = (signal.name, signal.app, signal.workflow, signal.event)
+        key = signal.identity
         kept = newest.get(key)
         if kept is None or newer(signal, kept):
             newest[key] = signal
@@ -139,7 +178,7 @@ def verdict_of(rows: Iterable[Row], *, truncated: bool = False) -> Verdict:
     return Verdict.PASSING
 
 
-def row_order(row: Row) -> tuple[int, str, str, str, str, str]:
+def row_order(row: Row) -> tuple[int, str, str, str, str, str, str, str]:
     """Sort key: failing, incomplete, pending, passing; then by name (case-insensitive), kind."""
     signal = row.signal
     return (
@@ -149,11 +188,15 @@ def row_order(row: Row) -> tuple[int, str, str, str, str, str]:
         str(signal.kind),
         signal.app or "",
         signal.workflow or "",
+        signal.workflow_path or "",
+        signal.event or "",
     )
 
 
 def github_state(signal: Signal) -> State:
     """Map GitHub's raw value through the one table for its kind; unknown values are UNKNOWN."""
+    if signal.kind is Kind.EXPECTED:  # never reported: waiting, like GitHub's "Expected"
+        return State.PENDING
     table = CHECK_RUN_STATES if signal.kind is Kind.CHECK_RUN else STATUS_STATES
     return table.get(signal.github_state, State.UNKNOWN)
 
@@ -191,7 +234,7 @@ def _when(run: Signal) -> tuple[int, float]:
 
 def _notes(rows: tuple[Row, ...], *, truncated: bool) -> tuple[str, ...]:
     notes: list[str] = []
-    if not rows:
+    if all(row.signal.kind is Kind.EXPECTED for row in rows):
         notes.append(NO_SIGNALS_NOTE)
     if truncated:
         notes.append(TRUNCATED_NOTE)
@@ -211,7 +254,21 @@ def _row(
     return Row(signal, state, since.at, since.source, None, finding)
 
 
+def _required_note(checks: RequiredChecks | None) -> tuple[str, ...]:
+    """Said once where the base branch's rules could not be read."""
+    if checks is None or checks.read:
+        return ()
+    error = (checks.error or "no reason given").strip().rstrip(".")
+    return (
+        f"The checks required on {checks.base} could not be read ({error}): a required check "
+        "that never reported on this commit is not shown.",
+    )
+
+
 def _since(signal: Signal, seen: _Seen) -> Since:
+    if signal.kind is Kind.EXPECTED:  # GitHub gives no time: since the bot first knew the head
+        first = seen.get(HEAD_SEEN_KEY)
+        return Since(first, SinceSource.FIRST_SEEN if first else SinceSource.NONE)
     if signal.kind is Kind.STATUS:
         given = signal.created_at
     elif github_state(signal) is State.PENDING:
@@ -230,6 +287,8 @@ def github_finding(
     signal: Signal, base: State, *, state: State, since: datetime | None, judge: Judge
 ) -> str | None:
     """What GitHub's own answer says about a row, when it says something beyond its state."""
+    if signal.kind is Kind.EXPECTED:
+        return _expected_finding(signal, state=state, since=since, judge=judge)
     if state is State.STALE and base is State.PENDING and since is not None:
         shown = f"GitHub has shown it {signal.github_state} since {format_utc(since)}"
         return f"{shown}, longer than {judge.limit}."
@@ -240,3 +299,11 @@ def github_finding(
     if base is State.UNKNOWN:
         return f'GitHub reported the value "{signal.github_state}", which this bot does not map.'
     return None
+
+
+def _expected_finding(signal: Signal, *, state: State, since: datetime | None, judge: Judge) -> str:
+    """ "Not reported on this commit; required by branch protection of `main`." (and stale)."""
+    said = NOT_REPORTED
+    if state is State.STALE and since is not None:
+        said += f", which this bot has known since {format_utc(since)}, longer than {judge.limit}"
+    return f"{said}; {rules_words(signal.rules, lambda name: f'`{name}`')}."

@@ -5,6 +5,7 @@ Query text lives in bot/github_query.py, parsing into the model in bot/github_pa
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 import threading
@@ -16,12 +17,13 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
+import orjson
 import requests
 from github import Github
 from github.GithubException import GithubException
 
 from bot.core.base import MergeBase
-from bot.core.model import PullSnapshot
+from bot.core.model import PullSnapshot, RequiredChecks, Signal
 from bot.github.parse import Comment as Comment
 from bot.github.parse import (
     Partial,
@@ -33,8 +35,10 @@ from bot.github.parse import (
     parse_graphql_comment,
     parse_labels,
     parse_pull,
+    parse_required,
     parse_rest_comment,
     required_of,
+    reread,
 )
 from bot.github.query import (
     COMMENTS_QUERY,
@@ -47,6 +51,7 @@ from bot.github.query import (
     pull_query,
     pulls_by_number_query,
     pulls_page_query,
+    required_sets_query,
 )
 from bot.guard import Page, Pages, last_page, link_url, same_origin
 from bot.retry import (
@@ -160,6 +165,28 @@ def _in_alias(error: dict[str, Any]) -> bool:
     return len(path) > 1 and path[0] == "repository" and str(path[1]).startswith("p")
 
 
+def _in_base_ref(error: dict[str, Any]) -> bool:
+    """An error inside the base branch of one pull request: ...pullRequest.baseRef...."""
+    return "baseRef" in _path(error)
+
+
+def _required_of_ref(base: str, node: Any, errors: list[dict[str, Any]]) -> RequiredChecks:
+    """What a base branch requires, from its Ref and the errors GitHub gave on it."""
+    if errors:
+        error = f"GitHub answered on the rules of {base}: {_message(errors[0])}"
+        return RequiredChecks(base, read=False, error=error)
+    try:
+        return parse_required(base, node)
+    except Unreadable as exc:
+        return RequiredChecks(base, read=False, error=str(exc))
+
+
+def _in_ref(error: dict[str, Any]) -> bool:
+    """An error inside one aliased base branch: repository.b<i>...."""
+    path = _path(error)
+    return len(path) > 1 and path[0] == "repository" and str(path[1]).startswith("b")
+
+
 def _in_commit(error: dict[str, Any]) -> bool:
     """An error inside one aliased commit: repository.c<i>...."""
     path = _path(error)
@@ -216,6 +243,8 @@ class GitHubApi:
         self._policy = replace(GITHUB_POLICY, attempts=max_attempts)
         self.stop = stop or threading.Event()
         self.usage = Usage()
+        # each open pull request's last raw node (its digest) and what was read from it, by repo
+        self._nodes: dict[str, dict[int, tuple[bytes, PullSnapshot]]] = {}
 
     # -- transport -----------------------------------------------------------------------
 
@@ -238,9 +267,12 @@ class GitHubApi:
         def attempt() -> tuple[dict[str, str], Any]:
             self.usage.requests[kind] += 1
             try:
-                headers, data = self._requester.requestJsonAndCheck(
-                    verb, url, parameters=parameters, input=body
-                )
+                if kind == "graphql":  # the big answers: decoded here, faster than PyGithub
+                    headers, data = self._request(verb, url, body)
+                else:
+                    headers, data = self._requester.requestJsonAndCheck(
+                        verb, url, parameters=parameters, input=body
+                    )
             except GithubException as exc:
                 raise self._on_error(exc, retry=retry) from exc
             except (requests.Timeout, requests.ConnectionError) as exc:
@@ -258,6 +290,15 @@ class GitHubApi:
         return run_with_retries(
             attempt, policy=policy, stop=self.stop, sleep=self._sleep, what=f"GitHub {verb}"
         )
+
+    def _request(self, verb: str, url: str, body: Any) -> tuple[dict[str, Any], Any]:
+        """PyGithub's requestJsonAndCheck, its answer decoded with orjson (about twice as fast
+        as the json module on a page of pull requests: benchmarks/decode.py)."""
+        status, headers, text = self._requester.requestJson(verb, url, None, None, body)
+        data = decode_json(text)
+        if status >= 400:
+            raise self._requester.createException(status, headers, data)
+        return headers, data
 
     def _on_error(self, exc: GithubException, *, retry: bool) -> Exception:
         """The error to raise for one failed attempt: Retryable when it may be tried again."""
@@ -384,8 +425,10 @@ class GitHubApi:
         """
         owner, name = repo.split("/", 1)
         query = pulls_page_query(with_labels=self._with_labels)
+        sets: dict[str, RequiredChecks] = {}  # read once per base branch in this pass
         after: str | None = None
         pages = Pages(f"the open pull requests of {repo}", error=PaginationLoop)
+        read: dict[int, tuple[bytes, PullSnapshot]] = {}  # this pass's nodes (kept when whole)
         while True:
             variables = {"owner": owner, "name": name, "first": self._page_size, "after": after}
             data, errors = self._graphql(query, variables, tolerate=_in_pull_page)
@@ -397,26 +440,47 @@ class GitHubApi:
             if not isinstance(nodes, list):
                 raise MalformedAnswer("pullRequests.nodes is not a list")
             broken = {_path(e)[3]: _message(e) for e in errors}
+            # Without the required cache `required` is GitHub's own: nothing is reused then.
+            digests = [node_digest(node) if required is not None else None for node in nodes]
             items = [
-                _pull_item(repo, node, broken.get(index), now=now)
+                self._pull_item(repo, node, broken.get(index), digests[index], now=now)
                 for index, node in enumerate(nodes)
             ]
+            whole = [isinstance(p, Partial) and p.whole() for p in items]
             partials = [p for p in items if isinstance(p, Partial)]
             self._complete(owner, name, partials)
             if required is not None:
                 self._fill_required(repo, partials, required, now=now)
-            yield from (p.finish() if isinstance(p, Partial) else p for p in items)
+            self._attach_required(repo, partials, required, now=now, known=sets)
+            done = [p.finish() if isinstance(p, Partial) else p for p in items]
+            for item, digest, alone in zip(done, digests, whole, strict=True):
+                if alone and digest is not None and isinstance(item, PullSnapshot):
+                    read[item.number] = (digest, item)
+            yield from done
             if not _get(page, "pageInfo", "hasNextPage"):
+                self._nodes[repo] = read
                 return
             pages.expect(_get(page, "totalCount"), self._page_size)
             after = pages.follow(_get(page, "pageInfo", "endCursor") or "")
 
+    def _pull_item(
+        self, repo: str, node: Any, error: str | None, digest: bytes | None, *, now: datetime
+    ) -> Partial | PullFailure:
+        """One node of a pull-request page, not parsed again when it equals the node last read
+        for that pull request (and was whole: no page of contexts or labels followed)."""
+        if error is None and digest is not None and isinstance(node, dict):
+            last = self._nodes.get(repo, {}).get(node.get("number"))  # type: ignore[arg-type]
+            if last is not None and last[0] == digest:
+                return reread(node, last[1], now=now)
+        return _pull_item(repo, node, error, now=now)
+
     def pull(self, repo: str, number: int, *, now: datetime) -> PullSnapshot:
         """One pull request with every context on its head and what is required for it."""
         owner, name = repo.split("/", 1)
-        data = self.graphql(
+        data, errors = self._graphql(
             pull_query(with_labels=self._with_labels),
             {"owner": owner, "name": name, "number": number},
+            tolerate=_in_base_ref,
         )
         if _get(data, "repository") is None:
             raise NotFound(f"repository {repo} not found or not visible", status=404)
@@ -427,6 +491,8 @@ class GitHubApi:
         if isinstance(partial, PullFailure):
             raise MalformedAnswer(f"{partial.label}: {partial.reason}")
         self._complete(owner, name, [partial], required=True)
+        if partial.base is not None:
+            partial.required_checks = _required_of_ref(partial.base, node.get("baseRef"), errors)
         snapshot = partial.finish()
         if isinstance(snapshot, PullFailure):
             raise MalformedAnswer(f"{snapshot.label}: {snapshot.reason}")
@@ -446,8 +512,10 @@ class GitHubApi:
                 chunk = pending[start : start + ALIAS_BATCH]
                 variables: dict[str, Any] = {"owner": owner, "name": name}
                 for i, p in enumerate(chunk):
-                    variables[f"n{i}"] = p.snapshot.number
+                    variables[f"o{i}"] = p.snapshot.head_sha  # by commit: one head per report
                     variables[f"c{i}"] = p.cursor
+                    if required:
+                        variables[f"n{i}"] = p.snapshot.number
                 query = more_contexts_query(len(chunk), required=required)
                 data, errors = self._graphql(query, variables, tolerate=_in_alias)
                 broken = {str(_path(e)[1]) for e in errors}
@@ -508,7 +576,8 @@ class GitHubApi:
                 cache.remember_required(repo, learned, now=now)
             known = {**known, **learned}
         for p in partials:
-            p.signals = [s._replace(required=known.get((p.base or "", s.name))) for s in p.signals]
+            base = p.base or ""
+            p.signals = [_required(s, known.get((base, s.name))) for s in p.signals]
 
     def _learn_required(
         self, owner: str, name: str, chosen: list[tuple[Partial, set[str]]]
@@ -525,6 +594,7 @@ class GitHubApi:
                 chunk = asking[start : start + ALIAS_BATCH]
                 variables: dict[str, Any] = {"owner": owner, "name": name}
                 for i, (p, cursor) in enumerate(chunk):
+                    variables[f"o{i}"] = p.snapshot.head_sha  # the commit the report is of
                     variables[f"n{i}"] = p.snapshot.number
                     variables[f"c{i}"] = cursor
                 query = more_contexts_query(len(chunk), required=True)
@@ -546,6 +616,59 @@ class GitHubApi:
                 for n in names:
                     learned.setdefault((p.base or "", n), None)
         return learned
+
+    # -- what base branches require: protection and rulesets, cached per base -------------
+
+    def _attach_required(
+        self,
+        repo: str,
+        partials: list[Partial],
+        cache: RequiredCache | None,
+        *,
+        now: datetime,
+        known: dict[str, RequiredChecks] | None = None,
+    ) -> None:
+        """Give each pull request what its base branch requires: from `known`, the cache, or
+        one query for every base branch neither knows."""
+        known = {} if known is None else known
+        bases = sorted({p.base for p in partials if p.base and p.failure is None} - set(known))
+        if bases and cache is not None:
+            known.update(cache.required_sets(repo, bases, now=now))
+        missing = [b for b in bases if b not in known]
+        if missing:
+            read = self.required_checks(repo, missing)
+            if cache is not None:  # what could not be read is asked again next time
+                cache.remember_required_sets(
+                    repo, {b: r for b, r in read.items() if r.read}, now=now
+                )
+            known.update(read)
+        for p in partials:
+            p.required_checks = known.get(p.base) if p.base else None
+
+    def required_checks(self, repo: str, bases: Sequence[str]) -> dict[str, RequiredChecks]:
+        """What each base branch requires, read in one query per ALIAS_BATCH branches; a branch
+        whose rules GitHub refuses (or a query that fails) is `read: False` with the reason."""
+        owner, name = repo.split("/", 1)
+        found: dict[str, RequiredChecks] = {}
+        for start in range(0, len(bases), ALIAS_BATCH):
+            chunk = list(bases[start : start + ALIAS_BATCH])
+            variables: dict[str, Any] = {"owner": owner, "name": name}
+            variables |= {f"b{i}": f"refs/heads/{b}" for i, b in enumerate(chunk)}
+            try:
+                data, errors = self._graphql(
+                    required_sets_query(len(chunk)), variables, tolerate=_in_ref
+                )
+            except RateLimited:
+                raise
+            except GitHubError as exc:
+                log.warning("could not read the required checks of %s: %s", repo, exc)
+                found |= {b: RequiredChecks(b, read=False, error=str(exc)) for b in chunk}
+                continue
+            for i, base in enumerate(chunk):
+                mine = [e for e in errors if str(_path(e)[1]) == f"b{i}"]
+                node = _get(data, "repository", f"b{i}") if not mine else None
+                found[base] = _required_of_ref(base, node, mine)
+        return found
 
     # -- the comment -----------------------------------------------------------------------
 
@@ -738,6 +861,7 @@ class GitHubApi:
             self._complete(owner, name, partials)
             if required is not None:
                 self._fill_required(repo, partials, required, now=now)
+            self._attach_required(repo, partials, required, now=now)
             for item in items:
                 done = item.finish() if isinstance(item, Partial) else item
                 if done.number is not None:
@@ -775,6 +899,35 @@ def _get(node: Any, *path: str) -> Any:
         return get(node, *path)
     except Unreadable as exc:
         raise MalformedAnswer(str(exc)) from exc
+
+
+def decode_json(text: str) -> Any:
+    """An answer's body as PyGithub reads it: None when empty, text that is not JSON (and does
+    not start like JSON) as {"data": text}; a cut JSON body raises ValueError."""
+    if not text:
+        return None
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        if text.startswith(("{", "[")):
+            raise
+        return {"data": text}
+
+
+def _required(signal: Signal, flag: bool | None) -> Signal:
+    """The signal with this `required` (the same object when it already has it)."""
+    return signal if signal.required is flag else signal._replace(required=flag)
+
+
+def node_digest(node: Any) -> bytes | None:
+    """A digest of one raw GraphQL node, equal for equal nodes (None: not an object)."""
+    if not isinstance(node, dict):
+        return None
+    try:
+        raw = orjson.dumps(node, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # not JSON's own types (it always is, decoded from an answer)
+        return None
+    return hashlib.blake2b(raw, digest_size=20).digest()
 
 
 def _pull_item(repo: str, node: Any, error: str | None, *, now: datetime) -> Partial | PullFailure:

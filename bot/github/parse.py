@@ -13,7 +13,17 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from bot.core.model import Kind, PullSnapshot, Signal, parse_optional_time
+from bot.core.model import (
+    BRANCH_PROTECTION,
+    RULESET,
+    Kind,
+    PullSnapshot,
+    RequiredChecks,
+    RequiredContext,
+    Rule,
+    Signal,
+    parse_optional_time,
+)
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +61,13 @@ class Partial:
     failure: str | None = None
     extra_labels: list[str] = field(default_factory=list)
     total: int | None = None  # the contexts GitHub counts on the head (totalCount)
+    required_checks: RequiredChecks | None = None  # what its base branch requires, once read
+    # the snapshot last read from the very same node (its signals' `required` set again)
+    reused: PullSnapshot | None = None
+
+    def whole(self) -> bool:
+        """Read from its node alone: no page of contexts or labels is left to follow."""
+        return self.cursor is None and self.labels_cursor is None and self.failure is None
 
     def _short(self) -> bool:
         """Fewer contexts read than GitHub counted: pages came back short (never complete)."""
@@ -61,12 +78,25 @@ class Partial:
         snap = self.snapshot
         if self.failure is not None:
             return PullFailure(snap.repo, snap.number, self.failure)
+        if self.reused is not None:
+            same = len(self.signals) == len(self.reused.signals) and all(
+                a is b for a, b in zip(self.signals, self.reused.signals, strict=True)
+            )
+            signals = self.reused.signals if same else tuple(self.signals)
+            return replace(
+                self.reused,
+                signals=signals,
+                fetched_at=snap.fetched_at,
+                required_checks=self.required_checks,
+                base=self.base,
+            )
         labels = (*snap.labels, *self.extra_labels)
         return replace(
             snap,
             signals=tuple(self.signals),
             labels=labels,
             truncated=snap.truncated or self.truncated or self._short(),
+            required_checks=self.required_checks,
             base=self.base,
         )
 
@@ -107,6 +137,10 @@ def _text(node: Mapping[str, Any], key: str) -> str | None:
     raise Unreadable(f"field {key!r} is {value!r}, expected text")
 
 
+def _optional_text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
 def _required_text(node: Mapping[str, Any], key: str) -> str:
     value = node.get(key)
     if isinstance(value, str):
@@ -129,6 +163,7 @@ def parse_context(node: Any) -> Signal:
         conclusion = _text(node, "conclusion")
         database_id = node.get("databaseId")
         suite = node.get("checkSuite")
+        app_id = get(suite, "app", "databaseId")
         return Signal(
             name=_required_text(node, "name"),
             kind=Kind.CHECK_RUN,
@@ -143,6 +178,8 @@ def parse_context(node: Any) -> Signal:
             required=_flag(node),
             database_id=database_id if isinstance(database_id, int) else None,
             event=get(suite, "workflowRun", "event"),
+            workflow_path=_optional_text(get(suite, "workflowRun", "file", "path")),
+            app_id=app_id if isinstance(app_id, int) and not isinstance(app_id, bool) else None,
         )
     if kind == "StatusContext":
         return Signal(
@@ -193,6 +230,18 @@ def parse_labels(connection: Any) -> tuple[list[str], str | None]:
     return names, cursor
 
 
+def reread(node: Mapping[str, Any], last: PullSnapshot, *, now: datetime) -> Partial:
+    """The pull request last read as `last` from a node equal to `node` (not parsed again)."""
+    base = node.get("baseRefName")
+    return Partial(
+        replace(last, fetched_at=now),
+        base if isinstance(base, str) else None,
+        list(last.signals),
+        None,
+        reused=last,
+    )
+
+
 def parse_pull(repo: str, node: Any, *, now: datetime) -> Partial | PullFailure:
     """One PullRequest node: its snapshot with the first contexts page, or why it cannot be."""
     number = node.get("number") if isinstance(node, dict) else None
@@ -215,6 +264,7 @@ def parse_pull(repo: str, node: Any, *, now: datetime) -> Partial | PullFailure:
             url=_text(node, "url") or "",
             labels=tuple(labels),
             fetched_at=now,
+            base=base if isinstance(base, str) else None,
         )
     except Unreadable as exc:
         return PullFailure(repo, number, str(exc))
@@ -240,6 +290,42 @@ def required_of(connection: Any) -> dict[str, bool]:
         if isinstance(name, str) and isinstance(flag, bool):
             found[name] = found.get(name, False) or flag
     return found
+
+
+REQUIRED_STATUS_CHECKS = "REQUIRED_STATUS_CHECKS"
+
+
+def parse_required(base: str, node: Any) -> RequiredChecks:
+    """What a base branch Ref's protection and active rulesets require (pure).
+
+    Each context keeps every rule that requires it (branch protection of the base, a ruleset
+    by name); a ruleset's integrationId is kept: only that app's check satisfies it.
+    """
+    if not isinstance(node, dict):
+        return RequiredChecks(base, read=False, error=f"GitHub gave no branch {base}")
+    found: dict[tuple[str, int | None], list[Rule]] = {}
+    for context in get(node, "refUpdateRule", "requiredStatusCheckContexts") or []:
+        if isinstance(context, str) and context:
+            found.setdefault((context, None), []).append(Rule(BRANCH_PROTECTION, base))
+    rules = node.get("rules")
+    if not isinstance(rules, dict) or not isinstance(rules.get("nodes"), list):
+        return RequiredChecks(base, read=False, error=f"the rulesets of {base} were not given")
+    if get(rules, "pageInfo", "hasNextPage"):
+        error = f"more than {len(rules['nodes'])} rules apply to {base}; they were not all read"
+        return RequiredChecks(base, read=False, error=error)
+    for rule in rules["nodes"]:
+        if not isinstance(rule, dict) or rule.get("type") != REQUIRED_STATUS_CHECKS:
+            continue
+        ruleset = get(rule, "repositoryRuleset", "name")
+        where = Rule(RULESET, ruleset if isinstance(ruleset, str) else "")
+        for check in get(rule, "parameters", "requiredStatusChecks") or []:
+            context, app = get(check, "context"), get(check, "integrationId")
+            if isinstance(context, str) and context:
+                key = (context, app if isinstance(app, int) and not isinstance(app, bool) else None)
+                if where not in found.get(key, ()):
+                    found.setdefault(key, []).append(where)
+    contexts = tuple(RequiredContext(name, tuple(why), app) for (name, app), why in found.items())
+    return RequiredChecks(base, read=True, contexts=contexts)
 
 
 @dataclass(frozen=True, slots=True)

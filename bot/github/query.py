@@ -6,6 +6,15 @@ PAGE = 100  # GitHub's largest page of any connection
 RATE = "rateLimit { cost remaining resetAt }"
 
 
+RULES = (
+    "refUpdateRule { pattern requiredStatusCheckContexts }\n"
+    f"    rules(first: {PAGE}) {{ pageInfo {{ hasNextPage }} nodes {{ type"
+    " repositoryRuleset { name }\n"
+    "      parameters { ... on RequiredStatusChecksParameters {"
+    " requiredStatusChecks { context integrationId } } } } }"
+)
+
+
 def context_nodes(*, required_for: str | None = None) -> str:
     """The selection of one rollup context; `required_for` a variable naming the pull request.
 
@@ -17,7 +26,8 @@ def context_nodes(*, required_for: str | None = None) -> str:
         "nodes { __typename\n"
         "  ... on CheckRun { name status conclusion startedAt completedAt detailsUrl databaseId"
         f" title summary{required}\n"
-        "    checkSuite { app { slug } workflowRun { event workflow { name } } } }\n"
+        "    checkSuite { app { databaseId slug }"
+        " workflowRun { event file { path } workflow { name } } } }\n"
         f"  ... on StatusContext {{ context state description targetUrl createdAt{required} }}\n"
         "}"
     )
@@ -73,32 +83,53 @@ def pulls_by_number_query(numbers: list[int], *, with_labels: bool) -> str:
 
 
 def pull_query(*, with_labels: bool) -> str:
-    """The query that reads one pull request with its head's rollup and what is required."""
+    """The query that reads one pull request with its head's rollup and what is required
+    (each context's isRequired, and the base branch's protection and rulesets)."""
     return (
         "query OnePull($owner: String!, $name: String!, $number: Int!) {\n"
         f"  {RATE}\n"
         "  repository(owner: $owner, name: $name) {\n"
         f"    pullRequest(number: $number) {{\n"
-        f"      {_pull_fields(with_labels=with_labels, required_for='$number')} }}\n"
+        f"      {_pull_fields(with_labels=with_labels, required_for='$number')}\n"
+        f"      baseRef {{ name {RULES} }} }}\n"
         "  }\n}\n"
     )
 
 
 def more_contexts_query(count: int, *, required: bool = False) -> str:
-    """The next page of contexts of `count` pull requests (`$n<i>`, `$c<i>`) at once.
+    """The next page of contexts of `count` head commits (`$o<i>`, `$c<i>`) at once.
 
-    With `required`, each context says whether it is required for its pull request: this is
-    also how required-ness is learned (per-PR aliases carry the pull request's number).
+    Pages are read by the commit's id, never by pull-request number: a head that moves between
+    two reads cannot mix two commits' contexts into one report. With `required` (`$n<i>` the
+    pull request), each context says whether it is required for its pull request: this is also
+    how required-ness is learned.
     """
-    params = ", ".join(f"$n{i}: Int!, $c{i}: String" for i in range(count))
+    number = ", $n{i}: Int!" if required else ""
+    params = ", ".join(
+        f"$o{i}: GitObjectID!, $c{i}: String{number.format(i=i)}" for i in range(count)
+    )
     aliases = "\n".join(
-        f"    p{i}: pullRequest(number: $n{i}) {{ statusCheckRollup {{"
-        f" {_contexts(after=f'$c{i}', required_for=f'$n{i}' if required else None)} }} }}"
+        f"    p{i}: object(oid: $o{i}) {{ ... on Commit {{ statusCheckRollup {{"
+        f" {_contexts(after=f'$c{i}', required_for=f'$n{i}' if required else None)} }} }} }}"
         for i in range(count)
     )
     name = "LearnRequired" if required else "MoreContexts"
     return (
         f"query {name}($owner: String!, $name: String!, {params}) {{\n"
+        f"  {RATE}\n"
+        f"  repository(owner: $owner, name: $name) {{\n{aliases}\n  }}\n}}\n"
+    )
+
+
+def required_sets_query(count: int) -> str:
+    """What `count` base branches (`$b<i>`, qualified names) require, in one query: the branch
+    protection viewable by non-admins and the rules of active rulesets."""
+    params = ", ".join(f"$b{i}: String!" for i in range(count))
+    aliases = "\n".join(
+        f"    b{i}: ref(qualifiedName: $b{i}) {{ name {RULES} }}" for i in range(count)
+    )
+    return (
+        f"query RequiredChecks($owner: String!, $name: String!, {params}) {{\n"
         f"  {RATE}\n"
         f"  repository(owner: $owner, name: $name) {{\n{aliases}\n  }}\n}}\n"
     )

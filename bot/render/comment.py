@@ -7,7 +7,7 @@ import hashlib
 import importlib.util
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
@@ -17,7 +17,7 @@ from typing import Final
 import jinja2
 
 from bot.core import base as merge_base
-from bot.core import facts
+from bot.core import facts, required
 from bot.core.base import base_finding
 from bot.core.model import (
     FAILING_STATES,
@@ -32,6 +32,7 @@ from bot.core.model import (
     Verdict,
     group_of,
 )
+from bot.core.required import rules_words
 from bot.render import escape, stamp
 from bot.render.escape import Md, code, prose, quoted, safe_url, short_sha, utc
 from bot.render.stamp import Stamp, stamp_of, with_stamp
@@ -79,7 +80,7 @@ _COUNTED: Final = (
     ("pending", frozenset({State.PENDING})),
 )
 # Every module whose code decides the comment's text: the Renderer's fingerprint hashes them.
-_OUTPUT_MODULES: Final = (sys.modules[__name__], escape, stamp, facts, merge_base)
+_OUTPUT_MODULES: Final = (sys.modules[__name__], escape, stamp, facts, merge_base, required)
 _EDITED_NOTE: Final = (
     "this comment is edited in place when they change (notifications show only its first version)"
 )
@@ -129,6 +130,7 @@ def comment_view(report: Report) -> CommentView:
         key=lambda row: (_ROW_RANK.get(row.state, 5), _required_rank(row.signal.required)),
     )
     passing = [row for row in report.rows if not is_row(row)]
+    tell = told_apart(report.rows)
     commit = safe_url(report.commit_url)
     sha = f"`{short_sha(report.head_sha)}`"
     return CommentView(
@@ -139,12 +141,40 @@ def comment_view(report: Report) -> CommentView:
         draft=report.draft,
         observed=utc(report.observed_at),
         edited=Md(_EDITED_NOTE),
-        rows=tuple(row_view(row, report.stale_after, repo_url=repo_url(report)) for row in shown),
-        passing=tuple(_passing_name(row) for row in passing),
+        rows=tuple(
+            row_view(row, report.stale_after, tell=tell.get(row.signal), repo_url=repo_url(report))
+            for row in shown
+        ),
+        passing=tuple(_passing_name(row, tell.get(row.signal)) for row in passing),
         passing_more=len(passing)
         < sum(1 for r in report.rows if group_of(r.state) is Verdict.PASSING),
         notes=tuple(prose(note, FINDING_LIMIT) for note in report.notes),
     )
+
+
+def told_apart(rows: Sequence[Row]) -> dict[Signal, Md]:
+    """What tells apart signals that share a name: the event, the workflow file, the app or
+    the kind, whichever differs (e.g. " (`push`)"); signals with a name of their own get none."""
+    by_name: dict[str, list[Signal]] = {}
+    for row in rows:
+        by_name.setdefault(row.signal.name, []).append(row.signal)
+    told: dict[Signal, Md] = {}
+    for group in by_name.values():
+        if len(group) < 2:
+            continue
+        fields = [f for f in _TELLING if len({f(s) for s in group}) > 1] or _TELLING[-1:]
+        for signal in group:
+            parts = [code(value) for f in fields if (value := f(signal))]
+            told[signal] = Md(f" ({', '.join(parts)})" if parts else "")
+    return told
+
+
+_TELLING: Final[tuple[Callable[[Signal], str | None], ...]] = (
+    lambda s: s.event,
+    lambda s: s.workflow_path,
+    lambda s: s.app,
+    lambda s: s.kind.value,
+)
 
 
 def repo_url(report: Report) -> str:
@@ -182,8 +212,13 @@ def headline_counts(rows: Sequence[Row]) -> Md:
     return Md(" · ".join(parts))
 
 
-def row_view(row: Row, stale_after: timedelta, *, repo_url: str = "") -> RowView:
-    """One signal's row: name, state, required, since, and what the sources said."""
+def row_view(
+    row: Row, stale_after: timedelta, *, tell: Md | None = None, repo_url: str = ""
+) -> RowView:
+    """One signal's row: name, state, required, since, and what the sources said; `tell`
+    follows the name where another signal shares it (the event, the workflow file)."""
+    if row.signal.kind is Kind.EXPECTED:
+        return _expected_view(row, stale_after, tell=tell)
     signal, rec = row.signal, row.reconciliation
     divergent = rec is not None and rec.divergent
     github_pending = _github_pending(signal)
@@ -219,12 +254,37 @@ def row_view(row: Row, stale_after: timedelta, *, repo_url: str = "") -> RowView
     glyph = GLYPHS[group_of(row.state)]
     return RowView(
         glyph=Md(glyph),
-        name=Md(f"[{name}]({details})" if details else name),
+        name=Md((f"[{name}]({details})" if details else name) + (tell or "")),
         state=Md(STATE_WORDS[row.state]),
         note=Md(note),
         required=Md({True: "required", False: "optional", None: ""}[signal.required]),
         since=_since(row, said=" ".join(said)),
         said=Md(" — ".join(said)),
+    )
+
+
+def _expected_view(row: Row, stale_after: timedelta, *, tell: Md | None) -> RowView:
+    """A context that never reported: which rule requires it, since when the head is known."""
+    signal = row.signal
+    limit = f"the {int(stale_after.total_seconds() // 60)}-minute limit"
+    said = rules_words(signal.rules, code)
+    said = said[:1].upper() + said[1:] + "."
+    if signal.app_id is not None:
+        app = f"`{signal.app}`" if signal.app else f"the app with id {signal.app_id}"
+        said += f" Only a check of {app} satisfies the ruleset."
+    if row.since is None:
+        since = Md("GitHub gives no time for it")
+    else:
+        since = Md(f"this head known to this bot since {utc(row.since)}")
+    stale = row.state is State.STALE
+    return RowView(
+        glyph=Md(GLYPHS[group_of(row.state)]),
+        name=Md(code(signal.name) + (tell or "")),
+        state=Md(STATE_WORDS[row.state]),
+        note=Md("not reported on this commit" + (f", longer than {limit}" if stale else "")),
+        required=Md({True: "required", False: "optional", None: ""}[signal.required]),
+        since=since,
+        said=Md(said),
     )
 
 
@@ -279,6 +339,8 @@ def _source_text(signal: Signal) -> list[str]:
 
 
 def _since(row: Row, *, said: str) -> Md:
+    if row.since is None and row.state is State.PENDING:  # a queued run: never a made-up time
+        return Md("GitHub gives no time for it")
     if row.since is None or utc(row.since) in said:  # a finding that gives the time says it
         return Md("")
     if row.since_source is SinceSource.FIRST_SEEN:
@@ -298,8 +360,8 @@ def _state_words(raw: str) -> Md:
     return prose(raw, 40, line_start=False)
 
 
-def _passing_name(row: Row) -> Md:
-    name = code(row.signal.name)
+def _passing_name(row: Row, tell: Md | None = None) -> Md:
+    name = Md(code(row.signal.name) + (tell or ""))
     return name if row.state is State.SUCCESS else Md(f"{name} ({STATE_WORDS[row.state]})")
 
 

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from bot.core.base import base_finding
-from bot.core.model import REPORT_SCHEMA, BaseCheck, Reconciliation, Report, Row
+from bot.core.model import REPORT_SCHEMA, BaseCheck, Reconciliation, Report, RequiredChecks, Row
 from bot.render.escape import iso_utc
 
 
@@ -25,7 +25,23 @@ def report_dict(report: Report) -> dict[str, Any]:
         "stale_after_minutes": int(report.stale_after.total_seconds() // 60),
         "truncated": report.truncated,
         "notes": list(report.notes),
+        "required_checks": _required_dict(report.required_checks),
         "signals": [_signal_dict(row) for row in report.rows],
+    }
+
+
+def _required_dict(checks: RequiredChecks | None) -> dict[str, Any]:
+    """`{"read": true, "contexts": [...], "rules": [...]}` or `{"read": false, "error": ...}`;
+    `rules[i]` says where `contexts[i]` comes from (every rule, joined by " and ")."""
+    if checks is None:
+        return {"read": False, "error": "GitHub gave no base branch for this pull request"}
+    if not checks.read:
+        return {"read": False, "error": checks.error}
+    return {
+        "read": True,
+        "contexts": [c.name for c in checks.contexts],
+        "rules": [" and ".join(rule.words() for rule in c.rules) for c in checks.contexts],
+        "apps": [c.app_id for c in checks.contexts],
     }
 
 
@@ -40,7 +56,10 @@ def _signal_dict(row: Row) -> dict[str, Any]:
         "name": signal.name,
         "kind": str(signal.kind),
         "app": signal.app,
+        "app_id": signal.app_id,
         "workflow": signal.workflow,
+        "workflow_path": signal.workflow_path,
+        "event": signal.event,
         "github_state": signal.github_state,
         "state": str(row.state),
         "required": signal.required,

@@ -50,7 +50,9 @@ MAX_LARGE_BODIES = 2  # ... are read at most two at a time (the others get 503 a
 WEBHOOK_POINTS_PER_HOUR = 1000.0
 WEBHOOK_POINTS_BURST = 250.0
 MIN_REFRESH_GAP_S = 2.0
-EVENTS = frozenset({"pull_request", "check_run", "check_suite", "status"})
+# a repository's rules changed: what its base branches require is read again
+RULE_EVENTS = frozenset({"branch_protection_rule", "repository_ruleset"})
+EVENTS = frozenset({"pull_request", "check_run", "check_suite", "status", *RULE_EVENTS})
 PULL_ACTIONS = frozenset(
     {
         "opened",
@@ -104,6 +106,7 @@ class Reading:
 
     outcome: str
     marks: tuple[Mark, ...] = ()
+    rules_of: str | None = None  # the repository whose required checks are to be read again
 
 
 def read_event(event: str, payload: Any, *, repos: Mapping[str, str]) -> Reading:
@@ -118,6 +121,8 @@ def read_event(event: str, payload: Any, *, repos: Mapping[str, str]) -> Reading
     repo = repos.get(full_name.lower())
     if repo is None:
         return Reading("unconfigured-repository")
+    if event in RULE_EVENTS:
+        return Reading("rules-changed", rules_of=repo)
     if event == "pull_request":
         return _pull_request(repo, payload)
     if event in ("check_run", "check_suite"):
@@ -130,7 +135,8 @@ def read_event(event: str, payload: Any, *, repos: Mapping[str, str]) -> Reading
 
 def _pull_request(repo: str, payload: dict[str, Any]) -> Reading:
     action = payload.get("action")
-    if action not in PULL_ACTIONS:
+    base_changed = action == "edited" and isinstance(_get(payload, "changes", "base"), dict)
+    if action not in PULL_ACTIONS and not base_changed:  # a new base: new required checks
         return Reading("ignored-action")
     number = payload.get("number", _get(payload, "pull_request", "number"))
     sha = _get(payload, "pull_request", "head", "sha")
@@ -300,13 +306,16 @@ class Receiver:
         note_delivery: Callable[[str, str, datetime], bool],
         on_first_mark: Callable[[], None],
         clock: Callable[[], datetime],
+        on_rules_changed: Callable[[str], object] = lambda repo: None,
     ) -> None:
-        """`note_delivery(id, event, now)` is False for a repeat; `on_first_mark` schedules."""
+        """`note_delivery(id, event, now)` is False for a repeat; `on_first_mark` schedules;
+        `on_rules_changed(repo)` drops what is known to be required there."""
         self.secrets = tuple(secrets)
         self.repos = {name.lower(): name for name in repos}
         self.inbox = inbox
         self.note_delivery = note_delivery
         self.on_first_mark = on_first_mark
+        self.on_rules_changed = on_rules_changed
         self.clock = clock
         self.counts: Counter[tuple[str, str]] = Counter()
         self.observers: list[Callable[[str, str], None]] = []  # e.g. the Prometheus counter
@@ -359,6 +368,8 @@ class Receiver:
             reading = Reading("malformed")
         if reading.outcome == "malformed":
             return self._answer(event, Answer(400, "malformed"))
+        if reading.rules_of is not None:
+            self.on_rules_changed(reading.rules_of)
         if reading.marks and self.inbox.add(reading.marks, now=now):
             self.on_first_mark()
         return self._answer(event, Answer(202, reading.outcome))
@@ -538,6 +549,7 @@ class Webhooks:
             ),
             on_first_mark=lambda: self.schedule(self.debounce_s),
             clock=lambda: datetime.now(UTC),
+            on_rules_changed=lambda repo: self.store().forget_required(repo),
         )
 
     def routes(self) -> list[Route]:

@@ -10,16 +10,21 @@ This module imports nothing of the bot: every layer may depend on it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal, Protocol
+
+from bot.core.model import RequiredChecks, RequiredContext, Rule
 
 Action = Literal["created", "edited", "adopted"]
 Pair = tuple[str, str]  # (base branch, check name)
 
 # Required-ness (branch protection, rulesets) changes rarely: it is learned again after this.
 REQUIRED_TTL = timedelta(hours=24)
+# What a base branch requires is read again after this (sooner on its webhooks).
+REQUIRED_SETS_TTL = timedelta(hours=1)
 
 
 class StoreError(Exception):
@@ -181,6 +186,25 @@ class RtdCache(Protocol):
         """Note a failed read."""
 
 
+def required_to_json(checks: RequiredChecks) -> str:
+    """A read required set as text (only sets that were read are kept)."""
+    return json.dumps(
+        [
+            {"name": c.name, "rules": [list(r) for r in c.rules], "app_id": c.app_id}
+            for c in checks.contexts
+        ]
+    )
+
+
+def required_from_json(base: str, text: str) -> RequiredChecks:
+    """A required set kept by `required_to_json`."""
+    contexts = tuple(
+        RequiredContext(item["name"], tuple(Rule(*r) for r in item["rules"]), item["app_id"])
+        for item in json.loads(text)
+    )
+    return RequiredChecks(base, read=True, contexts=contexts)
+
+
 class RequiredCache(Protocol):
     """Which check names GitHub said are required on a base branch (cached, expiring)."""
 
@@ -193,6 +217,16 @@ class RequiredCache(Protocol):
         self, repo: str, learned: Mapping[Pair, bool | None], *, now: datetime
     ) -> None:
         """Record what GitHub said (None: asked, GitHub did not say)."""
+
+    def required_sets(
+        self, repo: str, bases: Iterable[str], *, now: datetime
+    ) -> dict[str, RequiredChecks]:
+        """What these base branches require (protection, rulesets), as read within the TTL."""
+
+    def remember_required_sets(
+        self, repo: str, sets: Mapping[str, RequiredChecks], *, now: datetime
+    ) -> None:
+        """Record what base branches require (read from GitHub at `now`)."""
 
 
 class BaseKeeper(Protocol):

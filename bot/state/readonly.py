@@ -18,6 +18,7 @@ from typing import Self
 from sqlalchemy import Engine, select
 from sqlalchemy.exc import DBAPIError
 
+from bot.core.model import RequiredChecks
 from bot.state import schema
 from bot.state import store as s
 from bot.state.ports import (
@@ -145,6 +146,14 @@ class ReadOnlyState:
             return {}
         return self._reads.required_known(repo, bases, now=now, max_age=max_age)
 
+    def required_sets(
+        self, repo: str, bases: Iterable[str], *, now: datetime
+    ) -> dict[str, RequiredChecks]:
+        """What the state read of base branches' required checks."""
+        if not self._has("required_sets"):
+            return {}
+        return self._reads.required_sets(repo, bases, now=now)
+
     def get_merge_base(self, repo: str, base: str, head_sha: str) -> str | None:
         """The kept merge base (none in a state from before merge bases)."""
         if not self._has("merge_bases"):
@@ -213,6 +222,11 @@ class ReadOnlyState:
 
     def remember_required(
         self, repo: str, learned: Mapping[tuple[str, str], bool | None], *, now: datetime
+    ) -> None:
+        """Record nothing."""
+
+    def remember_required_sets(
+        self, repo: str, sets: Mapping[str, RequiredChecks], *, now: datetime
     ) -> None:
         """Record nothing."""
 

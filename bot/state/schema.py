@@ -127,6 +127,16 @@ no_comment = Table(
     Column("looked_at", Text, nullable=False),
 )
 
+# what a base branch requires (branch protection and rulesets), as read (JSON of its contexts)
+required_sets = Table(
+    "required_sets",
+    metadata,
+    Column("repo", Text, primary_key=True),
+    Column("base", Text, primary_key=True),
+    Column("payload", Text, nullable=False),
+    Column("read_at", Text, nullable=False),
+)
+
 repo_reads = Table(
     "repo_reads",
     metadata,

@@ -10,9 +10,12 @@ passed over for an older success).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from github import Auth, Github
+from github.Requester import Requester
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -22,6 +25,9 @@ from bot.core.model import (
     Policy,
     PullSnapshot,
     Report,
+    RequiredChecks,
+    RequiredContext,
+    Rule,
     Signal,
     State,
     Verdict,
@@ -29,7 +35,9 @@ from bot.core.model import (
 from bot.core.reconcile import dedupe, github_state, reconcile
 from bot.docs.readthedocs.rows import RtdLookup
 from bot.docs.readthedocs.rules import RtdBuild
+from bot.github.client import GitHubApi
 from bot.render.comment import Renderer
+from bot_sandbox import Sandbox, World
 
 NOW = datetime(2026, 10, 5, 14, 3, tzinfo=UTC)
 NUMBER = 7430
@@ -624,3 +632,118 @@ def test_comment_uses_no_numeric_entities_or_invisible_characters(names: list[st
     # An entity the source itself wrote is its verbatim text; the bot writes none of its own.
     assert body.count("&#") == sum(2 * name.count("&#") for name in names)
     assert not any(c in body for c in "\u200b\u200c\u200d\u2060\ufeff\u202e")
+
+
+# --- issue 15: required contexts, workflow identity, one head per report ----------------------
+
+REQUIRED_NAMES = st.sampled_from(["build", "test", "DCO", "lint"])
+APP_IDS = st.one_of(st.none(), st.sampled_from([1861, 15368]))
+
+
+@st.composite
+def required_sets(draw: st.DrawFn) -> RequiredChecks:
+    """What a base branch might require: names, some bound to an app (a ruleset's integrationId)."""
+    if draw(st.integers(0, 9)) == 0:
+        return RequiredChecks("main", read=False, error="GitHub answered 403")
+    pairs = draw(st.lists(st.tuples(REQUIRED_NAMES, APP_IDS), max_size=4, unique=True))
+    rule = draw(st.sampled_from([Rule("branch protection", "main"), Rule("ruleset", "Main")]))
+    return RequiredChecks(
+        "main", read=True, contexts=tuple(RequiredContext(n, (rule,), a) for n, a in pairs)
+    )
+
+
+@RUNS
+@given(
+    st.lists(check_runs(REQUIRED_NAMES), max_size=8),
+    st.lists(statuses(REQUIRED_NAMES), max_size=3),
+    st.lists(APP_IDS, min_size=8, max_size=8),
+    required_sets(),
+    st.lists(REQUIRED_NAMES, max_size=2),
+)
+def test_passing_only_when_every_required_context_is_present_and_passing(
+    runs: list[dict[str, Any]],
+    plain: list[dict[str, Any]],
+    app_ids: list[int | None],
+    checks: RequiredChecks,
+    configured: list[str],
+) -> None:
+    signals = [make_signal(**r, app_id=a) for r, a in zip(runs, app_ids, strict=False)]
+    signals += [make_signal(**s) for s in plain]
+    snap = replace(snapshot(signals), required_checks=checks, base="main")
+    report = reconcile(snap, {}, Policy(), now=NOW, expected=configured)
+    if report.verdict is not Verdict.PASSING:
+        return
+    assert all(row.signal.kind is not Kind.EXPECTED for row in report.rows)
+    reported = [row for row in report.rows if row.signal.kind is not Kind.EXPECTED]
+    wanted = list(checks.contexts) if checks.read else []
+    for context in wanted:
+        carrying = [
+            row for row in reported
+            if row.signal.name == context.name
+            and (context.app_id is None or row.signal.kind is Kind.STATUS
+                 or row.signal.app_id == context.app_id)
+        ]  # fmt: skip
+        assert carrying, f"{context} is required and absent, yet the verdict is passing"
+        assert all(row.state in PASSING_STATES for row in carrying)
+    for name in configured:
+        assert any(row.signal.name == name for row in reported)
+
+
+@RUNS
+@given(check_runs(SMALL_NAMES), st.sampled_from(["workflow_path", "event"]), st.data())
+def test_two_runs_differing_in_workflow_file_or_event_both_survive_dedupe(
+    run: dict[str, Any], field: str, data: st.DataObject
+) -> None:
+    values = data.draw(
+        st.lists(
+            st.sampled_from([".github/workflows/ci.yml", ".github/workflows/nightly.yml", None])
+            if field == "workflow_path"
+            else EVENTS,
+            min_size=2, max_size=2, unique=True,
+        )
+    )  # fmt: skip
+    first = make_signal(**{**run, field: values[0]})
+    second = make_signal(**{**run, field: values[1], "github_state": "failure"})
+    kept = dedupe([first, second])
+    assert len(kept) == 2
+    assert {getattr(s, field) for s in kept} == set(values)
+    assert len({s.key for s in kept}) == 2
+
+
+@settings(max_examples=12, deadline=None, database=None)
+@given(st.integers(1, 260), st.integers(1, 260), st.integers(0, 4), st.booleans())
+def test_a_reports_signals_all_come_from_one_head_commit(
+    on_a: int, on_b: int, move_at: int, show: bool
+) -> None:
+    """Head A and head B each carry their own checks (`a-…`, `b-…`); the head moves before the
+    `move_at`-th GraphQL query. Whatever page that falls on, one report's signals are one
+    head's: all A's or all B's, and exactly as many as that head carries."""
+    world = World()
+    world.add_user(login="ci-status-bot", token="t")
+    world.add_repo("octo/omni")
+    head_a, head_b = "a" * 40, "b" * 40
+    world.add_pull("octo/omni", 1, title="t", author="alice", head_sha=head_a)
+    for head, count in ((head_a, on_a), (head_b, on_b)):
+        for i in range(count):
+            world.add_check_run("octo/omni", head, name=f"{head[0]}-{i:03d}", workflow="ci")
+    seen: list[str | None] = []
+
+    def push(w: World, operation: str | None) -> None:
+        seen.append(operation)
+        if len(seen) == move_at + 1:
+            w.set_head("octo/omni", 1, head_b)
+
+    world.on_graphql(push)
+    with Sandbox(world) as sandbox:
+        gh = Github(auth=Auth.Token("t"), base_url=sandbox.github_url)
+        api = GitHubApi(gh)
+        if show:
+            snap = api.pull("octo/omni", 1, now=NOW)
+        else:
+            [read] = list(api.open_pulls("octo/omni", now=NOW))
+            assert isinstance(read, PullSnapshot)
+            snap = read
+        Requester.resetConnectionClasses()
+    prefixes = {s.name[0] for s in snap.signals}
+    assert prefixes == {snap.head_sha[0]}
+    assert len(snap.signals) == (on_a if snap.head_sha == head_a else on_b)

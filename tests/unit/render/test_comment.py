@@ -769,9 +769,9 @@ def test_first_seen_is_labelled_as_the_bots_own() -> None:
     assert f"`j` · pending · first seen by this bot {DAY}{NBSP}13:00{NBSP}UTC" in body
 
 
-def test_a_signal_without_time_says_no_since() -> None:
+def test_a_signal_without_time_says_github_gives_none_and_invents_none() -> None:
     body = render(run("j", "queued", started_at=None))
-    assert "\n- ⏳ `j` · pending\n" in body
+    assert "\n- ⏳ `j` · pending · GitHub gives no time for it\n" in body  # issue 15, item 10
 
 
 def test_nothing_is_said_twice() -> None:
