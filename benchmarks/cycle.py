@@ -15,6 +15,12 @@ bot at it, and runs the real bot, `python -m bot once --config CFG`, four times:
 - changed: after the sandbox's control API gave --change-fraction of the heads a new
   check state.
 
+Then benchmarks/warm.py runs three cycles in ONE process, as `run` does (the reports of one
+cycle kept for the next): "rebuilt" (no report kept yet: every pull request parsed,
+reconciled and keyed, what every cycle did before), "reused" (nothing changed) and "changed"
+(--change-fraction of the heads changed first); their CPU is printed side by side with the
+naive poller's (the CPU ratio naive/reused and the request ratio).
+
 Then (unless --skip-naive) it runs benchmarks/naive.py over the same sandbox: PyGithub,
 per open pull request: list check runs, combined status, list issue comments.
 
@@ -64,7 +70,9 @@ from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 NAIVE = Path(__file__).resolve().with_name("naive.py")
+WARM = Path(__file__).resolve().with_name("warm.py")
 RUNS = ("cold", "warm", "stateless", "changed", "naive")
+SERVICE_RUNS = ("rebuilt", "reused", "changed")
 GITHUB_REST_PER_HOUR = 5000
 NAIVE_REST_LIMIT = 1_000_000
 _SUMMARY = re.compile(
@@ -488,6 +496,72 @@ def naive_poll(
     return result
 
 
+def service_cycles(
+    sandbox: SandboxProcess, config: Path, args: argparse.Namespace
+) -> dict[str, Any] | None:
+    """benchmarks/warm.py over the warm state: three cycles of one process, measured."""
+    print("running three cycles in one process (rebuilt, reused, changed)...", flush=True)
+    child = run_child(
+        [sys.executable, str(WARM), "--config", str(config), "--control-url",
+         sandbox.info["control_url"], "--change-fraction", str(args.change_fraction)],
+        timeout_s=args.timeout,
+    )  # fmt: skip
+    lines = child.stdout.strip().splitlines()
+    if child.returncode != 0 or not lines:
+        return {"exit_code": child.returncode, "stderr_tail": child.stderr.splitlines()[-5:]}
+    result: dict[str, Any] = json.loads(lines[-1])
+    result["exit_code"] = child.returncode
+    result["process_cpu_s"] = round(child.cpu_s, 2)
+    return result
+
+
+def service_report(results: dict[str, dict[str, Any] | None]) -> list[str]:
+    """The one-process cycles side by side, with the naive poller's CPU and requests."""
+    service, naive = results.get("service"), results.get("naive")
+    if not service or service.get("exit_code") != 0:
+        return [f"one-process cycles failed: {service}"]
+    rows = [
+        (label, [service[name][key] for name in SERVICE_RUNS])
+        for label, key in (
+            ("CPU s (the cycle)", "cpu_s"),
+            ("wall s", "wall_s"),
+            ("GitHub requests", "github_requests"),
+            ("GraphQL points", "graphql_points"),
+            ("writes (POST/PATCH)", "writes"),
+            ("heads changed first", "changed_heads"),
+        )
+    ]
+    out = [
+        "one process, cycles as `run` keeps them (benchmarks/warm.py):",
+        table(rows, SERVICE_RUNS),
+    ]
+    reused, rebuilt = service["reused"], service["rebuilt"]
+    out.append(
+        f"reused vs rebuilt CPU: {reused['cpu_s']:.2f} s vs {rebuilt['cpu_s']:.2f} s "
+        f"({_ratio(rebuilt['cpu_s'], reused['cpu_s'])}x); peak RSS {service['peak_rss_mb']} MB "
+        f"(target <= 250); imports {service['imports_cpu_s']} s CPU (once per process)"
+    )
+    out.append(
+        f"reused cycle: {reused['github_requests']} requests, {reused['graphql_points']} points "
+        f"(targets <= 45 / <= 45), {reused['writes']} writes (target 0), "
+        f"CPU {reused['cpu_s']:.2f} s (target <= 1.5)"
+    )
+    if naive is not None:
+        out.append(
+            f"naive poller / reused cycle: CPU {naive['cpu_s']:.2f} / {reused['cpu_s']:.2f} s = "
+            f"{_ratio(naive['cpu_s'], reused['cpu_s'])}x (target >= 20), GitHub requests "
+            f"{naive['github_requests']} / {reused['github_requests']} = "
+            f"{_ratio(naive['github_requests'], reused['github_requests'])}x (target >= 100)"
+        )
+    for name in SERVICE_RUNS:
+        out.append(f"{name}: {service[name]['summary']}")
+    return out
+
+
+def _ratio(top: float, bottom: float) -> str:
+    return f"{top / bottom:.1f}" if bottom else "-"
+
+
 def naive_ratio(results: dict[str, dict[str, Any] | None]) -> dict[str, float | None]:
     """Naive/warm GitHub requests: measured, and projected to a full sweep when rate-limited."""
     naive, warm = results.get("naive"), results.get("warm")
@@ -607,7 +681,7 @@ def notes(results: dict[str, dict[str, Any] | None]) -> list[str]:
         for line in run.get("log_warnings_first", []) + run.get("stderr_tail", []):
             out.append(f"  stderr: {line}")
         previous = run
-    commits = {n: r.get("bot_commit") for n, r in results.items() if r and n != "naive"}
+    commits = {n: r.get("bot_commit") for n, r in results.items() if r and n in RUNS[:4]}
     if len(set(commits.values())) > 1:
         out.append(f"WARNING: the bot's code changed during the benchmark: {commits}")
     cold = results.get("cold")
@@ -717,6 +791,7 @@ def run_all(args: argparse.Namespace, folder: Path) -> dict[str, dict[str, Any] 
                 results[name] = result
                 if name == "warm":  # not measured: the stats are reset before the next run
                     result["required_signals"] = required_signals(config, state)
+            results["service"] = service_cycles(sandbox, config, args)
             if not args.skip_naive:
                 print("running the naive poller...", flush=True)
                 results["naive"] = naive_poll(
@@ -749,12 +824,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(report(results))
     print()
     print("\n".join(notes(results)))
+    print()
+    print("\n".join(service_report(results)))
     line: dict[str, Any] = {"prs": args.prs, "checks": args.checks, "latency_ms": args.latency_ms}
     line["bot_commit"] = commit
     line.update(results)
     line.update(naive_ratio(results))
     print(json.dumps(line, sort_keys=False))
-    failed = any(r is not None and r["exit_code"] != 0 for r in results.values())
+    failed = any(r is not None and r.get("exit_code") != 0 for r in results.values())
     return 1 if failed else 0
 
 

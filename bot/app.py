@@ -14,7 +14,7 @@ from typing import Any
 from github import Auth, Github, GithubIntegration
 from github.GithubException import GithubException
 
-from bot.cycle import Cycle, WritePacing
+from bot.cycle import Cycle, Reports, WritePacing
 from bot.docs.readthedocs.client import RtdApi
 from bot.docs.readthedocs.provider import ReadTheDocs
 from bot.github.client import GitHubApi, GitHubError
@@ -52,6 +52,8 @@ class Clients:
     sleep: Sleep | None = None  # how every wait waits; None: on `stop`, so a stop ends it
     # this process's writes on a monotonic clock, shared by every cycle and webhook refresh
     pacing: WritePacing = field(default_factory=WritePacing)
+    # the last report of each pull request, reused by the next cycle when nothing changed
+    reports: Reports = field(default_factory=Reports)
 
     def close(self) -> None:
         """Release connections."""
@@ -182,6 +184,7 @@ def make_cycle(
         pacing=clients.pacing,
         generation=_no_lease if leases is None else leases.generation,
         fence=None if leases is None else leases.valid,
+        reports=clients.reports,
     )
 
 

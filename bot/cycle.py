@@ -15,8 +15,8 @@ from typing import Literal, Protocol
 from bot.core.base import MergeBase, needs_base, with_base
 from bot.core.evidence import Evidence
 from bot.core.facts import facts_key
-from bot.core.model import FAILING_STATES, MARKER, PullSnapshot, Report, Verdict
-from bot.core.reconcile import github_state, reconcile
+from bot.core.model import FAILING_STATES, MARKER, Policy, PullSnapshot, Report, Verdict
+from bot.core.reconcile import github_state, reconcile_until
 from bot.core.required import HEAD_SEEN_KEY, expected_signals
 from bot.docs.provider import DocsProvider
 from bot.github.bases import BaseReader
@@ -73,6 +73,62 @@ class WritePacing:
         with self._lock:
             now = self._clock()
             return sum(1 for t in self._times if now - t <= seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class Built:
+    """One pull request's last report, its facts key, and everything it was built from."""
+
+    snapshot: PullSnapshot
+    docs: Mapping[str, Evidence]
+    first_seen: Mapping[str, datetime]
+    policy: Policy
+    expected: tuple[str, ...]  # the contexts the repository's configuration expects
+    merge: MergeBase | None  # the merge-base answer of this pass for the head (if read)
+    judged_at: datetime
+    until: datetime | None  # the first time these inputs would give another report
+    report: Report
+    key: str
+
+    def serves(
+        self,
+        snapshot: PullSnapshot,
+        docs: Mapping[str, Evidence],
+        first_seen: Mapping[str, datetime],
+        policy: Policy,
+        now: datetime,
+    ) -> bool:
+        """Whether reconciling these inputs at `now` would give this same report."""
+        if now < self.judged_at or (self.until is not None and now >= self.until):
+            return False  # a limit crossed (or the clock went back): judged again
+        same = replace(snapshot, fetched_at=self.snapshot.fetched_at) == self.snapshot
+        return (
+            same and policy == self.policy and docs == self.docs and (first_seen == self.first_seen)
+        )
+
+
+class Reports:
+    """The last report of each pull request, kept across the cycles of one process (`run`):
+    a pull request whose inputs did not change, before any limit is crossed, is not
+    reconciled or keyed again."""
+
+    def __init__(self) -> None:
+        """None yet."""
+        self._built: dict[tuple[str, int], Built] = {}
+
+    def get(self, repo: str, number: int) -> Built | None:
+        """The last report built for this pull request, if any."""
+        return self._built.get((repo, number))
+
+    def put(self, built: Built) -> None:
+        """Keep this pull request's newest report."""
+        self._built[(built.report.repo, built.report.number)] = built
+
+    def keep_only(self, repo: str, numbers: Iterable[int]) -> None:
+        """Forget the pull requests of `repo` that are no longer open."""
+        kept = set(numbers)
+        for key in [k for k in self._built if k[0] == repo and k[1] not in kept]:
+            del self._built[key]
 
 
 @dataclass(frozen=True)
@@ -226,6 +282,7 @@ class Cycle:
         pacing: WritePacing | None = None,
         generation: Callable[[str], int] = lambda _repo: 0,
         fence: Callable[[str], int | None] | None = None,
+        reports: Reports | None = None,
     ) -> None:
         self.github, self.docs, self.store, self.renderer = github, tuple(docs), store, renderer
         self.policy = policy
@@ -250,6 +307,7 @@ class Cycle:
         # state just before each write (None: its lease is lost: no write). None: one process.
         self.fence = fence
         self.observers = tuple(observers)
+        self.reports = reports or Reports()  # the service shares one across its cycles
 
     # -- the pass ------------------------------------------------------------------------
 
@@ -333,6 +391,7 @@ class Cycle:
         seen = {int(label[len(prefix) :]) for label in labels if label.startswith(prefix)}
         for observer in self.observers:
             observer.repo_done(repo.name, seen)
+        self.reports.keep_only(repo.name, seen)
 
     def _plan_chunk(
         self, chunk: Sequence[PullSnapshot | PullFailure], repo: RepoSettings, summary: Summary
@@ -451,21 +510,40 @@ class Cycle:
             first_seen = self.store.first_seen(*args)
             first_seen = {k: first_seen.get(k) or stamped.get(k) or now for k in keys}
         docs = read_docs(snapshot, repo, self.docs, now=now)
-        report = reconcile(
-            snapshot, docs, self.core_policy, now=now, first_seen=first_seen, expected=repo.expected
+        known = self.store.get_facts(repo.name, snapshot.number)
+        last = self.reports.get(repo.name, snapshot.number)
+        merge = self._bases.get((repo.name, snapshot.head_sha))
+        if (
+            stamp is None
+            and last is not None
+            and known == (last.key, last.report.observed_at)
+            and last.merge == merge
+            and last.expected == tuple(repo.expected)
+            and last.serves(snapshot, docs, first_seen, self.core_policy, now)
+        ):
+            return last.report, last.key
+        policy = self.core_policy
+        report, until = reconcile_until(
+            snapshot, docs, policy, now=now, first_seen=first_seen, expected=repo.expected
         )
         if any(needs_base(row) for row in report.rows):
             if (repo.name, snapshot.head_sha) not in self._bases:
                 self.read_bases(repo.name, [snapshot])
-            report = with_base(report, self._bases[(repo.name, snapshot.head_sha)])
+            merge = self._bases[(repo.name, snapshot.head_sha)]
+            report = with_base(report, merge)
         key = facts_key(report)
-        known = self.store.get_facts(repo.name, snapshot.number)
+        built = Built(
+            snapshot, docs, first_seen, policy, tuple(repo.expected), merge, now, until, report, key
+        )
         if known is not None and known[0] == key:
-            return replace(report, observed_at=known[1]), key
+            report = replace(report, observed_at=known[1])
+            self.reports.put(replace(built, report=report))
+            return report, key
         if stamp is not None and stamp.facts_key == key:
             now = stamp.observed_at  # adopted: a lost state re-dates nothing
             report = replace(report, observed_at=now)
         self.store.set_facts(repo.name, snapshot.number, facts_key=key, observed_at=now)
+        self.reports.put(replace(built, report=report))
         return report, key
 
     def plan(self, snapshot: PullSnapshot, repo: RepoSettings) -> Plan:

@@ -7,13 +7,15 @@ core calls only these two methods; what the evidence holds is the provider's own
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Final, NamedTuple, Protocol
 
 from bot.core.model import Policy, Row, Signal, SinceSource, State
 
 HEAD_KEY: Final = "\0"
+# The clock's resolution: a pending signal is stale from its limit plus one tick on.
+TICK: Final = timedelta(microseconds=1)
 
 
 class Since(NamedTuple):
@@ -29,15 +31,16 @@ class Judge:
 
     policy: Policy
     now: datetime
+    # The times at which a judgement made here would come out otherwise (a limit crossed).
+    crossings: list[datetime] = field(default_factory=list, compare=False)
 
     def aged(self, state: State, since: datetime | None) -> State:
         """A pending state older than the limit becomes STALE; anything else is unchanged."""
-        if (
-            state is State.PENDING
-            and since is not None
-            and self.now - since > self.policy.stale_after
-        ):
+        if state is not State.PENDING or since is None:
+            return state
+        if self.now - since > self.policy.stale_after:
             return State.STALE
+        self.crossings.append(since + self.policy.stale_after + TICK)
         return state
 
     @property
@@ -47,9 +50,16 @@ class Judge:
 
     def unverified(self, since: datetime | None) -> datetime | None:
         """Since when a source cannot be read, once that has lasted the policy's limit."""
-        if since is None or self.now - since < self.policy.unverified_after:
+        if since is None:
+            return None
+        if self.now - since < self.policy.unverified_after:
+            self.crossings.append(since + self.policy.unverified_after)
             return None
         return since
+
+    def valid_until(self) -> datetime | None:
+        """The first time a judgement made here would change (None: no judgement ages)."""
+        return min(self.crossings, default=None)
 
 
 class Evidence(Protocol):

@@ -81,7 +81,35 @@ def reconcile(
     context the base branch requires (or `expected` names) that nothing on the head reports
     is a signal of its own, pending from when the bot first knew the head, then stale.
     """
+    return reconcile_until(
+        snapshot, docs, policy, now=now, first_seen=first_seen, expected=expected
+    )[0]
+
+
+def reconcile_until(
+    snapshot: PullSnapshot,
+    docs: Mapping[str, Evidence],
+    policy: Policy,
+    *,
+    now: datetime,
+    first_seen: Mapping[str, datetime] | None = None,
+    expected: Iterable[str] = (),
+) -> tuple[Report, datetime | None]:
+    """reconcile's report and the first time the same inputs would give another (a limit
+    crossed: a pending signal turning stale, a source unread for too long); None: never."""
     clock = Judge(policy, now)
+    report = _reconcile(snapshot, docs, clock, first_seen, expected)
+    return report, clock.valid_until()
+
+
+def _reconcile(
+    snapshot: PullSnapshot,
+    docs: Mapping[str, Evidence],
+    clock: Judge,
+    first_seen: Mapping[str, datetime] | None,
+    expected: Iterable[str],
+) -> Report:
+    policy, now = clock.policy, clock.now
     seen = first_seen or {}
     signals = dedupe(with_required(snapshot.signals, snapshot.required_checks))
     missing = expected_signals(signals, snapshot.required_checks, expected)

@@ -62,6 +62,12 @@ class Partial:
     extra_labels: list[str] = field(default_factory=list)
     total: int | None = None  # the contexts GitHub counts on the head (totalCount)
     required_checks: RequiredChecks | None = None  # what its base branch requires, once read
+    # the snapshot last read from the very same node (its signals' `required` set again)
+    reused: PullSnapshot | None = None
+
+    def whole(self) -> bool:
+        """Read from its node alone: no page of contexts or labels is left to follow."""
+        return self.cursor is None and self.labels_cursor is None and self.failure is None
 
     def _short(self) -> bool:
         """Fewer contexts read than GitHub counted: pages came back short (never complete)."""
@@ -72,6 +78,18 @@ class Partial:
         snap = self.snapshot
         if self.failure is not None:
             return PullFailure(snap.repo, snap.number, self.failure)
+        if self.reused is not None:
+            same = len(self.signals) == len(self.reused.signals) and all(
+                a is b for a, b in zip(self.signals, self.reused.signals, strict=True)
+            )
+            signals = self.reused.signals if same else tuple(self.signals)
+            return replace(
+                self.reused,
+                signals=signals,
+                fetched_at=snap.fetched_at,
+                required_checks=self.required_checks,
+                base=self.base,
+            )
         labels = (*snap.labels, *self.extra_labels)
         return replace(
             snap,
@@ -210,6 +228,18 @@ def parse_labels(connection: Any) -> tuple[list[str], str | None]:
     if more and not isinstance(cursor, str):
         raise Unreadable("a labels page has a next page but no cursor")
     return names, cursor
+
+
+def reread(node: Mapping[str, Any], last: PullSnapshot, *, now: datetime) -> Partial:
+    """The pull request last read as `last` from a node equal to `node` (not parsed again)."""
+    base = node.get("baseRefName")
+    return Partial(
+        replace(last, fetched_at=now),
+        base if isinstance(base, str) else None,
+        list(last.signals),
+        None,
+        reused=last,
+    )
 
 
 def parse_pull(repo: str, node: Any, *, now: datetime) -> Partial | PullFailure:

@@ -1,0 +1,89 @@
+"""Cycles of one long-running bot process (what `run` does between its cycles), measured.
+
+    python benchmarks/warm.py --config CFG --control-url URL [--change-fraction 0.05]
+
+Run by benchmarks/cycle.py against its sandbox, after the state is warm. In one process,
+with the clients `run` keeps between cycles, it runs:
+
+- rebuilt: a cycle whose process has no report of the last cycle: every pull request is
+  parsed, reconciled and keyed again (what every cycle did before issue 19);
+- reused: the next cycle, nothing changed: the reports of the last cycle are reused;
+- changed: the control API gives --change-fraction of the heads a new check state first.
+
+For each: CPU seconds of the process during the cycle (time.process_time), wall seconds,
+GitHub requests, GraphQL points and writes (the sandbox's statistics, reset before each
+cycle). Peak RSS of the process at the end. One JSON object on the last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import time
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+
+def control(url: str, method: str, name: str, payload: Any = None) -> Any:
+    """Call the sandbox's /_sandbox/<name> and return its JSON answer."""
+    data = None if payload is None else json.dumps(payload).encode()
+    request = urllib.request.Request(
+        f"{url}/{name}", data=data, method=method, headers={"Content-Type": "application/json"}
+    )
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(request, timeout=60) as answer:
+        return json.loads(answer.read())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", type=Path, required=True)
+    parser.add_argument("--control-url", required=True)
+    parser.add_argument("--change-fraction", type=float, default=0.05)
+    args = parser.parse_args(argv)
+    started = time.process_time()
+    from bot.app import build_clients, make_cycle, open_store
+    from bot.settings import load_settings
+
+    settings = load_settings(args.config)
+    imports_s = time.process_time() - started
+    clients = build_clients(settings, settings.repos)
+    store = open_store(settings)
+    results: dict[str, Any] = {"imports_cpu_s": round(imports_s, 2)}
+    try:
+        for name in ("rebuilt", "reused", "changed"):
+            changed = 0
+            if name == "changed":
+                payload = {"fraction": args.change_fraction, "seed": 2}
+                changed = len(control(args.control_url, "POST", "change", payload)["changed"])
+            control(args.control_url, "POST", "reset-stats")
+            cpu, wall = time.process_time(), time.perf_counter()
+            summary = make_cycle(settings, clients, store, dry_run=False, out=None).run(
+                settings.repos
+            )
+            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+            stats = control(args.control_url, "GET", "stats")
+            github = sum(n for k, n in stats["by_route"].items() if not k.startswith("rtd "))
+            results[name] = {
+                "cpu_s": round(cpu, 2),
+                "wall_s": round(wall, 2),
+                "github_requests": github,
+                "graphql_points": stats["graphql_points"],
+                "writes": stats["writes"],
+                "changed_heads": changed,
+                "summary": summary.line(),
+            }
+    finally:
+        store.close()
+        clients.close()
+    results["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    print(json.dumps(results))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

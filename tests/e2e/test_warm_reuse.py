@@ -1,0 +1,118 @@
+"""A warm cycle reuses the last report of a pull request that did not change (issue 19), and
+still changes it exactly when a limit is crossed (a pending signal turning stale)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from bot.app import Clients, build_clients, make_cycle
+from bot.core.model import PullSnapshot, Report, State
+from bot.cycle import Summary
+from bot.settings import Settings, load_settings
+from bot.state.store import Store
+from bot_sandbox import Sandbox, World
+from tests.support import LOGIN, REPO, TOKEN, bot_comments, write_config
+
+SHA = "a" * 40
+STARTED = datetime(2026, 10, 5, 12, 0, tzinfo=UTC)
+STALE_AFTER = timedelta(minutes=120)  # the default `stale_after_minutes`
+
+
+class Seen:
+    """The snapshots and reports a cycle handed to its observers."""
+
+    def __init__(self) -> None:
+        self.pulls: list[tuple[PullSnapshot, Report]] = []
+
+    def pull_done(self, snapshot: PullSnapshot, report: Report) -> None:
+        self.pulls.append((snapshot, report))
+
+    def repo_done(self, repo: str, seen: Iterable[int]) -> None:
+        pass
+
+    def repo_failed(self, repo: str, reason: str) -> None:
+        pass
+
+
+def pending_world() -> World:
+    world = World()
+    world.add_user(login=LOGIN, token=TOKEN)
+    world.add_repo(REPO)
+    world.add_pull(REPO, 5, title="slow build", author="alice", head_sha=SHA)
+    world.add_check_run(REPO, SHA, name="lint", started_at=STARTED, completed_at=STARTED)
+    world.add_check_run(
+        REPO, SHA, name="integration", status="in_progress", conclusion=None, started_at=STARTED
+    )
+    return world
+
+
+class Bot:
+    """Cycles of one process (one Clients: what `run` keeps between its cycles)."""
+
+    def __init__(self, settings: Settings, clients: Clients, store: Store) -> None:
+        self.settings, self.clients, self.store = settings, clients, store
+
+    def cycle(self, at: datetime) -> tuple[Summary, Seen]:
+        seen = Seen()
+        cycle = make_cycle(self.settings, self.clients, self.store, dry_run=False, out=None)
+        cycle.clock, cycle.sleep = (lambda: at), (lambda _s: None)
+        cycle.observers = (*cycle.observers, seen)
+        return cycle.run(self.settings.repos), seen
+
+
+@contextmanager
+def bot(world: World, tmp: Path) -> Iterator[Bot]:
+    with Sandbox(world) as sandbox:
+        settings = load_settings(write_config(tmp, sandbox))
+        clients = build_clients(settings, settings.repos)
+        try:
+            with Store.open(tmp / "state.sqlite3") as store:
+                yield Bot(settings, clients, store)
+        finally:
+            clients.close()
+
+
+def integration(report: Report) -> State:
+    return next(row.state for row in report.rows if row.signal.name == "integration")
+
+
+def test_a_pending_check_turns_stale_between_two_warm_cycles_exactly_at_its_limit(
+    tmp_path: Path,
+) -> None:
+    world = pending_world()
+    with bot(world, tmp_path) as b:
+        first, _ = b.cycle(STARTED + STALE_AFTER - timedelta(minutes=1))
+        assert first.created == 1, first.line()
+        at_limit, seen = b.cycle(STARTED + STALE_AFTER)  # not older than the limit yet
+        assert (at_limit.edited, at_limit.left) == (0, 1), at_limit.line()
+        assert integration(seen.pulls[0][1]) is State.PENDING
+        past, seen = b.cycle(STARTED + STALE_AFTER + timedelta(microseconds=1))
+        assert past.edited == 1, past.line()
+        assert integration(seen.pulls[0][1]) is State.STALE
+    [comment] = bot_comments(world, 5)
+    assert "longer than the 120-minute limit" in comment["body"]
+
+
+def test_a_warm_cycle_reuses_what_did_not_change_and_rebuilds_what_did(tmp_path: Path) -> None:
+    world = pending_world()
+    world.add_pull(REPO, 6, title="done", author="bob", head_sha="b" * 40)
+    world.add_check_run(REPO, "b" * 40, name="lint", started_at=STARTED, completed_at=STARTED)
+    now = STARTED + timedelta(minutes=5)
+    with bot(world, tmp_path) as b:
+        b.cycle(now)
+        _, cold = b.cycle(now + timedelta(minutes=1))
+        _, warm = b.cycle(now + timedelta(minutes=2))
+        for (snap_a, report_a), (snap_b, report_b) in zip(cold.pulls, warm.pulls, strict=True):
+            assert report_b is report_a  # not reconciled again
+            assert snap_b.signals is snap_a.signals  # not parsed again
+        world.add_status(REPO, SHA, context="ci/extra", state="failure", created_at=now)
+        summary, changed = b.cycle(now + timedelta(minutes=3))
+        assert summary.edited == 1, summary.line()
+        reports = {report.number: report for _, report in changed.pulls}
+        assert reports[5] is not warm.pulls[0][1]
+        assert "ci/extra" in {row.signal.name for row in reports[5].rows}
+        assert reports[6] is {r.number: r for _, r in warm.pulls}[6]
+    assert "ci/extra" in bot_comments(world, 5)[0]["body"]
