@@ -10,11 +10,12 @@ PostgreSQL server of CISB_TEST_POSTGRES_URL (or --postgres-url), dropped at the 
 - settle: every pull request gets the comment the bot would write, stored through the
   sandbox's control API and recorded in the state as adopted (as benchmarks/cycle.py does
   after a cold start), so what follows measures the steady state, not a cold backlog;
-- one process: `python -m bot once` over every repository; its GitHub requests;
+- one process: `python -m bot once` over every repository, twice (the first fills the
+  caches the settle step left empty); the second one's GitHub requests;
 - replicas: --replicas `python -m bot run` processes on the same database. Once the leases
   are spread and every repository has been worked, the sandbox's statistics are reset and
-  the next cycle of every replica is measured: until every repository has been worked again
-  (the triage table's `updated_at`, written at every reconcile). Their total GitHub requests,
+  the next cycle of every replica is measured: until every pull request of every repository
+  has been reconciled again (the triage table's `updated_at`, written at every reconcile). Their total GitHub requests,
   and the ratio to one process's;
 - kill -9: one replica is killed with SIGKILL; timed until the other replicas hold its
   leases, until its repositories have been worked again, and until every repository has;
@@ -181,8 +182,8 @@ def rows(url: str, query: str) -> list[tuple[Any, ...]]:
 
 
 def worked_since(url: str, since: str) -> set[str]:
-    """Repositories some pull request of which was reconciled after `since`."""
-    found = rows(url, "SELECT repo, max(updated_at) FROM triage GROUP BY repo")
+    """Repositories every pull request of which was reconciled after `since`."""
+    found = rows(url, "SELECT repo, min(updated_at) FROM triage GROUP BY repo")
     return {repo for repo, last in found if last > since}
 
 
@@ -235,7 +236,10 @@ def run_all(args: argparse.Namespace, folder: Path, base: str) -> dict[str, Any]
             config = write_config(info, folder / "once", url, args)
             print("settling: every pull request's comment...", flush=True)
             out["settled_comments"] = settle(sandbox, config)
-            print("running one process's warm cycle (once)...", flush=True)
+            print("running one process's cycles (once, twice; the second is measured)...",
+                  flush=True)  # fmt: skip
+            run_child([sys.executable, "-m", "bot", "once", "--config", str(config)],
+                      timeout_s=args.timeout)  # fmt: skip
             sandbox.control("POST", "reset-stats")
             child = run_child(
                 [sys.executable, "-m", "bot", "once", "--config", str(config)],
