@@ -15,8 +15,8 @@ PostgreSQL server of CISB_TEST_POSTGRES_URL (or --postgres-url), dropped at the 
 - replicas: --replicas `python -m bot run` processes on the same database. Once the leases
   are spread and every repository has been worked, the sandbox's statistics are reset and
   the next cycle of every replica is measured: until every pull request of every repository
-  has been reconciled again (the triage table's `updated_at`, written at every reconcile). Their total GitHub requests,
-  and the ratio to one process's;
+  has been reconciled again (the triage table's `updated_at`, written at every reconcile).
+  Their total GitHub requests, and the ratio to one process's;
 - kill -9: one replica is killed with SIGKILL; timed until the other replicas hold its
   leases, until its repositories have been worked again, and until every repository has;
 - duplicates: the bot's comments per pull request, listed through the sandbox's REST API
