@@ -59,6 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--checks", type=int, default=20, help="scale: check runs per head (default %(default)s)"
     )
     serve.add_argument(
+        "--repos", type=int, default=1,
+        help="scale: spread the pull requests over this many repositories (default %(default)s)",
+    )  # fmt: skip
+    serve.add_argument(
         "--seed", type=int, default=0, help="scale: random seed of the generated world"
     )
     serve.add_argument(
@@ -83,7 +87,9 @@ def serve(args: argparse.Namespace) -> int:
     if args.scenario == "demo":
         info = seeds.seed_demo(world)
     else:
-        info = seeds.seed_scale(world, prs=args.prs, checks=args.checks, rng_seed=args.seed)
+        info = seeds.seed_scale(
+            world, prs=args.prs, checks=args.checks, rng_seed=args.seed, repos=args.repos
+        )
     if args.actions_token:
         world.add_actions_token(args.actions_token, str(info["repo"]))
     stop = threading.Event()
@@ -107,6 +113,7 @@ def serve(args: argparse.Namespace) -> int:
             "token": info["token"],
             "login": info["login"],
             "repo": info["repo"],
+            "repos": info.get("repos", [info["repo"]]),
             "rtd_project": info["rtd_project"],
             "prs": sorted(info["pulls"]) if "pulls" in info else info["prs"],
         }

@@ -313,15 +313,27 @@ def seed_demo(world: World, *, now: datetime | None = None) -> dict[str, Any]:
 
 
 def seed_scale(
-    world: World, *, prs: int, checks: int, now: datetime | None = None, rng_seed: int = 0
+    world: World,
+    *,
+    prs: int,
+    checks: int,
+    now: datetime | None = None,
+    rng_seed: int = 0,
+    repos: int = 1,
 ) -> dict[str, Any]:
-    """Seed octo/big with `prs` open PRs of `checks` contexts each (some heads > 100)."""
+    """Seed octo/big with `prs` open PRs of `checks` contexts each (some heads > 100).
+
+    With `repos` > 1 the pull requests are spread over octo/big-00, octo/big-01, ... (numbers
+    stay unique across them, so each has its own Read the Docs builds).
+    """
     now = (now or world.now()).astimezone(UTC)
     rng = random.Random(rng_seed)
     _ensure_account(world)
-    world.add_repo(SCALE_REPO)
-    world.set_required_checks(SCALE_REPO, ["DCO", "job-001", "ci/external-00"])  # protection
-    world.add_ruleset(SCALE_REPO, "Main", [("DCO", 1861), "job-002"])  # the DCO app's id
+    names = [SCALE_REPO] if repos <= 1 else [f"{SCALE_REPO}-{i:02d}" for i in range(repos)]
+    for name in names:
+        world.add_repo(name)
+        world.set_required_checks(name, ["DCO", "job-001", "ci/external-00"])  # protection
+        world.add_ruleset(name, "Main", [("DCO", 1861), "job-002"])  # the DCO app's id
     world.add_rtd_project(SCALE_RTD)
     big = set(range(0, prs, max(1, prs // max(2, prs // 200)))) if prs else set()
     rtd_cases = {"running": 0, "cancelled": 0, "finished": 0}
@@ -331,7 +343,7 @@ def seed_scale(
             sha = f"{rng.getrandbits(160):040x}"
             created = now - timedelta(hours=rng.randint(1, 24 * 30))
             world.add_pull(
-                SCALE_REPO,
+                names[index % len(names)],
                 number,
                 title=f"Change {number}",
                 author=f"dev{index % 37}",
@@ -340,11 +352,15 @@ def seed_scale(
                 created_at=created,
             )
             count = max(checks, 120) if index in big else checks
-            _scale_contexts(world, rng, sha, count, now)
+            _scale_contexts(world, rng, sha, count, now, names[index % len(names)])
             if index % 10 == 0:
-                rtd_cases[_scale_docs(world, rng, number, sha, now, index // 10 % 3)] += 1
+                case = _scale_docs(
+                    world, rng, number, sha, now, index // 10 % 3, names[index % len(names)]
+                )
+                rtd_cases[case] += 1
     return {
-        "repo": SCALE_REPO,
+        "repo": names[0],
+        "repos": names,
         "login": LOGIN,
         "token": TOKEN,
         "rtd_project": SCALE_RTD,
@@ -362,14 +378,21 @@ def _age(rng: random.Random) -> timedelta:
     return timedelta(minutes=minutes)
 
 
-def _scale_contexts(world: World, rng: random.Random, sha: str, count: int, now: datetime) -> None:
+def _scale_contexts(
+    world: World,
+    rng: random.Random,
+    sha: str,
+    count: int,
+    now: datetime,
+    repo: str = SCALE_REPO,
+) -> None:
     statuses = count // 10
     for k in range(count - statuses):
         roll = rng.random()
         at = now - _age(rng)
         if k == 0:
             world.add_check_run_record(
-                SCALE_REPO, sha, name="DCO", app_slug="dco", started_at=at, completed_at=at
+                repo, sha, name="DCO", app_slug="dco", started_at=at, completed_at=at
             )
             continue
         status, conclusion = "completed", "success"
@@ -382,7 +405,7 @@ def _scale_contexts(world: World, rng: random.Random, sha: str, count: int, now:
             conclusion = "skipped"
         conclusion_or_none = None if status == "in_progress" else conclusion
         world.add_check_run_record(
-            SCALE_REPO,
+            repo,
             sha,
             name=f"job-{k:03d}",
             workflow=f"ci-{k % 4}",
@@ -394,7 +417,7 @@ def _scale_contexts(world: World, rng: random.Random, sha: str, count: int, now:
     for k in range(statuses):
         at = now - _age(rng)
         world.add_status(
-            SCALE_REPO,
+            repo,
             sha,
             context=f"ci/external-{k:02d}",
             state="success",
@@ -404,7 +427,13 @@ def _scale_contexts(world: World, rng: random.Random, sha: str, count: int, now:
 
 
 def _scale_docs(
-    world: World, rng: random.Random, number: int, sha: str, now: datetime, case: int
+    world: World,
+    rng: random.Random,
+    number: int,
+    sha: str,
+    now: datetime,
+    case: int,
+    repo: str = SCALE_REPO,
 ) -> str:
     build_id = 40000000 + number
     at = now - _age(rng)
@@ -412,7 +441,7 @@ def _scale_docs(
     target = _rtd_build_url(SCALE_RTD, build_id)
     if case == 0:
         world.add_status(
-            SCALE_REPO,
+            repo,
             sha,
             context=context,
             state="pending",
@@ -432,7 +461,7 @@ def _scale_docs(
         return "running"
     if case == 1:
         world.add_status(
-            SCALE_REPO,
+            repo,
             sha,
             context=context,
             state="pending",
@@ -464,7 +493,7 @@ def _scale_docs(
         duration=120,
     )
     world.add_status(
-        SCALE_REPO,
+        repo,
         sha,
         context=context,
         state="success",

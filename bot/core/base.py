@@ -62,12 +62,14 @@ def with_base(report: Report, merge: MergeBase) -> Report:
 
 
 def same_signal(one: Signal, other: Signal) -> bool:
-    """The same signal on another commit: same kind, name, app and workflow (any event)."""
-    return (one.kind, one.name, one.app, one.workflow) == (
+    """The same signal on another commit: same kind, name, app, workflow and workflow file
+    (any event: the base branch's runs are `push`)."""
+    return (one.kind, one.name, one.app, one.workflow, one.workflow_path) == (
         other.kind,
         other.name,
         other.app,
         other.workflow,
+        other.workflow_path,
     )
 
 

@@ -7,13 +7,14 @@ bot is refused, naming both versions.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Final, Self
 
 from sqlalchemy import (
     Connection,
@@ -67,6 +68,9 @@ SCHEMA_VERSION = HEAD
 _ADVISORY_MIGRATION_KEY = 0x43495342  # one transaction-scoped lock while a PostgreSQL migrates
 
 __all__ = ["REQUIRED_TTL", "SCHEMA_VERSION", "Store", "StoreError", "describe", "is_url"]
+
+
+_ESCAPED: Final = re.compile(r"\\[0\\]")  # a NUL or a backslash, as `Store._key_out` escapes
 
 
 def to_text(moment: datetime) -> str:
@@ -476,7 +480,19 @@ class Store:
         )
         with self._read() as conn:
             rows = conn.execute(query).all()
-        return {row.key: from_text(row.seen_at) for row in rows}
+        return {self._key_in(row.key): from_text(row.seen_at) for row in rows}
+
+    def _key_out(self, key: str) -> str:
+        """A signal key as stored: PostgreSQL's text holds no NUL, so it is escaped there."""
+        if self.dialect != "postgresql":
+            return key
+        return key.replace("\\", "\\\\").replace("\0", "\\0")
+
+    def _key_in(self, stored: str) -> str:
+        """A stored signal key as the bot knows it (the inverse of `_key_out`)."""
+        if self.dialect != "postgresql":
+            return stored
+        return _ESCAPED.sub(lambda m: "\0" if m[0] == "\\0" else "\\", stored)
 
     def mark_seen(
         self, repo: str, number: int, head_sha: str, keys: Iterable[str], *, now: datetime
@@ -484,7 +500,13 @@ class Store:
         """Record `now` for keys not yet seen on this head; forget the PR's other heads."""
         at, s = to_text(now), t.first_seen.c
         rows = [
-            {"repo": repo, "number": number, "head_sha": head_sha, "key": k, "seen_at": at}
+            {
+                "repo": repo,
+                "number": number,
+                "head_sha": head_sha,
+                "key": self._key_out(k),
+                "seen_at": at,
+            }
             for k in dict.fromkeys(keys)
         ]
         with self._write() as conn:

@@ -36,6 +36,7 @@ def seed(world: World) -> None:
     world.add_check_run(REPO, f"{7:040x}", name="DCO", app_slug="dco",
                         conclusion="action_required", started_at=NOW, completed_at=NOW)  # fmt: skip
     world.add_repo(OTHER)
+    world.set_required_checks(OTHER, ["DCO"])  # the DCO app never reports on octo/other#9
     sha = "9" * 40
     world.add_pull(OTHER, 9, title="Other <b>repo</b> change", author="carol", head_sha=sha)
     world.add_check_run(OTHER, sha, name="build", app_slug="github-actions", workflow="ci",
@@ -136,15 +137,16 @@ def test_filters_sorting_and_refresh_in_a_real_browser(
     text.send_keys("omni resolver")
     assert visible(browser) == ["octo/omni#7430"]
     text.clear()
-    text.send_keys("DCO")  # a failing check's name (7430's DCO passed: not a match)
-    assert visible(browser) == ["octo/omni#7"]
+    text.send_keys("DCO")  # #7's failing DCO, #9's DCO never reported (7430's passed: no)
+    assert visible(browser) == ["octo/omni#7", "octo/other#9"]
     assert "DCO" in browser.find_element("css selector", 'tr[data-pull="octo/omni#7"]').text
     text.clear()
     text.send_keys(" ")  # an input event with an empty filter
     assert visible(browser) == everything
 
-    click(browser, "checks", "never-reported")  # none of these has a check never reported
-    assert visible(browser) == [] and browser.find_element("id", "empty").is_displayed()
+    click(browser, "checks", "never-reported")  # a required check that never reported
+    assert visible(browser) == ["octo/other#9"]
+    assert "never reported: DCO" in browser.find_element("css selector", "#rows").text
     click(browser, "checks", "never-reported")
     assert visible(browser) == everything
 

@@ -71,6 +71,14 @@ def test_a_comment_id_beyond_32_bits_round_trips(postgres_url: str) -> None:
     assert stored is not None and stored.comment_id == 3_456_789_012
 
 
+def test_first_seen_keys_with_a_nul_byte_round_trip(postgres_url: str) -> None:
+    # "\0head" is the head's own key (bot.core.required); a check name may hold a NUL too
+    keys = ["\0head", "ci\0x", "back\\0slash", "plain"]
+    with Store.open(postgres_url) as store:
+        store.mark_seen(REPO, 1, "a" * 40, keys, now=NOW)
+        assert store.first_seen(REPO, 1, "a" * 40) == dict.fromkeys(keys, NOW)
+
+
 def test_a_newer_schema_on_the_server_is_refused_naming_both_versions(postgres_url: str) -> None:
     Store.open(postgres_url).close()
     with psycopg.connect(postgres_url, autocommit=True) as db:

@@ -43,6 +43,12 @@ def config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
                             started_at=done, completed_at=done)  # fmt: skip
     world.add_check_run(REPO, SHA, name="slow", app_slug="github-actions", status="in_progress",
                         started_at=done)  # fmt: skip
+    # a pull request into `release`, whose protection requires DCO: the DCO app never reported
+    world.add_pull(REPO, 60, title="release fix", author="finn", head_sha="6" * 40,
+                   base_ref="release")  # fmt: skip
+    world.set_required_checks(REPO, ["DCO"], branch="release")
+    world.add_check_run(REPO, "6" * 40, name="lint", app_slug="github-actions",
+                        started_at=done, completed_at=done)  # fmt: skip
     with Sandbox(world) as sandbox:
         path = write_config(tmp, sandbox)
         result = cli("once", "--config", str(path))
@@ -104,3 +110,25 @@ def test_the_page_filter_finds_a_check_by_name(config: Path, tmp_path: Path) -> 
     assert HOSTILE.lower() in text  # all names, not only the three shown
     assert 'data-never-reported="0"' in row.group(0)
     assert "<x>" not in page and html.escape(HOSTILE, quote=False) in page
+
+
+def test_a_required_check_that_never_reported_is_named_in_every_view(
+    config: Path, tmp_path: Path
+) -> None:
+    doc = json.loads(report(config, "--format", "json").stdout)
+    pull = next(p for p in doc["pulls"] if p["number"] == 60)
+    assert pull["never_reported"] == ["DCO"] and pull["required_never_reported"] == ["DCO"]
+    assert pull["failing"] == []
+    table = report(config).stdout
+    at = table.splitlines().index(next(x for x in table.splitlines() if "#60" in x))
+    assert "never reported: DCO (required)" in table.splitlines()[at + 1]
+    assert "1 with a required check that never reported." in table
+    markdown = report(config, "--format", "markdown").stdout
+    row = next(line for line in markdown.splitlines() if "#60]" in line)
+    assert "`DCO` (required)" in row
+    out = tmp_path / "triage.html"
+    report(config, "--format", "html", "--output", str(out))
+    page = out.read_text(encoding="utf-8")
+    tr = re.search(r'<tr [^>]*data-pull="octo/omni#60"[^>]*>', page)
+    assert tr is not None and 'data-never-reported="1"' in tr.group(0)
+    assert "<b>1</b> with a required check never reported" in page

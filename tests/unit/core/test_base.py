@@ -38,6 +38,19 @@ def test_the_same_signal_any_event_is_found_on_the_merge_base() -> None:
     assert "1 failing (1 also on the merge base)" in headline_counts(report.rows)
 
 
+def test_a_workflow_file_of_the_same_name_is_another_signal() -> None:
+    ci = ".github/workflows/ci.yml"
+    head = run("tests", "failure", workflow="CI", workflow_path=ci)
+    other = run("tests", "failure", workflow="CI", workflow_path=".github/workflows/nightly.yml")
+    report = report_of(head, merge=MergeBase(BASE, (other,)))
+    assert base_of(report, "tests").state is None  # not run there: nightly.yml is not ci.yml
+    same = run("tests", "success", workflow="CI", workflow_path=ci, event="push")
+    assert (
+        base_of(report_of(head, merge=MergeBase(BASE, (other, same))), "tests").state
+        is State.SUCCESS
+    )
+
+
 def test_the_newest_run_on_the_merge_base_speaks_for_it() -> None:
     on_base = (
         run("tests", "failure", started_at=OLD, completed_at=OLD),
