@@ -306,4 +306,5 @@ def _expected_finding(signal: Signal, *, state: State, since: datetime | None, j
     said = NOT_REPORTED
     if state is State.STALE and since is not None:
         said += f", which this bot has known since {format_utc(since)}, longer than {judge.limit}"
-    return f"{said}; {rules_words(signal.rules, lambda name: f'`{name}`')}."
+    said = f"{said}; {rules_words(signal.rules, lambda name: f'`{name}`')}."
+    return f"{said} {signal.description}" if signal.description else said

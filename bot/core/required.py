@@ -18,16 +18,22 @@ HEAD_SEEN_KEY: Final = "\0head"
 EXPECTED_STATE: Final = "expected"
 
 
+STATUS_OF_UNKNOWN_APP = (
+    "A commit status of this name is on the commit; GitHub does not say which app posted it."
+)
+
+
 def satisfies(signal: Signal, context: RequiredContext) -> bool:
     """Whether `signal` reports `context`: its name, and the app a ruleset names, if any.
 
-    A commit status counts by name alone: GitHub's GraphQL does not say which app posted it.
+    A commit status never satisfies a context a ruleset ties to an app: GitHub's answer does
+    not say which app posted a status, so it cannot be shown to be that app's.
     """
     if signal.kind is Kind.EXPECTED or signal.name != context.name:
         return False
-    if context.app_id is None or signal.kind is Kind.STATUS:
+    if context.app_id is None:
         return True
-    return signal.app_id == context.app_id
+    return signal.kind is Kind.CHECK_RUN and signal.app_id == context.app_id
 
 
 def with_required(signals: Sequence[Signal], checks: RequiredChecks | None) -> list[Signal]:
@@ -77,8 +83,16 @@ def _expected(name: str, contexts: list[RequiredContext], signals: Sequence[Sign
     app_id = next((c.app_id for c in contexts if c.app_id is not None), None)
     slug = next((s.app for s in signals if app_id is not None and s.app_id == app_id), None)
     rules = tuple(dict.fromkeys(rule for c in contexts for rule in c.rules))
+    status = app_id is not None and any(s.kind is Kind.STATUS and s.name == name for s in signals)
     return Signal(
-        name, Kind.EXPECTED, EXPECTED_STATE, app=slug, required=True, app_id=app_id, rules=rules
+        name,
+        Kind.EXPECTED,
+        EXPECTED_STATE,
+        app=slug,
+        description=STATUS_OF_UNKNOWN_APP if status else None,
+        required=True,
+        app_id=app_id,
+        rules=rules,
     )
 
 

@@ -272,6 +272,8 @@ def _expected_view(row: Row, stale_after: timedelta, *, tell: Md | None) -> RowV
     if signal.app_id is not None:
         app = f"`{signal.app}`" if signal.app else f"the app with id {signal.app_id}"
         said += f" Only a check of {app} satisfies the ruleset."
+        if signal.description:
+            said += " " + signal.description
     if row.since is None:
         since = Md("GitHub gives no time for it")
     else:

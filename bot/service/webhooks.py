@@ -140,7 +140,7 @@ def _pull_request(repo: str, payload: dict[str, Any]) -> Reading:
         return Reading("ignored-action")
     number = payload.get("number", _get(payload, "pull_request", "number"))
     sha = _get(payload, "pull_request", "head", "sha")
-    if not isinstance(number, int) or isinstance(number, bool):
+    if not _is_number(number):
         return Reading("malformed")
     mark = Mark(
         repo,
@@ -158,18 +158,21 @@ def _check(repo: str, check: Any) -> Reading:
         return Reading("malformed")
     sha = check.get("head_sha")
     pulls = check.get("pull_requests") or _get(check, "check_suite", "pull_requests") or []
-    numbers = sorted(
-        {
-            p["number"]
-            for p in pulls
-            if isinstance(p, dict) and isinstance(p.get("number"), int) and _same_repo(p, repo)
-        }
-    )
+    if not isinstance(pulls, list) or not all(
+        isinstance(p, dict) and _is_number(p.get("number")) for p in pulls
+    ):
+        return Reading("malformed")
+    numbers = sorted({p["number"] for p in pulls if _same_repo(p, repo)})
     if numbers:
         return Reading("marked", tuple(Mark(repo, n) for n in numbers))
     if not _is_sha(sha):
         return Reading("malformed")
     return Reading("marked", (Mark(repo, sha=sha),))
+
+
+def _is_number(value: Any) -> bool:
+    """A pull request number as GitHub sends it: a positive 32-bit integer (GraphQL's Int)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**31
 
 
 def _same_repo(pull: dict[str, Any], repo: str) -> bool:

@@ -179,6 +179,31 @@ def test_a_ruleset_naming_an_app_is_satisfied_only_by_that_apps_check(
     assert expected_of(report) == [] and report["verdict"] == "passing"
 
 
+def test_a_status_never_satisfies_a_context_a_ruleset_ties_to_an_app(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by an adversarial review: anyone's commit status named `DCO` was counted as the
+    DCO app's check (GitHub's answer does not say which app posted a status) -> a false pass."""
+    head = pull(env, 3)
+    green(env, head, "tests")
+    env.world.add_ruleset(REPO, "Main", [("DCO", DCO_APP_ID), "tests"])
+    env.world.add_status(
+        REPO, head, context="DCO", state="success", description="forged", created_at=HOUR_AGO
+    )
+    report = show(env, capsys, 3)
+    assert report["verdict"] == "pending"
+    [never] = expected_of(report)
+    assert never["name"] == "DCO" and never["required"] is True
+    assert never["finding"] == (
+        "Not reported on this commit; required by ruleset `Main`. A commit status of this name"
+        " is on the commit; GitHub does not say which app posted it."
+    )
+    once(env, capsys)
+    body = comment_of(env, 3)
+    assert "### ⏳ Pending" in body and "Passing" not in body.splitlines()[2]
+    assert "GitHub does not say which app posted it." in body
+
+
 def test_a_configured_expected_context_that_never_reported(
     env: Env, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -198,3 +198,14 @@ def test_the_route_refuses_a_chunked_body_over_25_mb_and_marks_a_genuine_one(
     assert receiver.counts == {
         ("check_run", "too-large"): 1, ("check_run", "marked"): 1, ("check_run", "repeated"): 1
     }  # fmt: skip
+
+
+@pytest.mark.parametrize("number", [-1, 0, 10**30, True, "7"])
+def test_a_pull_request_number_github_never_sends_is_malformed(number: object) -> None:
+    """Found by an adversarial review: a signed delivery naming PR -1 or 10**30 was marked, and
+    its refresh then failed for every pull request of the same debounce batch."""
+    check = real("check_run_completed.payload.json")
+    check["check_run"]["pull_requests"] = [{"number": number}]
+    assert read_event("check_run", check, repos=REPOS).outcome == "malformed"
+    pull = {"action": "opened", "repository": {"full_name": HELLO}, "number": number}
+    assert read_event("pull_request", pull, repos=REPOS).outcome == "malformed"
