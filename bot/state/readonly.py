@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
-from types import TracebackType
 from typing import Self
 
 from sqlalchemy import Engine, select
@@ -21,6 +20,7 @@ from sqlalchemy.exc import DBAPIError
 from bot.core.model import RequiredChecks
 from bot.state import schema
 from bot.state import store as s
+from bot.state.closing import Closing
 from bot.state.ports import (
     REQUIRED_TTL,
     Action,
@@ -31,7 +31,7 @@ from bot.state.ports import (
 )
 
 
-class ReadOnlyState:
+class ReadOnlyState(Closing):
     """The state, read where it is; every recording method records nothing."""
 
     def __init__(self, reads: s.Store, tables: frozenset[str], *, current: bool = True) -> None:
@@ -77,19 +77,6 @@ class ReadOnlyState:
     def close(self) -> None:
         """Close the connections."""
         self._reads.close()
-
-    def __enter__(self) -> Self:
-        """Use as a context manager that closes the state."""
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        """Close on leaving the block."""
-        self.close()
 
     def _has(self, table: str) -> bool:
         return table in self._tables

@@ -13,7 +13,6 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Final, Self
 
 from sqlalchemy import (
@@ -36,6 +35,7 @@ from sqlalchemy.pool import NullPool, StaticPool
 
 from bot.core.model import RequiredChecks
 from bot.state import schema as t
+from bot.state.closing import Closing
 from bot.state.ports import (
     REQUIRED_SETS_TTL,
     REQUIRED_TTL,
@@ -236,7 +236,7 @@ def _upgrade(conn: Connection, current: int) -> None:
         conn.exec_driver_sql(f"PRAGMA user_version = {HEAD:d}")
 
 
-class Store:
+class Store(Closing):
     """The bot's state; every write is one transaction."""
 
     def __init__(self, engine: Engine, where: str) -> None:
@@ -276,19 +276,6 @@ class Store:
     def close(self) -> None:
         """Close the state's connections."""
         self._engine.dispose()
-
-    def __enter__(self) -> Self:
-        """Use as a context manager that closes the store."""
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        """Close on leaving the block."""
-        self.close()
 
     @property
     def schema_version(self) -> int:
