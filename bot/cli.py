@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bot.core.annotations import needs_annotations, with_annotations
 from bot.core.base import needs_base, with_base
 from bot.core.reconcile import reconcile
 from bot.logs import redact, register_secrets, setup_logging
@@ -96,6 +97,7 @@ def cmd_show(settings: Settings, args: argparse.Namespace, sleep: Sleep | None) 
     from bot.app import build_clients, now_utc
     from bot.cycle import read_docs
     from bot.docs.readthedocs.provider import ReadTheDocs
+    from bot.github.annotations import AnnotationReader
     from bot.github.bases import BaseReader
 
     match = _PR_REF.match(args.pull)
@@ -113,6 +115,9 @@ def cmd_show(settings: Settings, args: argparse.Namespace, sleep: Sleep | None) 
         if any(needs_base(row) for row in report.rows):
             merge = BaseReader(clients.github, None, clock=now_utc).read(repo.name, [snapshot])
             report = with_base(report, merge[snapshot.head_sha])
+        if any(needs_annotations(row) for row in report.rows):
+            reader = AnnotationReader(clients.github, None, clock=now_utc)
+            report = with_annotations(report, reader.read(repo.name, [snapshot])[snapshot.head_sha])
     finally:
         clients.close()
     if args.format == "json":

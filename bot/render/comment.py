@@ -16,12 +16,14 @@ from typing import Final
 
 import jinja2
 
+from bot.core import annotations as run_annotations
 from bot.core import base as merge_base
 from bot.core import facts, required
 from bot.core.base import base_finding
 from bot.core.model import (
     FAILING_STATES,
     MARKER,
+    Annotation,
     BaseCheck,
     Kind,
     Report,
@@ -80,7 +82,15 @@ _COUNTED: Final = (
     ("pending", frozenset({State.PENDING})),
 )
 # Every module whose code decides the comment's text: the Renderer's fingerprint hashes them.
-_OUTPUT_MODULES: Final = (sys.modules[__name__], escape, stamp, facts, merge_base, required)
+_OUTPUT_MODULES: Final = (
+    sys.modules[__name__],
+    escape,
+    stamp,
+    facts,
+    merge_base,
+    required,
+    run_annotations,
+)
 _EDITED_NOTE: Final = (
     "this comment is edited in place when they change (notifications show only its first version)"
 )
@@ -259,8 +269,26 @@ def row_view(
         note=Md(note),
         required=Md({True: "required", False: "optional", None: ""}[signal.required]),
         since=_since(row, said=" ".join(said)),
-        said=Md(" — ".join(said)),
+        said=Md("  \n  ".join(filter(None, [" — ".join(said), *annotation_lines(row)]))),
     )
+
+
+def annotation_lines(row: Row) -> tuple[Md, ...]:
+    """The row's quoted annotations, one a line: `path:line` and the message's first line."""
+    return tuple(
+        Md(f"{code(_location(a))} {quoted(_first_line(a.message))}") for a in row.annotations or ()
+    )
+
+
+def _location(annotation: Annotation) -> str:
+    start, end = annotation.start_line, annotation.end_line
+    if start is None:
+        return annotation.path
+    return f"{annotation.path}:{start}" + (f"-{end}" if end is not None and end != start else "")
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
 
 def _expected_view(row: Row, stale_after: timedelta, *, tell: Md | None) -> RowView:

@@ -63,7 +63,7 @@ RETENTION = {
     "rtd_reads": timedelta(days=30),
 }
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
-HEAD = 12  # the schema version this bot writes: the newest revision in migrations/versions
+HEAD = 13  # the schema version this bot writes: the newest revision in migrations/versions
 SCHEMA_VERSION = HEAD
 _ADVISORY_MIGRATION_KEY = 0x43495342  # one transaction-scoped lock while a PostgreSQL migrates
 
@@ -694,6 +694,36 @@ class Store(Closing):
         upsert = upsert.on_conflict_do_update(index_elements=["repo", "commit_sha"], set_=values)
         with self._write() as conn:
             conn.execute(upsert)
+
+    # -- failing check runs' annotations (issue 16) ----------------------------------------
+
+    def get_annotations(self, repo: str, run_ids: Iterable[int]) -> dict[int, str]:
+        """The kept annotations (payload) of those of these check runs that were read."""
+        wanted, a = sorted(set(run_ids)), t.run_annotations.c
+        if not wanted:
+            return {}
+        query = select(a.run_id, a.payload).where(a.repo == repo, a.run_id.in_(wanted))
+        with self._read() as conn:
+            return {int(r.run_id): str(r.payload) for r in conn.execute(query).all()}
+
+    def put_annotations(
+        self, repo: str, runs: Mapping[int, tuple[str, str]], *, now: datetime
+    ) -> None:
+        """Keep check runs' annotations: run id -> (head commit, payload)."""
+        if not runs:
+            return
+        at = to_text(now)
+        rows = [
+            {"repo": repo, "run_id": run, "head_sha": head, "payload": payload, "read_at": at}
+            for run, (head, payload) in runs.items()
+        ]
+        upsert = self._insert(t.run_annotations)
+        upsert = upsert.on_conflict_do_update(
+            index_elements=["repo", "run_id"],
+            set_={"payload": upsert.excluded.payload, "read_at": upsert.excluded.read_at},
+        )
+        with self._write() as conn:
+            conn.execute(upsert, rows)
 
     # -- required checks (learned from GitHub's isRequired, per base branch and name) ----
 

@@ -30,6 +30,10 @@ LAZY_ALLOWED: dict[tuple[str, str], str] = {
         "bot/cli.py",
         "bot.github.bases",
     ): "PyGithub (the merge-base reader's client), only for `show`",
+    (
+        "bot/cli.py",
+        "bot.github.annotations",
+    ): "PyGithub (the annotation reader's client), only for `show`",
     ("bot/cli.py", "bot.docs.readthedocs.provider"): "httpx (the RTD client), only for `show`",
     ("bot/cli.py", "bot.render.comment"): "jinja2, only for commands that render a comment",
     ("bot/cli.py", "bot.service.scheduler"): "APScheduler, Starlette, uvicorn, only for `run`",

@@ -1,0 +1,132 @@
+"""Issue 16 item 2: what a failing check run said in GitHub's own words, end to end.
+
+The sandbox serves `CheckRun.annotations` over GraphQL (`nodes(ids:)` by the run's node id) as
+GitHub does; the bot asks only for failing check runs, batched, and keeps each run's
+failure-level annotations in the state (a completed run's never change).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from support import LOGIN, REPO, TOKEN, Env, bot_comments
+
+from bot.cli import main
+from bot_sandbox import World
+
+NOW = datetime.now(UTC).replace(microsecond=0)
+HOUR_AGO = NOW - timedelta(hours=1)
+EXIT = {"path": ".github", "start_line": 278, "message": "Process completed with exit code 1."}
+ASSERT = {
+    "path": "tests/test_parser.py",
+    "start_line": 42,
+    "end_line": 42,
+    "message": "AssertionError: assert 'é' == 'e'\n  - e\n  + é",
+}
+
+
+def head(n: int) -> str:
+    return f"{n:07x}" + "c" * 33
+
+
+@pytest.fixture
+def world() -> World:
+    world = World()
+    world.add_user(login=LOGIN, token=TOKEN)
+    world.add_repo(REPO)
+    return world
+
+
+def pull(env: Env, number: int) -> str:
+    sha = head(number)
+    env.world.add_pull(REPO, number, title=f"PR {number}", author="alice", head_sha=sha)
+    return sha
+
+
+def check(env: Env, sha: str, name: str, conclusion: str, **kw: Any) -> None:
+    env.world.add_check_run(
+        REPO, sha, name=name, workflow="ci", conclusion=conclusion,
+        started_at=HOUR_AGO, completed_at=HOUR_AGO, **kw,
+    )  # fmt: skip
+
+
+def show(env: Env, capsys: pytest.CaptureFixture[str], number: int) -> Any:
+    args = ["show", f"{REPO}#{number}", "--format", "json", "--config", str(env.configure())]
+    code = main(args, sleep=env.waits)
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return {s["name"]: s for s in json.loads(out.out)["signals"]}
+
+
+def annotation_queries(env: Env) -> list[Any]:
+    return [r for r in env.sandbox.requests if b"query CheckRunAnnotations" in r.body]
+
+
+def once(env: Env) -> None:
+    assert main(["once", "--config", str(env.config)], sleep=env.waits) == 0
+
+
+def test_a_failing_run_quotes_its_failure_annotations_and_drops_the_generic_one(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sha = pull(env, 1)
+    warning = {"path": "setup.py", "annotation_level": "warning", "message": "deprecated"}
+    check(env, sha, "tests", "failure", annotations=[warning, EXIT, ASSERT])
+    check(env, sha, "lint", "success", annotations=[{**EXIT, "message": "not asked"}])
+    signals = show(env, capsys, 1)
+    assert signals["tests"]["annotations"] == [
+        {
+            "path": "tests/test_parser.py",
+            "start_line": 42,
+            "end_line": 42,
+            "message": ASSERT["message"],
+        }
+    ]
+    assert signals["lint"]["annotations"] is None  # passing: never asked
+    once(env)
+    body = bot_comments(env.world, 1)[0]["body"]
+    assert "  \n  `tests/test_parser.py:42` “AssertionError: assert 'é' == 'e'”" in body
+    assert "exit code" not in body and "deprecated" not in body
+
+
+def test_only_the_generic_annotation_is_quoted_when_it_is_all_there_is(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    check(env, pull(env, 1), "build", "failure", annotations=[EXIT])
+    once(env)
+    assert "`.github:278` “Process completed with exit code 1.”" in (
+        bot_comments(env.world, 1)[0]["body"]
+    )
+
+
+def test_annotations_are_asked_once_per_run_batched_and_only_for_failing_runs(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for number in (1, 2, 3):
+        check(env, pull(env, number), "tests", "failure", annotations=[ASSERT])
+    check(env, pull(env, 4), "tests", "success", annotations=[ASSERT])
+    for _ in range(2):
+        once(env)
+    queries = annotation_queries(env)
+    assert len(queries) == 1  # three failing runs in one query; then kept in the state
+    assert len(json.loads(queries[0].body)["variables"]["ids"]) == 3
+    for number in (1, 2, 3):
+        assert "`tests/test_parser.py:42`" in bot_comments(env.world, number)[0]["body"]
+    assert "`tests/test_parser.py:42`" not in bot_comments(env.world, 4)[0]["body"]
+
+
+def test_unreadable_annotations_quote_nothing_and_are_asked_again(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    check(env, pull(env, 1), "tests", "failure", annotations=[ASSERT])
+    error = {"data": None, "errors": [{"message": "Something went wrong while executing"}]}
+    env.sandbox.fail("POST", "/graphql", 200, body=error, when="CheckRunAnnotations")
+    once(env)
+    first = bot_comments(env.world, 1)[0]["body"]
+    assert "tests/test_parser.py" not in first and "annotation" not in first.lower()
+    once(env)  # read now: the comment is edited with the quote
+    assert "`tests/test_parser.py:42`" in bot_comments(env.world, 1)[0]["body"]
+    assert len(annotation_queries(env)) >= 2
