@@ -97,8 +97,9 @@ def test_only_the_generic_annotation_is_quoted_when_it_is_all_there_is(
 ) -> None:
     check(env, pull(env, 1), "build", "failure", annotations=[EXIT])
     once(env)
-    assert "`.github:278` “Process completed with exit code 1.”" in (
-        bot_comments(env.world, 1)[0]["body"]
+    assert (
+        "`.github:278` “Process completed with exit code 1.”"
+        in (bot_comments(env.world, 1)[0]["body"])
     )
 
 

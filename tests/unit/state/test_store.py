@@ -451,7 +451,8 @@ def test_merge_bases_and_annotations_of_heads_no_open_pull_request_has_are_prune
     old, recent = now - timedelta(hours=2), now - timedelta(minutes=5)
     open_head, closed_head, new_head = SHA_A, SHA_B, "c" * 40
     store.put_triage("o/r", 1, title="t", author="a", draft=False, head_sha=open_head,
-                     verdict="failing", url="u", details="{}", observed_at=old, now=old)  # fmt: skip
+                     verdict="failing", url="u", details="{}", observed_at=old,
+                     now=old)  # fmt: skip
     base_kept, base_gone = "d" * 40, "e" * 40
     store.put_merge_base("o/r", "main", open_head, base_kept, now=old)
     store.put_merge_base("o/r", "main", closed_head, base_gone, now=old)
