@@ -36,7 +36,7 @@ from bot.core.model import (
 )
 from bot.core.required import rules_words
 from bot.render import escape, stamp
-from bot.render.escape import Md, code, prose, quoted, safe_url, short_sha, utc
+from bot.render.escape import QUOTE_LIMIT, Md, code, prose, quoted, safe_url, short_sha, utc
 from bot.render.stamp import Stamp, stamp_of, with_stamp
 
 COMMENT_LIMIT: Final = 65_536
@@ -274,9 +274,11 @@ def row_view(
 
 
 def annotation_lines(row: Row) -> tuple[Md, ...]:
-    """The row's quoted annotations, one a line: `path:line` and the message's first line."""
+    """The row's quoted annotations, one a line: `path:line`, then the message's first line
+    verbatim in a code span (source text: nothing in it is live)."""
     return tuple(
-        Md(f"{code(_location(a))} {quoted(_first_line(a.message))}") for a in row.annotations or ()
+        Md(f"{code(_location(a))}: {code(_first_line(a.message), QUOTE_LIMIT)}")
+        for a in row.annotations or ()
     )
 
 

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from support import LOGIN, REPO, TOKEN, Env, bot_comments
+from support import LOGIN, REPO, TESTS, TOKEN, Env, bot_comments
 
 from bot.cli import main
 from bot_sandbox import World
@@ -88,7 +88,7 @@ def test_a_failing_run_quotes_its_failure_annotations_and_drops_the_generic_one(
     assert signals["lint"]["annotations"] is None  # passing: never asked
     once(env)
     body = bot_comments(env.world, 1)[0]["body"]
-    assert "  \n  `tests/test_parser.py:42` “AssertionError: assert 'é' == 'e'”" in body
+    assert "  \n  `tests/test_parser.py:42`: `AssertionError: assert 'é' == 'e'`" in body
     assert "exit code" not in body and "deprecated" not in body
 
 
@@ -98,7 +98,7 @@ def test_only_the_generic_annotation_is_quoted_when_it_is_all_there_is(
     check(env, pull(env, 1), "build", "failure", annotations=[EXIT])
     once(env)
     assert (
-        "`.github:278` “Process completed with exit code 1.”"
+        "`.github:278`: `Process completed with exit code 1.`"
         in (bot_comments(env.world, 1)[0]["body"])
     )
 
@@ -131,3 +131,50 @@ def test_unreadable_annotations_quote_nothing_and_are_asked_again(
     once(env)  # read now: the comment is edited with the quote
     assert "`tests/test_parser.py:42`" in bot_comments(env.world, 1)[0]["body"]
     assert len(annotation_queries(env)) >= 2
+
+
+def recorded_annotations() -> list[dict[str, Any]]:
+    """The annotations of PyGithub's recording of GET .../check-runs/1280914700/annotations
+    (tests/data/real/pygithub/CheckRun.testListCheckRunAnnotations.txt, its third exchange:
+    the full list, REST's shape with null columns)."""
+    lines = (TESTS / "data" / "real" / "pygithub" / RECORDING).read_text().split("\n")
+    blocks = [lines[i : i + 10] for i in range(0, len(lines) - 10, 11)]
+    path, status, body = blocks[2][4], blocks[2][7], blocks[2][9]
+    assert path.endswith("/check-runs/1280914700/annotations") and status == "200"
+    return [
+        {k: v for k, v in a.items() if k != "blob_href"} for a in json.loads(body)
+    ]  # fmt: skip
+
+
+RECORDING = "CheckRun.testListCheckRunAnnotations.txt"
+
+
+def test_recorded_warning_annotations_are_read_and_never_quoted(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The recorded run's two annotations are warnings (a spell checker's): read, none quoted.
+    The recorded run passed; here it fails, so the bot asks for its annotations."""
+    recorded = recorded_annotations()
+    assert [a["annotation_level"] for a in recorded] == ["warning", "warning"]
+    check(env, pull(env, 1), "annotations", "failure", annotations=recorded)
+    assert show(env, capsys, 1)["annotations"]["annotations"] == []
+    assert len(annotation_queries(env)) == 1
+
+
+def test_recorded_annotations_at_failure_level_are_quoted_as_github_gave_them(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same recorded annotations with their level set to failure (only the level is
+    changed): path, line and message come through verbatim, in GitHub's order."""
+    failing = [{**a, "annotation_level": "failure"} for a in recorded_annotations()]
+    check(env, pull(env, 1), "annotations", "failure", annotations=failing)
+    quoted = show(env, capsys, 1)["annotations"]["annotations"]
+    assert quoted == [
+        {"path": "README.md", "start_line": 2, "end_line": 2,
+         "message": "Check your spelling for 'banaas'."},
+        {"path": "README.md", "start_line": 4, "end_line": 4,
+         "message": "Check your spelling for 'aples'"},
+    ]  # fmt: skip
+    once(env)
+    body = bot_comments(env.world, 1)[0]["body"]
+    assert "`README.md:2`: `Check your spelling for 'banaas'.`" in body
