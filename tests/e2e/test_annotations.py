@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
-from support import LOGIN, REPO, TESTS, TOKEN, Env, bot_comments
+from support import LOGIN, REPO, TESTS, TOKEN, Env, bot_comments, write_config
 
+from bot.app import build_clients, make_cycle
 from bot.cli import main
-from bot_sandbox import World
+from bot.cycle import Reports, Summary
+from bot.settings import load_settings
+from bot.state.store import Store
+from bot_sandbox import Sandbox, World
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 HOUR_AGO = NOW - timedelta(hours=1)
@@ -178,3 +183,42 @@ def test_recorded_annotations_at_failure_level_are_quoted_as_github_gave_them(
     once(env)
     body = bot_comments(env.world, 1)[0]["body"]
     assert "`README.md:2`: `Check your spelling for 'banaas'.`" in body
+
+
+def test_annotations_read_later_rebuild_a_reused_report(tmp_path: Path) -> None:
+    """In one process (`run` keeps reports between cycles), a report reused because nothing
+    else changed is rebuilt when its run's annotations are read at last, and edited once."""
+    world = World()
+    world.add_user(login=LOGIN, token=TOKEN)
+    world.add_repo(REPO)
+    sha = head(1)
+    world.add_pull(REPO, 1, title="PR 1", author="alice", head_sha=sha)
+    world.add_check_run(REPO, sha, name="tests", workflow="ci", conclusion="failure",
+                        started_at=HOUR_AGO, completed_at=HOUR_AGO,
+                        annotations=[ASSERT])  # fmt: skip
+    error = {"data": None, "errors": [{"message": "Something went wrong while executing"}]}
+    with Sandbox(world) as sandbox:
+        settings = load_settings(write_config(tmp_path, sandbox))
+        clients = build_clients(settings, settings.repos)
+        sandbox.fail("POST", "/graphql", 200, body=error, when="CheckRunAnnotations", times=2)
+        try:
+            with Store.open(tmp_path / "state.sqlite3") as store:
+                reports = Reports()
+
+                def cycle() -> Summary:
+                    run = make_cycle(settings, clients, store, dry_run=False, out=None)
+                    run.reports, run.sleep = reports, (lambda _s: None)
+                    return run.run(settings.repos)
+
+                assert cycle().created == 1
+                unread = reports.get(REPO, 1)
+                left = cycle()  # still unread: the same report, nothing written
+                assert left.left == 1 and reports.get(REPO, 1) is unread
+                read = cycle()
+                assert read.edited == 1, read.line()
+                built = reports.get(REPO, 1)
+                assert built is not None and built is not unread
+                assert built.report.rows[0].annotations is not None
+        finally:
+            clients.close()
+    assert "`tests/test_parser.py:42`" in bot_comments(world, 1)[0]["body"]
