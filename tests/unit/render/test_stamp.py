@@ -181,6 +181,7 @@ def test_the_merge_base_is_stamped_for_its_head_and_base_branch_only() -> None:
     assert stamp.merge_base_of(SHA, "develop") is None  # retargeted: asked again
     assert stamp.merge_base_of("f" * 40, "main") is None  # another head
     # a report without one stamps exactly what it stamped before (no "b")
-    assert '"b"' not in base64.urlsafe_b64decode(
-        stamp_line(stamp_of(_report())).split()[3] + "=="
-    ).decode()
+    assert (
+        '"b"'
+        not in base64.urlsafe_b64decode(stamp_line(stamp_of(_report())).split()[3] + "==").decode()
+    )
