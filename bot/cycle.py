@@ -490,6 +490,16 @@ class Cycle:
                 stored = self.store.get_comment(repo.name, snapshot.number)
                 yield snapshot, report, None if stored is None else stored.comment_id
 
+    def preview(self, repo: RepoSettings, number: int) -> tuple[Report, str]:
+        """One pull request read now: its report and the body of the comment the bot keeps for
+        it, dated as that comment is (the state's times, else its own comment's stamp). Reads
+        only: what `show` prints."""
+        if not self.dry_run:
+            raise ValueError("preview reads only: use a dry-run cycle")
+        snapshot = self.github.pull(repo.name, number, now=self.clock())
+        report = self.plan(snapshot, repo).report
+        return report, self.body(report)
+
     def report_for(
         self, snapshot: PullSnapshot, repo: RepoSettings, *, stamp: Stamp | None = None
     ) -> tuple[Report, str]:
