@@ -113,7 +113,7 @@ def cmd_show(settings: Settings, args: argparse.Namespace, sleep: Sleep | None) 
 
 def cmd_once(settings: Settings, args: argparse.Namespace, sleep: Sleep | None) -> int:
     """One cycle over the configured (or named) repositories."""
-    from bot.app import build_clients, hold_state, make_cycle, open_reader, open_store
+    from bot.app import build_clients, hold_state, make_cycle, open_reader, open_store, run_once
 
     repos = _select_repos(settings, args.repo)
     settings.require_github_auth()
@@ -126,7 +126,10 @@ def cmd_once(settings: Settings, args: argparse.Namespace, sleep: Sleep | None) 
         # A dry run records nothing: it reads an existing state and never creates one.
         store = open_reader(settings) if args.dry_run else open_store(settings)
         try:
-            summary = make_cycle(settings, clients, store, dry_run=args.dry_run).run(repos)
+            if isinstance(store, ReadOnlyState):
+                summary = make_cycle(settings, clients, store, dry_run=True).run(repos)
+            else:
+                summary = run_once(settings, clients, store, repos)
         finally:
             store.close()
             clients.close()

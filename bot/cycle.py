@@ -406,6 +406,7 @@ class Cycle:
             and selected(s, self.policy)
             and any(github_state(signal) in FAILING_STATES for signal in s.signals)
         ]
+        self._stamped_bases(repo.name, failing)
         self.read_bases(repo.name, failing)
         for snapshot in chunk:
             plan = self._plan_one(snapshot, repo, summary)
@@ -433,6 +434,19 @@ class Cycle:
         for number, comments in listed.items():
             own = [c for c in comments if is_own(c, self.login)]
             self._listed[(repo, number)] = own[0] if own else None
+
+    def _stamped_bases(self, repo: str, snapshots: Sequence[PullSnapshot]) -> None:
+        """Keep the merge bases the bot's own listed comments are stamped with for their head
+        and base branch (a run with no state then asks no compare it asked before)."""
+        for snapshot in snapshots:
+            own = self._listed.get((repo, snapshot.number))
+            base = snapshot.base
+            if own is None or base is None:
+                continue
+            stamp = self._trusted_stamp(own)
+            commit = stamp and stamp.merge_base_of(snapshot.head_sha, base)
+            if commit and not self.store.get_merge_base(repo, base, snapshot.head_sha):
+                self.store.put_merge_base(repo, base, snapshot.head_sha, commit, now=self.clock())
 
     def read_bases(self, repo: str, snapshots: Sequence[PullSnapshot]) -> None:
         """The merge base of each failing head and what GitHub reported on it (bot.github.bases)."""
@@ -541,6 +555,8 @@ class Cycle:
                 self.read_bases(repo.name, [snapshot])
             merge = self._bases[(repo.name, snapshot.head_sha)]
             report = with_base(report, merge)
+            if merge.commit is not None and snapshot.base is not None:
+                report = replace(report, merge_base=(snapshot.base, merge.commit))
         key = facts_key(report)
         built = Built(
             snapshot, docs, first_seen, policy, tuple(repo.expected), merge, now, until, report, key

@@ -274,6 +274,9 @@ class Report:
     # The bot's own first sight of what GitHub gave no time for (signal key -> time), as used
     # for this report's rows: the comment's stamp carries it to a run with no state.
     first_seen: tuple[tuple[str, datetime], ...] = ()
+    # (base branch, merge-base commit) the failing rows were compared on; the stamp carries it,
+    # so a run with no state does not ask GitHub's compare again for the same head
+    merge_base: tuple[str, str] | None = None
 
     @property
     def commit_url(self) -> str:

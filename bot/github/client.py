@@ -62,6 +62,7 @@ from bot.retry import (
     retry_after_s,
     run_with_retries,
 )
+from bot.state.ports import REQUIRED_SETS_KEPT
 from bot.state.ports import RequiredCache as RequiredCache
 
 log = logging.getLogger(__name__)
@@ -641,6 +642,11 @@ class GitHubApi:
                 cache.remember_required_sets(
                     repo, {b: r for b, r in read.items() if r.read}, now=now
                 )
+                failed = [b for b, r in read.items() if not r.read]
+                last = cache.required_sets(repo, failed, now=now, max_age=REQUIRED_SETS_KEPT)
+                for base in sorted(last):  # a failed read is no new fact: the last set stands
+                    log.warning("%s: the required checks of %s stand as last read", repo, base)
+                read |= last
             known.update(read)
         for p in partials:
             p.required_checks = known.get(p.base) if p.base else None

@@ -25,6 +25,8 @@ Pair = tuple[str, str]  # (base branch, check name)
 REQUIRED_TTL = timedelta(hours=24)
 # What a base branch requires is read again after this (sooner on its webhooks).
 REQUIRED_SETS_TTL = timedelta(hours=1)
+# Where reading it again fails, the set last read stands this long (a 502 is not a new fact).
+REQUIRED_SETS_KEPT = timedelta(hours=24)
 
 
 class StoreError(Exception):
@@ -219,9 +221,10 @@ class RequiredCache(Protocol):
         """Record what GitHub said (None: asked, GitHub did not say)."""
 
     def required_sets(
-        self, repo: str, bases: Iterable[str], *, now: datetime
+        self, repo: str, bases: Iterable[str], *, now: datetime, max_age: timedelta = ...
     ) -> dict[str, RequiredChecks]:
-        """What these base branches require (protection, rulesets), as read within the TTL."""
+        """What these base branches require (protection, rulesets), as read within `max_age`
+        (default REQUIRED_SETS_TTL)."""
 
     def remember_required_sets(
         self, repo: str, sets: Mapping[str, RequiredChecks], *, now: datetime

@@ -22,6 +22,7 @@ from bot.state import schema
 from bot.state import store as s
 from bot.state.closing import Closing
 from bot.state.ports import (
+    REQUIRED_SETS_TTL,
     REQUIRED_TTL,
     Action,
     RtdRead,
@@ -134,12 +135,17 @@ class ReadOnlyState(Closing):
         return self._reads.required_known(repo, bases, now=now, max_age=max_age)
 
     def required_sets(
-        self, repo: str, bases: Iterable[str], *, now: datetime
+        self,
+        repo: str,
+        bases: Iterable[str],
+        *,
+        now: datetime,
+        max_age: timedelta = REQUIRED_SETS_TTL,
     ) -> dict[str, RequiredChecks]:
         """What the state read of base branches' required checks."""
         if not self._has("required_sets"):
             return {}
-        return self._reads.required_sets(repo, bases, now=now)
+        return self._reads.required_sets(repo, bases, now=now, max_age=max_age)
 
     def get_merge_base(self, repo: str, base: str, head_sha: str) -> str | None:
         """The kept merge base (none in a state from before merge bases)."""

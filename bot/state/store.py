@@ -738,15 +738,20 @@ class Store(Closing):
             conn.execute(upsert, rows)
 
     def required_sets(
-        self, repo: str, bases: Iterable[str], *, now: datetime
+        self,
+        repo: str,
+        bases: Iterable[str],
+        *,
+        now: datetime,
+        max_age: timedelta = REQUIRED_SETS_TTL,
     ) -> dict[str, RequiredChecks]:
-        """What these base branches require, as read within REQUIRED_SETS_TTL."""
+        """What these base branches require, as read within `max_age`."""
         wanted = sorted(set(bases))
         if not wanted:
             return {}
         rs = t.required_sets.c
         query = select(rs.base, rs.payload).where(
-            rs.repo == repo, rs.base.in_(wanted), rs.read_at > to_text(now - REQUIRED_SETS_TTL)
+            rs.repo == repo, rs.base.in_(wanted), rs.read_at > to_text(now - max_age)
         )
         with self._read() as conn:
             rows = conn.execute(query).all()

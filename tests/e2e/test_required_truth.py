@@ -554,3 +554,29 @@ def test_show_prints_the_comment_the_bot_keeps_with_a_state_and_without(
         assert show_markdown(env, capsys, 71).rstrip("\n") == body, kept
         assert writes(env.sandbox) == []
     assert not state.exists()  # show never creates a state
+
+
+def test_a_failed_re_read_of_the_rules_keeps_the_last_good_set_and_edits_nothing(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The required set is read again when its hour is up; a 502 on that read is no new fact:
+    the set last read stands (as RTD's last good evidence does) and the comment stays."""
+    from bot.state.store import to_text
+
+    head = pull(env, 80)
+    green(env, head, "lint")
+    env.world.set_required_checks(REPO, ["lint", "ci / build"])
+    once(env, capsys)
+    first = comment_of(env, 80)
+    assert "`ci / build`" in first
+    with sqlite3.connect(env.tmp / "state.sqlite3") as db:
+        aged = db.execute(
+            "UPDATE required_sets SET read_at = ?", (to_text(NOW - timedelta(hours=2)),)
+        )
+        assert aged.rowcount == 1
+    env.sandbox.fail("POST", "/graphql", 502, times=-1, when="query RequiredChecks")
+    env.sandbox.clear_requests()
+    once(env, capsys)
+    assert "RequiredChecks" in operations(env)  # it was asked again, and failed
+    assert writes(env.sandbox) == []
+    assert comment_of(env, 80) == first
