@@ -40,7 +40,7 @@ REMEDIES: Final[tuple[Remedy, ...]] = (
         "`@dcoapp recheck` on its own line",
         source_name="its README",
         source="https://github.com/dcoapp/app/blob/main/README.md",
-        states=frozenset({State.ACTION_REQUIRED, State.FAILURE, State.STALE}),
+        states=frozenset({State.ACTION_REQUIRED, State.FAILURE}),
         app=DCO_APP,
     ),
     # Read the Docs, "Pull request previews" (docs/user/pull-requests.rst): "We create and

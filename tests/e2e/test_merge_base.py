@@ -126,7 +126,7 @@ def test_without_a_state_the_comment_stamp_keeps_the_merge_base(
     assert main(["once", "--config", str(env.config)], sleep=env.waits) == 0
     assert requests_to(env, "/compare/") == 2
     first = [bot_comments(env.world, n)[0]["body"] for n in (1, 2)]
-    assert all("1 also on the merge base" in body for body in first)
+    assert all("`tests` failed (also on the merge base)" in body for body in first)
     env.sandbox.clear_requests()
     assert main(["once", "--config", str(env.config)], sleep=env.waits) == 0
     assert requests_to(env, "/compare/") == 0  # the stamp said it

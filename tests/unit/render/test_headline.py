@@ -79,7 +79,7 @@ def outside_code(page: str) -> str:
     return html.unescape(re.sub(r"<[^>]+>", " ", without))
 
 
-def tests_job(conclusion: str = "failure", **fields: object) -> object:
+def job_312(conclusion: str = "failure", **fields: object) -> object:
     fields.setdefault("required", True)
     return run("tests (3.12)", conclusion, workflow="tests", **fields)
 
@@ -91,14 +91,14 @@ PASSING = (run("lint", "success"), run("build", "success"))
 
 
 def test_one_failing_signal_is_named_with_its_state() -> None:
-    body = body_of(tests_job(), *PASSING)
+    body = body_of(job_312(), *PASSING)
     assert headline(body) == "### ❌ Failing · `tests (3.12)` failed (required) · 2 passing"
 
 
 def test_two_failing_signals_are_named_required_first_and_marked_on_the_merge_base() -> None:
     typecheck = run("typecheck", "failure", workflow="lint", required=False)
     on_base = (run("tests (3.12)", "failure", workflow="tests", event="push"),)
-    body = body_of(typecheck, tests_job(), *PASSING, base=MergeBase(MERGE_BASE, on_base))
+    body = body_of(typecheck, job_312(), *PASSING, base=MergeBase(MERGE_BASE, on_base))
     assert headline(body) == (
         "### ❌ Failing · `tests (3.12)` failed (required, also on the merge base) · "
         "`typecheck` failed · 2 passing"
@@ -125,7 +125,7 @@ def test_the_dco_apps_action_required_does_not_read_like_a_failing_test() -> Non
         "### ❌ Failing · `DCO` action required: “There is one commit incorrectly signed off.” · "
         "1 passing"
     )
-    test = headline(body_of(tests_job(required=None), run("DCO", "success", app="dco")))
+    test = headline(body_of(job_312(required=None), run("DCO", "success", app="dco")))
     assert test == "### ❌ Failing · `tests (3.12)` failed · 1 passing"
 
 
