@@ -335,6 +335,11 @@ def _failed(exc: Exception) -> int:
     pygithub = sys.modules.get("github.GithubException")
     if github_io is not None and isinstance(exc, github_io.NotFound):
         _error(f"not found or not readable: {exc}")
+    elif github_io is not None and isinstance(exc, github_io.GitHubError) and exc.status == 401:
+        _error(
+            f"GitHub refused the bot's credential (HTTP 401): {exc}; check github.token or the "
+            "App's key (`ci-status-bot check-config` asks GitHub and names what it refuses)"
+        )
     elif (github_io is not None and isinstance(exc, github_io.GitHubError)) or (
         pygithub is not None and isinstance(exc, pygithub.GithubException)
     ):

@@ -16,12 +16,14 @@ from typing import Final
 
 import jinja2
 
+from bot.core import annotations as run_annotations
 from bot.core import base as merge_base
 from bot.core import facts, remedies, required
 from bot.core.base import base_finding
 from bot.core.model import (
     FAILING_STATES,
     MARKER,
+    Annotation,
     BaseCheck,
     Kind,
     Report,
@@ -35,7 +37,18 @@ from bot.core.model import (
 from bot.core.remedies import DCO_APP, remedy_for
 from bot.core.required import rules_words
 from bot.render import escape, stamp
-from bot.render.escape import TEXT_LIMIT, Md, clean, code, prose, quoted, safe_url, short_sha, utc
+from bot.render.escape import (
+    QUOTE_LIMIT,
+    TEXT_LIMIT,
+    Md,
+    clean,
+    code,
+    prose,
+    quoted,
+    safe_url,
+    short_sha,
+    utc,
+)
 from bot.render.stamp import Stamp, stamp_of, with_stamp
 
 COMMENT_LIMIT: Final = 65_536
@@ -89,6 +102,7 @@ _OUTPUT_MODULES: Final = (
     merge_base,
     required,
     remedies,
+    run_annotations,
 )
 # Said once, at the foot: GitHub notifies the first version of a comment, never an edit.
 _EDITED_NOTE: Final = (
@@ -324,8 +338,32 @@ def row_view(
         note=Md(note),
         required=Md("required" if signal.required else ""),
         since=_since(row, said=" ".join(said)),
-        said=with_remedy(Md(" — ".join(said)), row),
+        said=Md(
+            "  \n  ".join(
+                filter(None, [with_remedy(Md(" — ".join(said)), row), *annotation_lines(row)])
+            )
+        ),
     )
+
+
+def annotation_lines(row: Row) -> tuple[Md, ...]:
+    """The row's quoted annotations, one a line: `path:line`, then the message's first line
+    verbatim in a code span (source text: nothing in it is live)."""
+    return tuple(
+        Md(f"{code(_location(a))}: {code(_first_line(a.message), QUOTE_LIMIT)}")
+        for a in row.annotations or ()
+    )
+
+
+def _location(annotation: Annotation) -> str:
+    start, end = annotation.start_line, annotation.end_line
+    if start is None:
+        return annotation.path
+    return f"{annotation.path}:{start}" + (f"-{end}" if end is not None and end != start else "")
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
 
 def _expected_view(row: Row, stale_after: timedelta, *, tell: Md | None) -> RowView:

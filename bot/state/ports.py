@@ -250,6 +250,18 @@ class BaseKeeper(Protocol):
         """Keep a merge base's final contexts."""
 
 
+class AnnotationKeeper(Protocol):
+    """Failing check runs' failure-level annotations, kept per run id (they never change)."""
+
+    def get_annotations(self, repo: str, run_ids: Iterable[int]) -> dict[int, str]:
+        """The kept annotations (opaque JSON) of those of these runs that were read."""
+
+    def put_annotations(
+        self, repo: str, runs: Mapping[int, tuple[str, str]], *, now: datetime
+    ) -> None:
+        """Keep runs' annotations: run id -> (its head commit, the JSON)."""
+
+
 class TriageRows(Protocol):
     """The triage view's rows, as the readers (`report`, the page, /metrics) see them."""
 
@@ -318,6 +330,7 @@ class CycleState(
     RequiredCache,
     TriageState,
     BaseKeeper,
+    AnnotationKeeper,
     Protocol,
 ):
     """Everything one cycle reads and records."""

@@ -157,6 +157,10 @@ class ReadOnlyState(Closing):
         """The kept final contexts of a merge base (none in a state from before them)."""
         return self._reads.get_base_contexts(repo, commit) if self._has("base_contexts") else None
 
+    def get_annotations(self, repo: str, run_ids: Iterable[int]) -> dict[int, str]:
+        """The kept annotations of these runs (none in a state from before them)."""
+        return self._reads.get_annotations(repo, run_ids) if self._has("run_annotations") else {}
+
     def unread_repos(self) -> dict[str, tuple[datetime, str]]:
         """Repositories whose last read failed (none in a state from before that table)."""
         return self._reads.unread_repos() if self._has("repo_reads") else {}
@@ -229,6 +233,11 @@ class ReadOnlyState(Closing):
         """Record nothing."""
 
     def put_base_contexts(self, repo: str, commit: str, *, payload: str, now: datetime) -> None:
+        """Record nothing."""
+
+    def put_annotations(
+        self, repo: str, runs: Mapping[int, tuple[str, str]], *, now: datetime
+    ) -> None:
         """Record nothing."""
 
     def put_triage(

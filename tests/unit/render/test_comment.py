@@ -40,9 +40,10 @@ from support import (
     write_config,
 )
 
+from bot.core.annotations import with_annotations
 from bot.core.base import MergeBase, with_base
 from bot.core.facts import facts_key
-from bot.core.model import MARKER, Policy, Report, Signal, Verdict, format_utc
+from bot.core.model import MARKER, Annotation, Policy, Report, Signal, Verdict, format_utc
 from bot.core.reconcile import NO_SIGNALS_NOTE, TRUNCATED_NOTE, reconcile
 from bot.core.remedies import REMEDIES, remedy_for
 from bot.docs.readthedocs.rows import RtdLookup
@@ -255,6 +256,29 @@ def dco_action_required_report() -> Report:
     return with_base(report, MergeBase(MERGE_BASE, (base_tests("success"),)))
 
 
+def annotated_failure_report() -> Report:
+    """A failing test job quoting GitHub's annotations: Actions' generic exit-code one is left
+    out; untrusted text in them (a mention, a link, backticks, a second line) stays inert."""
+    tests = failing_tests()._replace(node_id="CR_kwDOA1b2c84AAAAAEnq0aQ", database_id=22)
+    report = with_merge_base(tests, base=MergeBase(MERGE_BASE, (base_tests("success"),)))
+    return with_annotations(
+        report,
+        {
+            22: (
+                Annotation(".github", 278, 278, "Process completed with exit code 1."),
+                Annotation(
+                    "tests/test_parser.py", 88, 88,
+                    "AssertionError: assert '\\u00e9' == 'é'\n  - é\n  + \\u00e9",
+                ),
+                Annotation(
+                    "tests/test_cli.py", 12, 14,
+                    "@octocat see https://evil.example/x and `x``y` [a](b) <!-- ci-status-bot -->",
+                ),
+            )
+        },
+    )  # fmt: skip
+
+
 CASES: dict[str, Callable[[], Report]] = {
     "seed_case": seed_report,
     "new_failure": new_failure_report,
@@ -262,6 +286,7 @@ CASES: dict[str, Callable[[], Report]] = {
     "not_run_on_merge_base": not_run_on_merge_base_report,
     "unreadable_merge_base": unreadable_merge_base_report,
     "dco_action_required": dco_action_required_report,
+    "annotated_failure": annotated_failure_report,
     "failing_required": failing_required_report,
     "every_state": every_state_report,
     "hostile": hostile_report,
