@@ -190,17 +190,27 @@ def test_a_cancelled_read_the_docs_build_quotes_rtds_documented_rebuild() -> Non
     assert "(https://docs.readthedocs.io/en/stable/pull-requests.html)" in body
 
 
+FAILED_BUILD = {DOCS: lookup(build("finished", False, finished=at(13, 30)))}
+
+
 @pytest.mark.parametrize(
-    ("signal", "state"),
+    ("signal", "docs", "state"),
     [
-        (run("tests", "failure"), State.FAILURE),
-        (status(DOCS, "failure"), State.FAILURE),  # a failed docs build: the docs need a fix
-        (run("DCO", "action_required", app="other"), State.ACTION_REQUIRED),
+        (run("tests", "failure"), {}, State.FAILURE),
+        # a docs build that failed on RTD: its way out is a fix, which no source documents
+        (status(DOCS, "failure"), FAILED_BUILD, State.FAILURE),
+        (run("DCO", "action_required", app="other"), {}, State.ACTION_REQUIRED),
+        (run("DCO", "neutral", app="dco"), {}, State.NEUTRAL),
     ],
 )
-def test_no_remedy_where_no_source_documents_one(signal: object, state: State) -> None:
-    report = reconcile(snapshot(signal), {}, Policy(), now=NOW)  # type: ignore[arg-type]
-    assert remedy_for(report.rows[0]._replace(state=state)) is None
+def test_no_remedy_where_no_source_documents_one(
+    signal: object, docs: dict[str, object], state: State
+) -> None:
+    report = reconcile(snapshot(signal), docs, Policy(), now=NOW)  # type: ignore[arg-type]
+    assert report.rows[0].state is state
+    if docs:
+        assert report.rows[0].reconciliation is not None
+    assert remedy_for(report.rows[0]) is None
 
 
 def test_a_remedy_follows_the_rows_state_not_its_name() -> None:
