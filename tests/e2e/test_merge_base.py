@@ -108,7 +108,8 @@ def test_the_merge_base_is_asked_once_per_head_and_final_answers_are_kept(
     commit_queries = [r for r in env.sandbox.requests if b"query CommitContexts" in r.body]
     assert len(commit_queries) == 1  # the three heads share one merge base, read in one query
     for number in (1, 2, 3):
-        assert "1 failing (1 also on the merge base)" in bot_comments(env.world, number)[0]["body"]
+        body = bot_comments(env.world, number)[0]["body"]
+        assert "\n### ❌ Failing · `tests` failed (also on the merge base)\n" in body, body
 
 
 def test_without_a_state_the_comment_stamp_keeps_the_merge_base(
@@ -125,7 +126,7 @@ def test_without_a_state_the_comment_stamp_keeps_the_merge_base(
     assert main(["once", "--config", str(env.config)], sleep=env.waits) == 0
     assert requests_to(env, "/compare/") == 2
     first = [bot_comments(env.world, n)[0]["body"] for n in (1, 2)]
-    assert all("1 also on the merge base" in body for body in first)
+    assert all("`tests` failed (also on the merge base)" in body for body in first)
     env.sandbox.clear_requests()
     assert main(["once", "--config", str(env.config)], sleep=env.waits) == 0
     assert requests_to(env, "/compare/") == 0  # the stamp said it
