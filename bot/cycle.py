@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import logging
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Literal, Protocol
@@ -26,7 +28,7 @@ from bot.render.comment import Renderer
 from bot.render.stamp import Stamp, generation_of, parse_stamp
 from bot.retry import Retryable, RetryPolicy, Stopped, pause, run_with_retries
 from bot.settings import PolicySettings, RepoSettings
-from bot.state.ports import CycleState
+from bot.state.ports import CycleState, PullRecord, StoredComment
 
 log = logging.getLogger(__name__)
 
@@ -187,6 +189,22 @@ class Summary:
         return text
 
 
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside: reading a cycle's answers makes millions of objects
+    that live until the cycle ends, and each full collection would walk every one of them
+    again (a quarter of a warm cycle's CPU at 500 pull requests). Objects freed by reference
+    count still are; cycles of garbage wait for the collector, enabled again after."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def sha256(text: str) -> str:
     """Hex sha256 of a text."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -249,6 +267,9 @@ class CycleObserver(Protocol):
     def pull_done(self, snapshot: PullSnapshot, report: Report) -> None:
         """A selected pull request was reconciled into `report`."""
 
+    def pulls_done(self) -> None:
+        """The pass (or refresh) planned every pull request it read."""
+
     def repo_done(self, repo: str, seen: Iterable[int]) -> None:
         """Every open pull request of `repo` was listed; `seen` are the numbers kept."""
 
@@ -298,6 +319,10 @@ class Cycle:
         self._left: list[Plan] = []  # this pass's comments left as they are (to be checked)
         # The bot's own comments (None: it has none) found by a batched listing, by PR.
         self._listed: dict[tuple[str, int], Comment | None] = {}
+        # What the state holds for the pull requests being planned, read a chunk at a time.
+        self._records: dict[tuple[str, int], PullRecord] = {}
+        # The recorded comments this pass leaves as they are, as read when planned.
+        self._left_stored: dict[tuple[str, int], StoredComment] = {}
         # The merge bases (and their signals) read for this pass's failing heads, by head.
         self._bases: dict[tuple[str, str], MergeBase] = {}
         self._base_reader = BaseReader(github, store, clock=clock)
@@ -321,8 +346,22 @@ class Cycle:
         summary = Summary()
         plans: list[Plan] = []
         self._left, self._listed, self._bases = [], {}, {}
+        self._records, self._left_stored = {}, {}
         gh_before, points_before = self.github.usage.total, self.github.usage.graphql_points
         rtd_before = self._docs_requests()
+        with gc_paused():
+            self._plan_all(repos, plans, summary)
+            for observer in self.observers:
+                observer.pulls_done()
+            plans.extend(self._check_left(summary))
+        self._publish_all(plans, summary)
+        summary.github_requests = self.github.usage.total - gh_before
+        summary.graphql_points = self.github.usage.graphql_points - points_before
+        summary.rtd_requests = self._docs_requests() - rtd_before
+        return summary
+
+    def _plan_all(self, repos: Sequence[RepoSettings], plans: list[Plan], summary: Summary) -> None:
+        """Read and plan every repository (a failure is that repository's alone)."""
         for index, repo in enumerate(repos):
             if self.stopping():
                 self._not_read(repos[index:], summary, "not read: the bot is stopping")
@@ -345,12 +384,6 @@ class Cycle:
             except Exception as exc:  # one repository's failure never loses the cycle
                 self._repo_failed(repo.name, summary, f"{exc.__class__.__name__}: {exc}")
                 log.warning("could not read %s", repo.name, exc_info=True)
-        plans.extend(self._check_left(summary))
-        self._publish_all(plans, summary)
-        summary.github_requests = self.github.usage.total - gh_before
-        summary.graphql_points = self.github.usage.graphql_points - points_before
-        summary.rtd_requests = self._docs_requests() - rtd_before
-        return summary
 
     def _docs_requests(self) -> int:
         return sum(provider.requests for provider in self.docs)
@@ -398,6 +431,9 @@ class Cycle:
     ) -> Iterator[Plan]:
         """Plan a few pull requests; first list, in one query, the comments of those whose
         comment the state does not know (with no state at all: every one)."""
+        numbers = [s.number for s in chunk if isinstance(s, PullSnapshot)]
+        for number, record in self.store.pull_records(repo.name, numbers).items():
+            self._records[(repo.name, number)] = record
         self._list_unknown(repo.name, chunk)
         failing = [
             s
@@ -409,8 +445,28 @@ class Cycle:
         self.read_bases(repo.name, failing)
         for snapshot in chunk:
             plan = self._plan_one(snapshot, repo, summary)
+            if isinstance(snapshot, PullSnapshot):  # planned: the state may differ now
+                self._records.pop((repo.name, snapshot.number), None)
             if plan is not None:
                 yield plan
+
+    # What the state holds for a pull request: as read with its chunk (before anything was
+    # recorded for it this pass), else read now (a webhook refresh, a dry run's report).
+
+    def stored_comment(self, repo: str, number: int) -> StoredComment | None:
+        """The recorded comment."""
+        found = self._records.get((repo, number))
+        return self.store.get_comment(repo, number) if found is None else found.comment
+
+    def _without_comment(self, repo: str, number: int) -> bool:
+        found = self._records.get((repo, number))
+        if found is None:
+            return self.store.known_without_comment(repo, number)
+        return found.without_comment
+
+    def _facts(self, repo: str, number: int) -> tuple[str, datetime] | None:
+        found = self._records.get((repo, number))
+        return self.store.get_facts(repo, number) if found is None else found.facts
 
     def _list_unknown(self, repo: str, chunk: Sequence[PullSnapshot | PullFailure]) -> None:
         numbers = [
@@ -418,8 +474,8 @@ class Cycle:
             for s in chunk
             if isinstance(s, PullSnapshot)
             and selected(s, self.policy)
-            and self.store.get_comment(repo, s.number) is None
-            and not self.store.known_without_comment(repo, s.number)
+            and self.stored_comment(repo, s.number) is None
+            and not self._without_comment(repo, s.number)
         ]
         if not numbers:
             return
@@ -510,7 +566,7 @@ class Cycle:
             first_seen = self.store.first_seen(*args)
             first_seen = {k: first_seen.get(k) or stamped.get(k) or now for k in keys}
         docs = read_docs(snapshot, repo, self.docs, now=now)
-        known = self.store.get_facts(repo.name, snapshot.number)
+        known = self._facts(repo.name, snapshot.number)
         last = self.reports.get(repo.name, snapshot.number)
         merge = self._bases.get((repo.name, snapshot.head_sha))
         if (
@@ -554,12 +610,13 @@ class Cycle:
         the first-seen and first-observed times it states (unless someone else edited it last),
         and one stating the same facts is adopted, so a lost or absent state re-dates nothing.
         """
-        stored = self.store.get_comment(repo.name, snapshot.number)
+        stored = self.stored_comment(repo.name, snapshot.number)
         if stored is None:
             return self._plan_unknown(snapshot, repo)
         report, key = self.report_for(snapshot, repo)
         comment_key = self._comment_key(report, key)
         if stored.facts_key == comment_key:
+            self._left_stored[(repo.name, snapshot.number)] = stored
             return Plan(report, "leave", "", comment_key, stored.comment_id, stored.node_id)
         if self.dry_run:  # the write would re-read the comment first: so does the prediction
             current = self.github.get_comment(repo.name, stored.comment_id)
@@ -577,7 +634,7 @@ class Cycle:
         """Plan for a pull request whose comment the state does not know: look at its comments
         (once: a listing that found none is kept, and the write looks again before creating)."""
         name, number = repo.name, snapshot.number
-        if self.store.known_without_comment(name, number):
+        if self._without_comment(name, number):
             report, key = self.report_for(snapshot, repo)
             return Plan(report, "create", "", self._comment_key(report, key), None)
         listed = (name, number) in self._listed
@@ -614,7 +671,7 @@ class Cycle:
         least half of them: each is checked every second pass or more often, 100 per GraphQL
         point); plan a create for one deleted and an edit for one someone else changed."""
         left = {(p.report.repo, p.report.number): p for p in self._left if p.node_id}
-        stored = {key: self.store.get_comment(*key) for key in left}
+        stored = {key: self._left_stored.get(key) or self.store.get_comment(*key) for key in left}
         kept = {key: s for key, s in stored.items() if s is not None and s.node_id}
         due = due_for_check({key: s.last_known_good for key, s in kept.items()})
         if not due:
@@ -865,6 +922,8 @@ class Cycle:
         gh_before, points_before = self.github.usage.total, self.github.usage.graphql_points
         rtd_before = self._docs_requests()
         plans = [p for s, r in pulls if (p := self._plan_one(s, r, summary)) is not None]
+        for observer in self.observers:
+            observer.pulls_done()
         self._publish_all(plans, summary)
         summary.github_requests = self.github.usage.total - gh_before
         summary.graphql_points = self.github.usage.graphql_points - points_before

@@ -53,6 +53,15 @@ class StoredComment:
 
 
 @dataclass(frozen=True, slots=True)
+class PullRecord:
+    """What the state holds for one pull request, read in one batch with its neighbours."""
+
+    comment: StoredComment | None  # the bot's comment, if recorded
+    without_comment: bool  # a listing found no comment of the bot's own
+    facts: tuple[str, datetime] | None  # the last facts key and since when
+
+
+@dataclass(frozen=True, slots=True)
 class RtdRead:
     """The state's row of one Read the Docs commit: last good answer, and a failing run."""
 
@@ -136,6 +145,10 @@ class CommentState(Protocol):
 
     def known_without_comment(self, repo: str, number: int) -> bool:
         """Whether a listing found no comment of the bot's own (and it wrote none since)."""
+
+    def pull_records(self, repo: str, numbers: Iterable[int]) -> dict[int, PullRecord]:
+        """`get_comment`, `known_without_comment` and `get_facts` of many pull requests at
+        once (a few queries, whatever their number); every number asked has its record."""
 
 
 class FactsState(Protocol):
@@ -276,6 +289,9 @@ class TriageState(TriageRows, Protocol):
         now: datetime,
     ) -> None:
         """Keep one pull request's last reconciled report."""
+
+    def touch_triage(self, repo: str, numbers: Iterable[int], *, now: datetime) -> None:
+        """These rows were read again and found as they are: only their read time is new."""
 
     def prune_triage(self, repo: str, *, keep: Iterable[int]) -> int:
         """Drop the repository's rows except `keep` (pull requests still open)."""

@@ -24,6 +24,7 @@ from bot.state.closing import Closing
 from bot.state.ports import (
     REQUIRED_TTL,
     Action,
+    PullRecord,
     RtdRead,
     StoredComment,
     StoredTriage,
@@ -99,6 +100,20 @@ class ReadOnlyState(Closing):
     def known_without_comment(self, repo: str, number: int) -> bool:
         """Whether a listing found no comment of the bot's own."""
         return self._has("no_comment") and self._reads.known_without_comment(repo, number)
+
+    def pull_records(self, repo: str, numbers: Iterable[int]) -> dict[int, PullRecord]:
+        """The records of many pull requests (batched where the state has this bot's schema)."""
+        wanted = sorted(set(numbers))
+        if self._current and all(self._has(n) for n in ("comments", "no_comment", "facts")):
+            return self._reads.pull_records(repo, wanted)
+        return {
+            n: PullRecord(
+                self.get_comment(repo, n),
+                self.known_without_comment(repo, n),
+                self.get_facts(repo, n),
+            )
+            for n in wanted
+        }
 
     def get_facts(self, repo: str, number: int) -> tuple[str, datetime] | None:
         """The last facts key and since when."""
@@ -240,6 +255,9 @@ class ReadOnlyState(Closing):
         observed_at: datetime,
         now: datetime,
     ) -> None:
+        """Record nothing."""
+
+    def touch_triage(self, repo: str, numbers: Iterable[int], *, now: datetime) -> None:
         """Record nothing."""
 
     def prune_triage(self, repo: str, *, keep: Iterable[int]) -> int:
