@@ -91,6 +91,18 @@ class Built:
     until: datetime | None  # the first time these inputs would give another report
     report: Report
     key: str
+    keys: tuple[str, ...] = ()  # needs_first_seen of the snapshot
+    failing: bool = False  # a signal of the snapshot fails (its merge base is read)
+
+    def same_signals(self, snapshot: PullSnapshot, expected: Sequence[str]) -> bool:
+        """Whether `snapshot` holds the very signals (and required set) this was built from:
+        what is computed from them alone is as it was."""
+        last = self.snapshot
+        return (
+            last.signals is snapshot.signals
+            and last.required_checks == snapshot.required_checks
+            and self.expected == tuple(expected)
+        )
 
     def serves(
         self,
@@ -244,6 +256,11 @@ def needs_first_seen(snapshot: PullSnapshot, expected: Sequence[str] = ()) -> li
     if expected_signals(snapshot.signals, snapshot.required_checks, expected):
         keys.append(HEAD_SEEN_KEY)
     return keys
+
+
+def has_failing(snapshot: PullSnapshot) -> bool:
+    """Whether a signal of the head fails on GitHub (its merge base is then read)."""
+    return any(github_state(signal) in FAILING_STATES for signal in snapshot.signals)
 
 
 def due_for_check(
@@ -438,9 +455,7 @@ class Cycle:
         failing = [
             s
             for s in chunk
-            if isinstance(s, PullSnapshot)
-            and selected(s, self.policy)
-            and any(github_state(signal) in FAILING_STATES for signal in s.signals)
+            if isinstance(s, PullSnapshot) and selected(s, self.policy) and self._failing(repo, s)
         ]
         self.read_bases(repo.name, failing)
         for snapshot in chunk:
@@ -449,6 +464,13 @@ class Cycle:
                 self._records.pop((repo.name, snapshot.number), None)
             if plan is not None:
                 yield plan
+
+    def _failing(self, repo: RepoSettings, snapshot: PullSnapshot) -> bool:
+        """Whether a signal of the head fails (as last time when its signals are the same)."""
+        last = self.reports.get(repo.name, snapshot.number)
+        if last is not None and last.same_signals(snapshot, repo.expected):
+            return last.failing
+        return has_failing(snapshot)
 
     # What the state holds for a pull request: as read with its chunk (before anything was
     # recorded for it this pass), else read now (a webhook refresh, a dry run's report).
@@ -555,7 +577,13 @@ class Cycle:
         bot's own comment is stamped with (a run with no state, a lost state).
         """
         now = self.clock()
-        keys = needs_first_seen(snapshot, repo.expected)
+        last = self.reports.get(repo.name, snapshot.number)
+        same = last is not None and last.same_signals(snapshot, repo.expected)
+        keys = (
+            list(last.keys)
+            if last is not None and same
+            else needs_first_seen(snapshot, repo.expected)
+        )
         first_seen: dict[str, datetime] = {}
         if keys:
             args = (repo.name, snapshot.number, snapshot.head_sha)
@@ -567,7 +595,6 @@ class Cycle:
             first_seen = {k: first_seen.get(k) or stamped.get(k) or now for k in keys}
         docs = read_docs(snapshot, repo, self.docs, now=now)
         known = self._facts(repo.name, snapshot.number)
-        last = self.reports.get(repo.name, snapshot.number)
         merge = self._bases.get((repo.name, snapshot.head_sha))
         if (
             stamp is None
@@ -588,9 +615,11 @@ class Cycle:
             merge = self._bases[(repo.name, snapshot.head_sha)]
             report = with_base(report, merge)
         key = facts_key(report)
+        failing = last.failing if last is not None and same else has_failing(snapshot)
         built = Built(
-            snapshot, docs, first_seen, policy, tuple(repo.expected), merge, now, until, report, key
-        )
+            snapshot, docs, first_seen, policy, tuple(repo.expected), merge, now, until, report,
+            key, tuple(keys), failing,
+        )  # fmt: skip
         if known is not None and known[0] == key:
             report = replace(report, observed_at=known[1])
             self.reports.put(replace(built, report=report))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
 from bot.core.base import MergeBase, merge_base_of_payload, merge_base_payload
@@ -31,11 +31,13 @@ class BaseReader:
         """Each head's merge base with its signals (or why they could not be read), by head."""
         merges: dict[str, MergeBase] = {}
         limited: str | None = None
+        pairs = [(s.base, s.head_sha) for s in snapshots if s.base is not None]
+        kept = self.keeper.merge_bases(repo, pairs) if self.keeper and pairs else {}
         for snapshot in snapshots:
             if limited is not None:
                 merges[snapshot.head_sha] = MergeBase(None, error=limited)
                 continue
-            merges[snapshot.head_sha] = merge = self._merge_base(repo, snapshot)
+            merges[snapshot.head_sha] = merge = self._merge_base(repo, snapshot, kept)
             if merge.error is not None and "rate limit" in merge.error:
                 limited = merge.error
         commits = {m.commit for m in merges.values() if m.commit is not None}
@@ -51,14 +53,17 @@ class BaseReader:
             found[head] = merge
         return found
 
-    def _merge_base(self, repo: str, snapshot: PullSnapshot) -> MergeBase:
-        """The head's merge base (no signals yet): kept, else asked of GitHub."""
+    def _merge_base(
+        self, repo: str, snapshot: PullSnapshot, kept: Mapping[tuple[str, str], str]
+    ) -> MergeBase:
+        """The head's merge base (no signals yet): kept (read for all heads at once), else
+        asked of GitHub."""
         base = snapshot.base
         if base is None:
             return MergeBase(None, error="GitHub did not name the pull request's base branch")
-        kept = self.keeper and self.keeper.get_merge_base(repo, base, snapshot.head_sha)
-        if kept:
-            return MergeBase(kept)
+        known = kept.get((base, snapshot.head_sha))
+        if known:
+            return MergeBase(known)
         try:
             sha = self.github.merge_base(repo, base, snapshot.head_sha)
         except RateLimited as exc:

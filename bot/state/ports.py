@@ -248,6 +248,11 @@ class BaseKeeper(Protocol):
     def get_merge_base(self, repo: str, base: str, head_sha: str) -> str | None:
         """The kept merge base of a head and a base branch."""
 
+    def merge_bases(
+        self, repo: str, pairs: Iterable[tuple[str, str]]
+    ) -> dict[tuple[str, str], str]:
+        """The kept merge bases of many (base branch, head) pairs at once (those kept)."""
+
     def put_merge_base(
         self, repo: str, base: str, head_sha: str, merge_base: str, *, now: datetime
     ) -> None:

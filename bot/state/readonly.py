@@ -162,6 +162,12 @@ class ReadOnlyState(Closing):
             return None
         return self._reads.get_merge_base(repo, base, head_sha)
 
+    def merge_bases(
+        self, repo: str, pairs: Iterable[tuple[str, str]]
+    ) -> dict[tuple[str, str], str]:
+        """The kept merge bases (none in a state from before merge bases)."""
+        return self._reads.merge_bases(repo, pairs) if self._has("merge_bases") else {}
+
     def get_base_contexts(self, repo: str, commit: str) -> str | None:
         """The kept final contexts of a merge base (none in a state from before them)."""
         return self._reads.get_base_contexts(repo, commit) if self._has("base_contexts") else None

@@ -722,6 +722,23 @@ class Store(Closing):
             row = conn.execute(query).first()
         return None if row is None else str(row.merge_base)
 
+    def merge_bases(
+        self, repo: str, pairs: Iterable[tuple[str, str]]
+    ) -> dict[tuple[str, str], str]:
+        """The kept merge bases of many (base branch, head) pairs, RECORDS_BATCH heads a query."""
+        wanted = set(pairs)
+        heads = sorted({head for _, head in wanted})
+        m, found = t.merge_bases.c, {}
+        with self._read() as conn:
+            for start in range(0, len(heads), RECORDS_BATCH):
+                query = select(m.base, m.head_sha, m.merge_base).where(
+                    m.repo == repo, m.head_sha.in_(heads[start : start + RECORDS_BATCH])
+                )
+                for row in conn.execute(query):
+                    if (row.base, row.head_sha) in wanted:
+                        found[(row.base, row.head_sha)] = str(row.merge_base)
+        return found
+
     def put_merge_base(
         self, repo: str, base: str, head_sha: str, merge_base: str, *, now: datetime
     ) -> None:
