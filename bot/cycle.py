@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Literal, Protocol
 
+from bot.core.annotations import needs_annotations, with_annotations
 from bot.core.base import MergeBase, needs_base, with_base
 from bot.core.evidence import Evidence
 from bot.core.facts import facts_key
@@ -21,6 +22,7 @@ from bot.core.model import FAILING_STATES, MARKER, Policy, PullSnapshot, Report,
 from bot.core.reconcile import github_state, reconcile_until
 from bot.core.required import HEAD_SEEN_KEY, expected_signals
 from bot.docs.provider import DocsProvider
+from bot.github.annotations import AnnotationReader, Found
 from bot.github.bases import BaseReader
 from bot.github.client import Comment, GitHubApi, GitHubError, RateLimited
 from bot.github.parse import PullFailure
@@ -91,6 +93,7 @@ class Built:
     until: datetime | None  # the first time these inputs would give another report
     report: Report
     key: str
+    annotations: Found | None = None  # the failing runs' annotations of this pass (if read)
     keys: tuple[str, ...] = ()  # needs_first_seen of the snapshot
     failing: bool = False  # a signal of the snapshot fails (its merge base is read)
 
@@ -343,6 +346,12 @@ class Cycle:
         # The merge bases (and their signals) read for this pass's failing heads, by head.
         self._bases: dict[tuple[str, str], MergeBase] = {}
         self._base_reader = BaseReader(github, store, clock=clock)
+        # The failing check runs' annotations read for this pass's failing heads, by head.
+        self._annotations: dict[tuple[str, str], Found] = {}
+        # Failing pull requests whose runs' annotations are not known yet: planned at the end
+        # of their repository, after one batched read of all of them.
+        self._waiting: list[PullSnapshot] = []
+        self._annotation_reader = AnnotationReader(github, store, clock=clock)
         # The lease generation a write to a repository's comments carries (0: no lease).
         self.generation = generation
         # Several replicas: the generation this replica may write under now, read from the
@@ -362,7 +371,8 @@ class Cycle:
         """
         summary = Summary()
         plans: list[Plan] = []
-        self._left, self._listed, self._bases = [], {}, {}
+        self._left, self._listed, self._bases, self._annotations = [], {}, {}, {}
+        self._waiting = []
         self._records, self._left_stored = {}, {}
         gh_before, points_before = self.github.usage.total, self.github.usage.graphql_points
         rtd_before = self._docs_requests()
@@ -430,12 +440,14 @@ class Cycle:
                 break
             except Exception:  # what was read before the failure is still planned
                 yield from self._plan_chunk(chunk, repo, summary)
+                yield from self._plan_waiting(repo, summary)
                 raise
             chunk.append(snapshot)
             if len(chunk) == LIST_BATCH:
                 yield from self._plan_chunk(chunk, repo, summary)
                 chunk = []
         yield from self._plan_chunk(chunk, repo, summary)
+        yield from self._plan_waiting(repo, summary)
         prefix = f"{repo.name}#"  # the pull requests kept: planned, or failed this time
         labels = [label for group in (summary.verdicts, summary.failed) for label in group]
         seen = {int(label[len(prefix) :]) for label in labels if label.startswith(prefix)}
@@ -457,8 +469,26 @@ class Cycle:
             for s in chunk
             if isinstance(s, PullSnapshot) and selected(s, self.policy) and self._failing(repo, s)
         ]
+        self._stamped_bases(repo.name, failing)
         self.read_bases(repo.name, failing)
+        self.read_annotations(repo.name, failing, ask=False)
+        unread = [s for s in failing if (repo.name, s.head_sha) not in self._annotations]
+        self._waiting.extend(unread)
         for snapshot in chunk:
+            if any(snapshot is s for s in unread):
+                continue
+            plan = self._plan_one(snapshot, repo, summary)
+            if isinstance(snapshot, PullSnapshot):  # planned: the state may differ now
+                self._records.pop((repo.name, snapshot.number), None)
+            if plan is not None:
+                yield plan
+
+    def _plan_waiting(self, repo: RepoSettings, summary: Summary) -> Iterator[Plan]:
+        """Plan the failing pull requests whose annotations were not kept: all of the
+        repository's asked in one batch (100 runs a query), not one query per 50 pulls."""
+        waiting, self._waiting = self._waiting, []
+        self.read_annotations(repo.name, waiting)
+        for snapshot in waiting:
             plan = self._plan_one(snapshot, repo, summary)
             if isinstance(snapshot, PullSnapshot):  # planned: the state may differ now
                 self._records.pop((repo.name, snapshot.number), None)
@@ -512,11 +542,33 @@ class Cycle:
             own = [c for c in comments if is_own(c, self.login)]
             self._listed[(repo, number)] = own[0] if own else None
 
+    def _stamped_bases(self, repo: str, snapshots: Sequence[PullSnapshot]) -> None:
+        """Keep the merge bases the bot's own listed comments are stamped with for their head
+        and base branch (a run with no state then asks no compare it asked before)."""
+        for snapshot in snapshots:
+            own = self._listed.get((repo, snapshot.number))
+            base = snapshot.base
+            if own is None or base is None:
+                continue
+            stamp = self._trusted_stamp(own)
+            commit = stamp and stamp.merge_base_of(snapshot.head_sha, base)
+            if commit and not self.store.get_merge_base(repo, base, snapshot.head_sha):
+                self.store.put_merge_base(repo, base, snapshot.head_sha, commit, now=self.clock())
+
     def read_bases(self, repo: str, snapshots: Sequence[PullSnapshot]) -> None:
         """The merge base of each failing head and what GitHub reported on it (bot.github.bases)."""
         wanted = [s for s in snapshots if (repo, s.head_sha) not in self._bases]
         for head, merge in self._base_reader.read(repo, wanted).items():
             self._bases[(repo, head)] = merge
+
+    def read_annotations(
+        self, repo: str, snapshots: Sequence[PullSnapshot], *, ask: bool = True
+    ) -> None:
+        """Each failing head's failing check runs' annotations (bot.github.annotations); with
+        `ask` False only those the state keeps for every failing run of the head."""
+        wanted = [s for s in snapshots if (repo, s.head_sha) not in self._annotations]
+        for head, found in self._annotation_reader.read(repo, wanted, ask=ask).items():
+            self._annotations[(repo, head)] = found
 
     def _plan_one(
         self, snapshot: PullSnapshot | PullFailure, repo: RepoSettings, summary: Summary
@@ -568,6 +620,16 @@ class Cycle:
                 stored = self.store.get_comment(repo.name, snapshot.number)
                 yield snapshot, report, None if stored is None else stored.comment_id
 
+    def preview(self, repo: RepoSettings, number: int) -> tuple[Report, str]:
+        """One pull request read now: its report and the body of the comment the bot keeps for
+        it, dated as that comment is (the state's times, else its own comment's stamp). Reads
+        only: what `show` prints."""
+        if not self.dry_run:
+            raise ValueError("preview reads only: use a dry-run cycle")
+        snapshot = self.github.pull(repo.name, number, now=self.clock())
+        report = self.plan(snapshot, repo).report
+        return report, self.body(report)
+
     def report_for(
         self, snapshot: PullSnapshot, repo: RepoSettings, *, stamp: Stamp | None = None
     ) -> tuple[Report, str]:
@@ -596,11 +658,13 @@ class Cycle:
         docs = read_docs(snapshot, repo, self.docs, now=now)
         known = self._facts(repo.name, snapshot.number)
         merge = self._bases.get((repo.name, snapshot.head_sha))
+        said = self._annotations.get((repo.name, snapshot.head_sha))
         if (
             stamp is None
             and last is not None
             and known == (last.key, last.report.observed_at)
             and last.merge == merge
+            and last.annotations == said
             and last.expected == tuple(repo.expected)
             and last.serves(snapshot, docs, first_seen, self.core_policy, now)
         ):
@@ -614,11 +678,18 @@ class Cycle:
                 self.read_bases(repo.name, [snapshot])
             merge = self._bases[(repo.name, snapshot.head_sha)]
             report = with_base(report, merge)
+            if merge.commit is not None and snapshot.base is not None:
+                report = replace(report, merge_base=(snapshot.base, merge.commit))
+        if any(needs_annotations(row) for row in report.rows):
+            if (repo.name, snapshot.head_sha) not in self._annotations:
+                self.read_annotations(repo.name, [snapshot])
+            said = self._annotations[(repo.name, snapshot.head_sha)]
+            report = with_annotations(report, said)
         key = facts_key(report)
         failing = last.failing if last is not None and same else has_failing(snapshot)
         built = Built(
             snapshot, docs, first_seen, policy, tuple(repo.expected), merge, now, until, report,
-            key, tuple(keys), failing,
+            key, said, tuple(keys), failing,
         )  # fmt: skip
         if known is not None and known[0] == key:
             report = replace(report, observed_at=known[1])
