@@ -18,11 +18,11 @@ from bot.core.annotations import needs_annotations, with_annotations
 from bot.core.base import MergeBase, needs_base, with_base
 from bot.core.evidence import Evidence
 from bot.core.facts import facts_key
-from bot.core.model import FAILING_STATES, MARKER, Policy, PullSnapshot, Report, Verdict
+from bot.core.model import FAILING_STATES, MARKER, Policy, PullSnapshot, Report, Signal, Verdict
 from bot.core.reconcile import github_state, reconcile_until
 from bot.core.required import HEAD_SEEN_KEY, expected_signals
 from bot.docs.provider import DocsProvider
-from bot.github.annotations import AnnotationReader, Found
+from bot.github.annotations import AnnotationReader, Found, failing_runs
 from bot.github.bases import BaseReader
 from bot.github.client import Comment, GitHubApi, GitHubError, RateLimited
 from bot.github.parse import PullFailure
@@ -132,6 +132,19 @@ class Reports:
     def __init__(self) -> None:
         """None yet."""
         self._built: dict[tuple[str, int], Built] = {}
+        # each head's failing check runs, with the signals they were found in
+        self._runs: dict[tuple[str, int], tuple[tuple[Signal, ...], list[Signal]]] = {}
+
+    def failing_runs(self, snapshot: PullSnapshot) -> list[Signal]:
+        """The head's failing check runs (bot.github.annotations), found again only when its
+        signals are not the very ones they were found in."""
+        key = (snapshot.repo, snapshot.number)
+        last = self._runs.get(key)
+        if last is not None and last[0] is snapshot.signals:
+            return last[1]
+        runs = failing_runs(snapshot)
+        self._runs[key] = (snapshot.signals, runs)
+        return runs
 
     def get(self, repo: str, number: int) -> Built | None:
         """The last report built for this pull request, if any."""
@@ -146,6 +159,8 @@ class Reports:
         kept = set(numbers)
         for key in [k for k in self._built if k[0] == repo and k[1] not in kept]:
             del self._built[key]
+        for key in [k for k in self._runs if k[0] == repo and k[1] not in kept]:
+            del self._runs[key]
 
 
 @dataclass(frozen=True)
@@ -326,6 +341,7 @@ class Cycle:
         reports: Reports | None = None,
     ) -> None:
         self.github, self.docs, self.store, self.renderer = github, tuple(docs), store, renderer
+        self.reports = reports or Reports()  # the service shares one across its cycles
         self.policy = policy
         self.pacing = pacing or WritePacing()  # the service shares one across its cycles
         self.core_policy = policy.core()
@@ -351,14 +367,15 @@ class Cycle:
         # Failing pull requests whose runs' annotations are not known yet: planned at the end
         # of their repository, after one batched read of all of them.
         self._waiting: list[PullSnapshot] = []
-        self._annotation_reader = AnnotationReader(github, store, clock=clock)
+        self._annotation_reader = AnnotationReader(
+            github, store, clock=clock, runs_of=self.reports.failing_runs
+        )
         # The lease generation a write to a repository's comments carries (0: no lease).
         self.generation = generation
         # Several replicas: the generation this replica may write under now, read from the
         # state just before each write (None: its lease is lost: no write). None: one process.
         self.fence = fence
         self.observers = tuple(observers)
-        self.reports = reports or Reports()  # the service shares one across its cycles
 
     # -- the pass ------------------------------------------------------------------------
 
