@@ -147,7 +147,7 @@ class SandboxProcess:
             sys.executable, "-m", "bot_sandbox", "serve", "--host", "127.0.0.1", "--port", "0",
             "--latency-ms", str(args.latency_ms), "--scenario", "scale",
             "--prs", str(args.prs), "--checks", str(args.checks), "--seed", str(args.seed),
-            *extra,
+            *_failing(args), *extra,
         ]  # fmt: skip
         self.proc = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, cwd=ROOT,
@@ -193,6 +193,12 @@ class SandboxProcess:
                 self.proc.wait(timeout=10)
         if self.proc.stdout is not None:
             self.proc.stdout.close()
+
+
+def _failing(args: argparse.Namespace) -> list[str]:
+    """The sandbox's --failing-fraction, where one was given."""
+    fraction = getattr(args, "failing_fraction", None)
+    return [] if fraction is None else ["--failing-fraction", str(fraction)]
 
 
 BOT_CODE = ("bot", "templates")
@@ -653,11 +659,29 @@ def report(results: dict[str, dict[str, Any] | None]) -> str:
         + got[n].get("graphql_by_query", {}).get("CommitContexts", 0)
         for n in runs
     ]))  # fmt: skip
+    rows += feature_rows(got, runs)
     rows.append(("Read the Docs requests by kind:", ["" for _ in runs]))
     rows += [
         (f"  {k}", [got[n]["rtd_requests_by_kind"].get(k, 0) for n in runs]) for k in kinds_rtd
     ]
     return table(rows, runs)
+
+
+def feature_rows(got: dict[str, dict[str, Any]], runs: list[str]) -> list[tuple[str, list[Any]]]:
+    """Issue 16's own requests per run, apart: the merge base's compares (REST), its
+    commits' checks (GraphQL CommitContexts) and the failing runs' annotations (GraphQL)."""
+
+    def count(name: str, kind: str, key: str) -> int:
+        return int(got[name].get(key, {}).get(kind, 0))
+
+    return [
+        ("  merge base: compare (REST)",
+         [count(n, "GET compare", "requests_by_kind") for n in runs]),
+        ("  merge base: CommitContexts (GraphQL)",
+         [count(n, "CommitContexts", "graphql_by_query") for n in runs]),
+        ("annotations (issue 16): CheckRunAnnotations (GraphQL)",
+         [count(n, "CheckRunAnnotations", "graphql_by_query") for n in runs]),
+    ]  # fmt: skip
 
 
 def notes(results: dict[str, dict[str, Any] | None]) -> list[str]:
@@ -750,6 +774,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--latency-ms", type=float, default=50.0, help="delay of every answer")
     parser.add_argument("--seed", type=int, default=0, help="the sandbox's random seed")
     parser.add_argument("--change-fraction", type=float, default=0.05, help="heads changed")
+    parser.add_argument(
+        "--failing-fraction", type=float, default=None,
+        help="heads that fail (one failing check run each; default: each check run fails "
+        "with 3%% chance, most heads of 60 checks)",
+    )  # fmt: skip
     parser.add_argument("--skip-naive", action="store_true", help="do not run the naive poller")
     parser.add_argument(
         "--keep-rate-limit",
@@ -827,6 +856,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     print("\n".join(service_report(results)))
     line: dict[str, Any] = {"prs": args.prs, "checks": args.checks, "latency_ms": args.latency_ms}
+    line["failing_fraction"] = args.failing_fraction
     line["bot_commit"] = commit
     line.update(results)
     line.update(naive_ratio(results))

@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 from github import Auth, Github, GithubIntegration
 from github.GithubException import GithubException
 
-from bot.cycle import Cycle, Reports, WritePacing
+from bot.cycle import Cycle, Reports, Summary, WritePacing
 from bot.docs.readthedocs.client import RtdApi
 from bot.docs.readthedocs.provider import ReadTheDocs
 from bot.github.client import GitHubApi, GitHubError
@@ -24,7 +25,7 @@ from bot.logs import register_secrets
 from bot.render.comment import Renderer
 from bot.retry import Sleep
 from bot.settings import ConfigError, RepoSettings, Settings, read_private_key
-from bot.state.leases import Leases
+from bot.state.leases import Leases, all_leases
 from bot.state.lock import StateLock
 from bot.state.ports import CycleState, StoreError
 from bot.state.readonly import ReadOnlyState
@@ -231,6 +232,57 @@ def hold_state(settings: Settings) -> StateLock | None:
         return StateLock.acquire(settings.state.path)
     except OSError as exc:
         raise state_path_error(settings.state.path, exc) from None
+
+
+@contextmanager
+def hold_leases(store: Store, repos: Sequence[str], *, lease_seconds: float) -> Iterator[Leases]:
+    """`once` on a shared (PostgreSQL) state: the leases of the repositories no live holder
+    has, renewed every third of `lease_seconds` while the cycle runs and given up after it;
+    its writes are fenced and stamped with their generations, as a replica's are."""
+    leases = Leases(store, lease_seconds=lease_seconds)
+    leases.take_free(repos)
+    done = threading.Event()
+
+    def keep() -> None:
+        while not done.wait(lease_seconds / 3):
+            leases.renew()
+
+    keeper = threading.Thread(target=keep, name="leases", daemon=True)
+    keeper.start()
+    try:
+        yield leases
+    finally:
+        done.set()
+        keeper.join()
+        leases.release_all()
+
+
+def held_elsewhere(store: Store, repos: Sequence[str], leases: Leases) -> dict[str, str]:
+    """Why each of `repos` that `leases` does not hold was left: who holds it, until when."""
+    held = leases.held
+    rows = {lease.repo: lease for lease in all_leases(store)}
+    why: dict[str, str] = {}
+    for repo in repos:
+        if repo not in held:
+            row = rows.get(repo)
+            at = "" if row is None else f" {row.holder} until {row.expires_at:%Y-%m-%dT%H:%M:%SZ}"
+            why[repo] = f"its lease is held by another process{at} (a `run` replica works it)"
+    return why
+
+
+def run_once(
+    settings: Settings, clients: Clients, store: Store, repos: Sequence[RepoSettings]
+) -> Summary:
+    """One writing cycle (`once`). On a shared (PostgreSQL) state only over the repositories
+    no `run` replica holds, under their leases; the others are named as not processed."""
+    if not settings.state.shared:
+        return make_cycle(settings, clients, store, dry_run=False).run(repos)
+    names = [r.name for r in repos]
+    with hold_leases(store, names, lease_seconds=settings.state.lease_seconds) as leases:
+        mine = [r for r in repos if r.name in leases.held]
+        summary = make_cycle(settings, clients, store, dry_run=False, leases=leases).run(mine)
+        summary.failed.update(held_elsewhere(store, names, leases))
+    return summary
 
 
 def open_store(settings: Settings) -> Store:

@@ -12,8 +12,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bot.core.base import needs_base, with_base
-from bot.core.reconcile import reconcile
 from bot.logs import redact, register_secrets, setup_logging
 from bot.render.report import report_json
 from bot.settings import ConfigError, RepoSettings, Settings, describe, load_settings
@@ -92,11 +90,9 @@ def cmd_check_config(settings: Settings, args: argparse.Namespace, _: Sleep | No
 
 
 def cmd_show(settings: Settings, args: argparse.Namespace, sleep: Sleep | None) -> int:
-    """Fetch, reconcile and print one pull request's report; never writes."""
-    from bot.app import build_clients, now_utc
-    from bot.cycle import read_docs
-    from bot.docs.readthedocs.provider import ReadTheDocs
-    from bot.github.bases import BaseReader
+    """Fetch, reconcile and print one pull request's report: the comment the bot keeps for it,
+    dated by the state or the comment's stamp; never writes, never creates a state."""
+    from bot.app import build_clients, make_cycle, open_reader
 
     match = _PR_REF.match(args.pull)
     if not match:
@@ -106,25 +102,18 @@ def cmd_show(settings: Settings, args: argparse.Namespace, sleep: Sleep | None) 
     repo = settings.configured_repo(match["repo"]) or RepoSettings(name=match["repo"])
     clients = build_clients(settings, [repo], sleep=sleep)
     try:
-        now = now_utc()
-        snapshot = clients.github.pull(repo.name, number, now=now)
-        docs = read_docs(snapshot, repo, [ReadTheDocs(clients.rtd)], now=now)
-        report = reconcile(snapshot, docs, settings.policy_model(), now=now, expected=repo.expected)
-        if any(needs_base(row) for row in report.rows):
-            merge = BaseReader(clients.github, None, clock=now_utc).read(repo.name, [snapshot])
-            report = with_base(report, merge[snapshot.head_sha])
+        with open_reader(settings) as state:
+            cycle = make_cycle(settings, clients, state, dry_run=True, out=None)
+            report, body = cycle.preview(repo, number)
     finally:
         clients.close()
-    if args.format == "json":
-        print(report_json(report))
-    else:
-        print(_renderer(settings).markdown(report))
+    print(report_json(report) if args.format == "json" else body)
     return EXIT_OK
 
 
 def cmd_once(settings: Settings, args: argparse.Namespace, sleep: Sleep | None) -> int:
     """One cycle over the configured (or named) repositories."""
-    from bot.app import build_clients, hold_state, make_cycle, open_reader, open_store
+    from bot.app import build_clients, hold_state, make_cycle, open_reader, open_store, run_once
 
     repos = _select_repos(settings, args.repo)
     settings.require_github_auth()
@@ -137,7 +126,10 @@ def cmd_once(settings: Settings, args: argparse.Namespace, sleep: Sleep | None) 
         # A dry run records nothing: it reads an existing state and never creates one.
         store = open_reader(settings) if args.dry_run else open_store(settings)
         try:
-            summary = make_cycle(settings, clients, store, dry_run=args.dry_run).run(repos)
+            if isinstance(store, ReadOnlyState):
+                summary = make_cycle(settings, clients, store, dry_run=True).run(repos)
+            else:
+                summary = run_once(settings, clients, store, repos)
         finally:
             store.close()
             clients.close()
@@ -343,6 +335,11 @@ def _failed(exc: Exception) -> int:
     pygithub = sys.modules.get("github.GithubException")
     if github_io is not None and isinstance(exc, github_io.NotFound):
         _error(f"not found or not readable: {exc}")
+    elif github_io is not None and isinstance(exc, github_io.GitHubError) and exc.status == 401:
+        _error(
+            f"GitHub refused the bot's credential (HTTP 401): {exc}; check github.token or the "
+            "App's key (`ci-status-bot check-config` asks GitHub and names what it refuses)"
+        )
     elif (github_io is not None and isinstance(exc, github_io.GitHubError)) or (
         pygithub is not None and isinstance(exc, pygithub.GithubException)
     ):

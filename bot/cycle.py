@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Literal, Protocol
 
+from bot.core.annotations import needs_annotations, with_annotations
 from bot.core.base import MergeBase, needs_base, with_base
 from bot.core.evidence import Evidence
 from bot.core.facts import facts_key
@@ -19,6 +20,7 @@ from bot.core.model import FAILING_STATES, MARKER, Policy, PullSnapshot, Report,
 from bot.core.reconcile import github_state, reconcile_until
 from bot.core.required import HEAD_SEEN_KEY, expected_signals
 from bot.docs.provider import DocsProvider
+from bot.github.annotations import AnnotationReader, Found
 from bot.github.bases import BaseReader
 from bot.github.client import Comment, GitHubApi, GitHubError, RateLimited
 from bot.github.parse import PullFailure
@@ -89,6 +91,7 @@ class Built:
     until: datetime | None  # the first time these inputs would give another report
     report: Report
     key: str
+    annotations: Found | None = None  # the failing runs' annotations of this pass (if read)
 
     def serves(
         self,
@@ -301,6 +304,9 @@ class Cycle:
         # The merge bases (and their signals) read for this pass's failing heads, by head.
         self._bases: dict[tuple[str, str], MergeBase] = {}
         self._base_reader = BaseReader(github, store, clock=clock)
+        # The failing check runs' annotations read for this pass's failing heads, by head.
+        self._annotations: dict[tuple[str, str], Found] = {}
+        self._annotation_reader = AnnotationReader(github, store, clock=clock)
         # The lease generation a write to a repository's comments carries (0: no lease).
         self.generation = generation
         # Several replicas: the generation this replica may write under now, read from the
@@ -320,7 +326,7 @@ class Cycle:
         """
         summary = Summary()
         plans: list[Plan] = []
-        self._left, self._listed, self._bases = [], {}, {}
+        self._left, self._listed, self._bases, self._annotations = [], {}, {}, {}
         gh_before, points_before = self.github.usage.total, self.github.usage.graphql_points
         rtd_before = self._docs_requests()
         for index, repo in enumerate(repos):
@@ -406,7 +412,9 @@ class Cycle:
             and selected(s, self.policy)
             and any(github_state(signal) in FAILING_STATES for signal in s.signals)
         ]
+        self._stamped_bases(repo.name, failing)
         self.read_bases(repo.name, failing)
+        self.read_annotations(repo.name, failing)
         for snapshot in chunk:
             plan = self._plan_one(snapshot, repo, summary)
             if plan is not None:
@@ -434,11 +442,30 @@ class Cycle:
             own = [c for c in comments if is_own(c, self.login)]
             self._listed[(repo, number)] = own[0] if own else None
 
+    def _stamped_bases(self, repo: str, snapshots: Sequence[PullSnapshot]) -> None:
+        """Keep the merge bases the bot's own listed comments are stamped with for their head
+        and base branch (a run with no state then asks no compare it asked before)."""
+        for snapshot in snapshots:
+            own = self._listed.get((repo, snapshot.number))
+            base = snapshot.base
+            if own is None or base is None:
+                continue
+            stamp = self._trusted_stamp(own)
+            commit = stamp and stamp.merge_base_of(snapshot.head_sha, base)
+            if commit and not self.store.get_merge_base(repo, base, snapshot.head_sha):
+                self.store.put_merge_base(repo, base, snapshot.head_sha, commit, now=self.clock())
+
     def read_bases(self, repo: str, snapshots: Sequence[PullSnapshot]) -> None:
         """The merge base of each failing head and what GitHub reported on it (bot.github.bases)."""
         wanted = [s for s in snapshots if (repo, s.head_sha) not in self._bases]
         for head, merge in self._base_reader.read(repo, wanted).items():
             self._bases[(repo, head)] = merge
+
+    def read_annotations(self, repo: str, snapshots: Sequence[PullSnapshot]) -> None:
+        """Each failing head's failing check runs' annotations (bot.github.annotations)."""
+        wanted = [s for s in snapshots if (repo, s.head_sha) not in self._annotations]
+        for head, found in self._annotation_reader.read(repo, wanted).items():
+            self._annotations[(repo, head)] = found
 
     def _plan_one(
         self, snapshot: PullSnapshot | PullFailure, repo: RepoSettings, summary: Summary
@@ -490,6 +517,16 @@ class Cycle:
                 stored = self.store.get_comment(repo.name, snapshot.number)
                 yield snapshot, report, None if stored is None else stored.comment_id
 
+    def preview(self, repo: RepoSettings, number: int) -> tuple[Report, str]:
+        """One pull request read now: its report and the body of the comment the bot keeps for
+        it, dated as that comment is (the state's times, else its own comment's stamp). Reads
+        only: what `show` prints."""
+        if not self.dry_run:
+            raise ValueError("preview reads only: use a dry-run cycle")
+        snapshot = self.github.pull(repo.name, number, now=self.clock())
+        report = self.plan(snapshot, repo).report
+        return report, self.body(report)
+
     def report_for(
         self, snapshot: PullSnapshot, repo: RepoSettings, *, stamp: Stamp | None = None
     ) -> tuple[Report, str]:
@@ -513,11 +550,13 @@ class Cycle:
         known = self.store.get_facts(repo.name, snapshot.number)
         last = self.reports.get(repo.name, snapshot.number)
         merge = self._bases.get((repo.name, snapshot.head_sha))
+        said = self._annotations.get((repo.name, snapshot.head_sha))
         if (
             stamp is None
             and last is not None
             and known == (last.key, last.report.observed_at)
             and last.merge == merge
+            and last.annotations == said
             and last.expected == tuple(repo.expected)
             and last.serves(snapshot, docs, first_seen, self.core_policy, now)
         ):
@@ -531,9 +570,17 @@ class Cycle:
                 self.read_bases(repo.name, [snapshot])
             merge = self._bases[(repo.name, snapshot.head_sha)]
             report = with_base(report, merge)
+            if merge.commit is not None and snapshot.base is not None:
+                report = replace(report, merge_base=(snapshot.base, merge.commit))
+        if any(needs_annotations(row) for row in report.rows):
+            if (repo.name, snapshot.head_sha) not in self._annotations:
+                self.read_annotations(repo.name, [snapshot])
+            said = self._annotations[(repo.name, snapshot.head_sha)]
+            report = with_annotations(report, said)
         key = facts_key(report)
+        expected = tuple(repo.expected)
         built = Built(
-            snapshot, docs, first_seen, policy, tuple(repo.expected), merge, now, until, report, key
+            snapshot, docs, first_seen, policy, expected, merge, now, until, report, key, said
         )
         if known is not None and known[0] == key:
             report = replace(report, observed_at=known[1])

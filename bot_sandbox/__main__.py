@@ -66,6 +66,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--seed", type=int, default=0, help="scale: random seed of the generated world"
     )
     serve.add_argument(
+        "--failing-fraction", type=float, default=None, metavar="F",
+        help="scale: this fraction of heads fails (one failing check run each); default: each "
+        "check run fails with 3%% chance (most heads of 60 checks fail)",
+    )  # fmt: skip
+    serve.add_argument(
         "--actions-token", default="", metavar="TOKEN",
         help="also accept TOKEN as a workflow's GITHUB_TOKEN for the seeded repository (an "
         "installation token of `github-actions`: GET /user refuses it, comments are by "
@@ -88,8 +93,9 @@ def serve(args: argparse.Namespace) -> int:
         info = seeds.seed_demo(world)
     else:
         info = seeds.seed_scale(
-            world, prs=args.prs, checks=args.checks, rng_seed=args.seed, repos=args.repos
-        )
+            world, prs=args.prs, checks=args.checks, rng_seed=args.seed, repos=args.repos,
+            failing_fraction=args.failing_fraction,
+        )  # fmt: skip
     if args.actions_token:
         world.add_actions_token(args.actions_token, str(info["repo"]))
     stop = threading.Event()

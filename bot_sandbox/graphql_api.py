@@ -356,9 +356,14 @@ class Objects:
         }
 
     def nodes(self, info: Any, ids: list[str], **kw: Any) -> list[JSON | None]:
-        """Query.nodes: issue comments by global id; null + NOT_FOUND for an unknown one."""
+        """Query.nodes: issue comments and check runs by global id; null + NOT_FOUND for an
+        unknown one."""
         found: list[JSON | None] = []
         for index, ident in enumerate(ids):
+            run = self._check_run_by_node_id(ident)
+            if run is not None:
+                found.append(self.check_run(self.world.repo(run.repo), run))
+                continue
             rec = self._comment_by_node_id(ident)
             if rec is None:
                 path = list(info.path) if isinstance(info, Info) else info.path.as_list()
@@ -371,6 +376,16 @@ class Objects:
                 )
             found.append(None if rec is None else self.comment(rec))
         return found
+
+    def _check_run_by_node_id(self, ident: str) -> CheckRunRec | None:
+        try:
+            decoded = base64.b64decode(ident.encode(), validate=True).decode()
+        except (ValueError, UnicodeDecodeError):
+            return None
+        prefix = f"0{len('CheckRun')}:CheckRun"
+        if not decoded.startswith(prefix) or not decoded[len(prefix) :].isdigit():
+            return None
+        return self.world.check_runs.get(int(decoded[len(prefix) :]))
 
     def _comment_by_node_id(self, ident: str) -> CommentRec | None:
         try:
@@ -679,6 +694,9 @@ class Objects:
             "permalink": url,
             "resourcePath": f"/{rec.full_name}/runs/{run.id}",
             "isRequired": self.is_required(rec, run.name),
+            "annotations": lambda info, **args: connection(
+                run.annotations, lambda a: _annotation_node(rec, run, a), args
+            ),
             "checkSuite": {
                 "__typename": "CheckSuite",
                 "id": node_id("CheckSuite", suite.id),
@@ -738,6 +756,30 @@ class Objects:
             "avatarUrl": f"https://avatars.githubusercontent.com/u/{creator.id}?v=4",
             "creator": {"__typename": "User", "login": creator.login},
         }
+
+
+def _annotation_node(rec: RepoRec, run: CheckRunRec, given: JSON) -> JSON:
+    """A CheckAnnotation from the REST-shaped record."""
+
+    def position(line: int, column: int | None) -> JSON:
+        return {"__typename": "CheckAnnotationPosition", "line": line, "column": column}
+
+    level = given["annotation_level"]
+    return {
+        "__typename": "CheckAnnotation",
+        "annotationLevel": level.upper(),
+        "path": given["path"],
+        "blobUrl": f"{WEB}/{rec.full_name}/blob/{run.head_sha}/{given['path']}",
+        "location": {
+            "__typename": "CheckAnnotationSpan",
+            "start": position(given["start_line"], given["start_column"]),
+            "end": position(given["end_line"], given["end_column"]),
+        },
+        "message": given["message"],
+        "title": given["title"],
+        "rawDetails": given["raw_details"],
+        "databaseId": None,
+    }
 
 
 def _workflow_id(path: str | None) -> int:

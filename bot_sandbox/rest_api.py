@@ -398,6 +398,19 @@ def get_check_run(call: Call, params: dict[str, str]) -> Answer:
     return Answer(200, check_run_json(call.world, run))
 
 
+@route("GET", _REPO + r"/check-runs/(?P<id>\d+)/annotations", "check-runs.annotations")
+def list_annotations(call: Call, params: dict[str, str]) -> Answer:
+    """GET /repos/{o}/{r}/check-runs/{id}/annotations (paginated, as created)."""
+    run = call.world.check_runs.get(int(params["id"]))
+    rec = _repo(call, params)
+    if run is None or rec is None or run.repo != rec.full_name:
+        return not_found()
+    page, headers = paginate(call, rec, list(run.annotations))
+    blob = f"{WEB}/{rec.full_name}/blob/{run.head_sha}"
+    body = [{**a, "blob_href": f"{blob}/{a['path']}"} for a in page]
+    return Answer(200, body, headers=headers)
+
+
 def _suite_json(call: Call, rec: RepoRec, suite_id: int) -> JSON:
     suite = rec.suites[suite_id]
     runs = [r for r in rec.checks.get(suite.head_sha, []) if r.suite_id == suite_id]

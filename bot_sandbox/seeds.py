@@ -172,6 +172,20 @@ def seed_demo(world: World, *, now: datetime | None = None) -> dict[str, Any]:
         completed_at=at + timedelta(minutes=6),
         title="1 failed, 812 passed",
         summary="tests/test_parser.py::test_unicode_escape FAILED",
+        annotations=(
+            {
+                "path": "tests/test_parser.py",
+                "start_line": 88,
+                "annotation_level": "failure",
+                "message": "AssertionError: assert '\\u00e9' == 'é'",
+            },
+            {
+                "path": ".github",
+                "start_line": 31,
+                "annotation_level": "failure",
+                "message": "Process completed with exit code 1.",
+            },
+        ),
     )
     pulls[7431] = {"head_sha": sha, "case": "tests (3.12) failed", "expected_verdict": "failing"}
 
@@ -320,11 +334,15 @@ def seed_scale(
     now: datetime | None = None,
     rng_seed: int = 0,
     repos: int = 1,
+    failing_fraction: float | None = None,
 ) -> dict[str, Any]:
     """Seed octo/big with `prs` open PRs of `checks` contexts each (some heads > 100).
 
     With `repos` > 1 the pull requests are spread over octo/big-00, octo/big-01, ... (numbers
-    stay unique across them, so each has its own Read the Docs builds).
+    stay unique across them, so each has its own Read the Docs builds). Each check run fails
+    with 3 % chance, unless `failing_fraction` is given: then that fraction of heads fails,
+    each with one failing check run. A failing Actions run carries GitHub Actions' annotations
+    (a test's failure and the generic exit-code one).
     """
     now = (now or world.now()).astimezone(UTC)
     rng = random.Random(rng_seed)
@@ -352,7 +370,8 @@ def seed_scale(
                 created_at=created,
             )
             count = max(checks, 120) if index in big else checks
-            _scale_contexts(world, rng, sha, count, now, names[index % len(names)])
+            fails = None if failing_fraction is None else rng.random() < failing_fraction
+            _scale_contexts(world, rng, sha, count, now, names[index % len(names)], fails=fails)
             if index % 10 == 0:
                 case = _scale_docs(
                     world, rng, number, sha, now, index // 10 % 3, names[index % len(names)]
@@ -368,6 +387,7 @@ def seed_scale(
         "checks": checks,
         "big_heads": sorted(1000 + i for i in big),
         "rtd_cases": rtd_cases,
+        "failing_fraction": failing_fraction,
     }
 
 
@@ -385,8 +405,12 @@ def _scale_contexts(
     count: int,
     now: datetime,
     repo: str = SCALE_REPO,
+    *,
+    fails: bool | None = None,
 ) -> None:
+    """A head's contexts; `fails` (when not None) says whether exactly one check run fails."""
     statuses = count // 10
+    failing = rng.randrange(1, count - statuses) if fails and count - statuses > 1 else None
     for k in range(count - statuses):
         roll = rng.random()
         at = now - _age(rng)
@@ -397,12 +421,16 @@ def _scale_contexts(
             continue
         status, conclusion = "completed", "success"
         conclusion_or_none: str | None
-        if roll < 0.03:
+        if fails is None and roll < 0.03:
             conclusion = "failure"
+        elif fails is not None and roll < 0.03:
+            pass  # the failure, if any, is the chosen run's
         elif roll < 0.06:
             status = "in_progress"
         elif roll < 0.08:
             conclusion = "skipped"
+        if k == failing:
+            status, conclusion = "completed", "failure"
         conclusion_or_none = None if status == "in_progress" else conclusion
         world.add_check_run_record(
             repo,
@@ -413,6 +441,7 @@ def _scale_contexts(
             conclusion=conclusion_or_none,
             started_at=at,
             completed_at=at + timedelta(minutes=3),
+            annotations=failure_annotations(k) if conclusion_or_none == "failure" else (),
         )
     for k in range(statuses):
         at = now - _age(rng)
@@ -424,6 +453,25 @@ def _scale_contexts(
             description="Build finished.",
             created_at=at,
         )
+
+
+def failure_annotations(k: int) -> tuple[dict[str, Any], ...]:
+    """What GitHub Actions leaves on a failed test job: the test's failure, then its own
+    generic line (the shape of real Actions annotations: path `.github` for the latter)."""
+    return (
+        {
+            "path": f"tests/test_job_{k:03d}.py",
+            "start_line": 10 + k,
+            "annotation_level": "failure",
+            "message": f"AssertionError: assert {k} == {k + 1}",
+        },
+        {
+            "path": ".github",
+            "start_line": 40,
+            "annotation_level": "failure",
+            "message": "Process completed with exit code 1.",
+        },
+    )
 
 
 def _scale_docs(
@@ -555,6 +603,7 @@ def change_heads(
                 conclusion=new,
                 started_at=now,
                 completed_at=now,
+                annotations=failure_annotations(len(changed)) if new == "failure" else (),
             )
             changed.append(
                 {

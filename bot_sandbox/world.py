@@ -75,6 +75,28 @@ def node_id(kind: str, ident: int) -> str:
     return base64.b64encode(f"0{len(kind)}:{kind}{ident}".encode()).decode()
 
 
+ANNOTATION_LEVELS = ("notice", "warning", "failure")
+
+
+def _annotation(given: JSON) -> JSON:
+    """A check-run annotation as REST lists it (the fields GitHub always gives filled in)."""
+    level = given.get("annotation_level", "failure")
+    if level not in ANNOTATION_LEVELS:
+        raise ValueError(f"annotation_level must be one of {ANNOTATION_LEVELS}, not {level!r}")
+    start = int(given.get("start_line", 1))
+    return {
+        "path": str(given["path"]),
+        "start_line": start,
+        "start_column": given.get("start_column"),
+        "end_line": int(given.get("end_line", start)),
+        "end_column": given.get("end_column"),
+        "annotation_level": level,
+        "title": given.get("title", ""),
+        "message": str(given["message"]),
+        "raw_details": given.get("raw_details", ""),
+    }
+
+
 def _require_aware(value: datetime | None, what: str) -> None:
     if value is not None and value.tzinfo is None:
         raise ValueError(f"{what} must be an aware datetime")
@@ -165,6 +187,8 @@ class CheckRunRec:
     text: str | None
     event: str | None = None  # the workflow run's triggering event; None outside Actions
     workflow_path: str | None = None  # the workflow file; None outside Actions
+    # as REST's annotation objects: path, start_line, end_line, annotation_level, message, ...
+    annotations: tuple[JSON, ...] = ()
 
 
 @dataclass
@@ -744,6 +768,7 @@ class World:
         new_suite: bool = False,
         event: str | None = None,
         workflow_path: str | None = None,
+        annotations: Sequence[JSON] = (),
     ) -> CheckRunRec:
         """Add a check run; it joins the commit's suite of that app/workflow/event unless new_suite.
 
@@ -787,6 +812,7 @@ class World:
                 text=text,
                 event=suite.event,
                 workflow_path=suite.workflow_path,
+                annotations=tuple(_annotation(a) for a in annotations),
             )
             if details_url is None and workflow is not None and suite.run_id is not None:
                 run.details_url = f"{WEB}/{repo}/actions/runs/{suite.run_id}/job/{run.id}"
@@ -1348,7 +1374,7 @@ def check_run_json(world: World, run: CheckRunRec) -> JSON:
             "title": run.title,
             "summary": run.summary,
             "text": run.text,
-            "annotations_count": 0,
+            "annotations_count": len(run.annotations),
             "annotations_url": f"{base}/check-runs/{run.id}/annotations",
         },
         "check_suite": {"id": run.suite_id},

@@ -92,4 +92,6 @@ def _row_facts(row: Row) -> tuple[Any, ...]:
         evidence,
     )
     # appended only where looked up: the facts of a report without a base finding keep their key
-    return plain if on_base is None else (*plain, on_base)
+    facts = plain if on_base is None else (*plain, on_base)
+    # the same for the quoted annotations (a row quoting none keeps its key)
+    return facts if row.annotations is None else (*facts, "annotations", tuple(row.annotations))

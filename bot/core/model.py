@@ -143,6 +143,7 @@ class Signal(NamedTuple):
     workflow_path: str | None = None  # the workflow file (a workflow's identity), when given
     app_id: int | None = None  # the check run's app database id (rulesets name apps by it)
     rules: tuple[Rule, ...] = ()  # expected signals: the rules that require the context
+    node_id: str | None = None  # the check run's GraphQL node id (its annotations are read by it)
 
     @property
     def identity(self) -> tuple[str, str, str | None, str | None, str | None, str | None]:
@@ -241,6 +242,15 @@ class BaseCheck:
         return self.error is None and self.state in FAILING_STATES
 
 
+class Annotation(NamedTuple):
+    """One failure-level annotation of a check run, as GitHub gave it (untrusted text)."""
+
+    path: str
+    start_line: int | None
+    end_line: int | None
+    message: str
+
+
 class Row(NamedTuple):
     """One reconciled signal of a report (a NamedTuple for the same reason as Signal)."""
 
@@ -251,6 +261,8 @@ class Row(NamedTuple):
     reconciliation: Reconciliation | None = None
     finding: str | None = None  # one factual sentence from GitHub's side (e.g. stale, expected)
     base: BaseCheck | None = None  # failing rows: the same signal on the merge base
+    # failing check runs: the annotations quoted (None: not asked, or they could not be read)
+    annotations: tuple[Annotation, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,6 +286,9 @@ class Report:
     # The bot's own first sight of what GitHub gave no time for (signal key -> time), as used
     # for this report's rows: the comment's stamp carries it to a run with no state.
     first_seen: tuple[tuple[str, datetime], ...] = ()
+    # (base branch, merge-base commit) the failing rows were compared on; the stamp carries it,
+    # so a run with no state does not ask GitHub's compare again for the same head
+    merge_base: tuple[str, str] | None = None
 
     @property
     def commit_url(self) -> str:

@@ -23,7 +23,7 @@ from github import Github
 from github.GithubException import GithubException
 
 from bot.core.base import MergeBase
-from bot.core.model import PullSnapshot, RequiredChecks, Signal
+from bot.core.model import Annotation, PullSnapshot, RequiredChecks, Signal
 from bot.github.parse import Comment as Comment
 from bot.github.parse import (
     Partial,
@@ -31,6 +31,7 @@ from bot.github.parse import (
     Unreadable,
     get,
     normal_login,
+    parse_annotations,
     parse_contexts,
     parse_graphql_comment,
     parse_labels,
@@ -41,6 +42,7 @@ from bot.github.parse import (
     reread,
 )
 from bot.github.query import (
+    ANNOTATIONS_QUERY,
     COMMENTS_QUERY,
     MORE_LABELS_QUERY,
     PAGE,
@@ -62,6 +64,7 @@ from bot.retry import (
     retry_after_s,
     run_with_retries,
 )
+from bot.state.ports import REQUIRED_SETS_KEPT
 from bot.state.ports import RequiredCache as RequiredCache
 
 log = logging.getLogger(__name__)
@@ -185,6 +188,12 @@ def _in_ref(error: dict[str, Any]) -> bool:
     """An error inside one aliased base branch: repository.b<i>...."""
     path = _path(error)
     return len(path) > 1 and path[0] == "repository" and str(path[1]).startswith("b")
+
+
+def _in_nodes(error: dict[str, Any]) -> bool:
+    """An error on one node of a `nodes(ids:)` query (that node only)."""
+    path = _path(error)
+    return len(path) >= 2 and path[0] == "nodes" and isinstance(path[1], int)
 
 
 def _in_commit(error: dict[str, Any]) -> bool:
@@ -641,6 +650,11 @@ class GitHubApi:
                 cache.remember_required_sets(
                     repo, {b: r for b, r in read.items() if r.read}, now=now
                 )
+                failed = [b for b, r in read.items() if not r.read]
+                last = cache.required_sets(repo, failed, now=now, max_age=REQUIRED_SETS_KEPT)
+                for base in sorted(last):  # a failed read is no new fact: the last set stands
+                    log.warning("%s: the required checks of %s stand as last read", repo, base)
+                read |= last
             known.update(read)
         for p in partials:
             p.required_checks = known.get(p.base) if p.base else None
@@ -819,6 +833,30 @@ class GitHubApi:
                 found[sha] = _commit_item(
                     sha, _get(repository, f"c{index}"), broken.get(f"c{index}")
                 )
+        return found
+
+    # -- annotations of failing check runs ------------------------------------------------
+
+    def check_run_annotations(self, node_ids: Sequence[str]) -> dict[str, tuple[Annotation, ...]]:
+        """Each check run's failure-level annotations (its first page), by node id, PAGE runs
+        per GraphQL query; a run GitHub did not answer for is left out (GitHubError when a
+        whole query fails)."""
+        found: dict[str, tuple[Annotation, ...]] = {}
+        wanted = list(dict.fromkeys(node_ids))
+        for start in range(0, len(wanted), PAGE):
+            chunk = wanted[start : start + PAGE]
+            data, errors = self._graphql(ANNOTATIONS_QUERY, {"ids": chunk}, tolerate=_in_nodes)
+            nodes = _get(data, "nodes")
+            if not isinstance(nodes, list) or len(nodes) != len(chunk):
+                raise MalformedAnswer("nodes(ids:) did not answer one entry per id")
+            broken = {_path(e)[1] for e in errors}
+            for index, (node_id, node) in enumerate(zip(chunk, nodes, strict=True)):
+                if node is None or index in broken:
+                    continue
+                try:
+                    found[node_id] = parse_annotations(node)
+                except Unreadable as exc:
+                    log.warning("the annotations of check run %s are unreadable: %s", node_id, exc)
         return found
 
     # -- a batched read of named pull requests (webhook refresh) ---------------------------

@@ -16,6 +16,7 @@ from typing import Any
 from bot.core.model import (
     BRANCH_PROTECTION,
     RULESET,
+    Annotation,
     Kind,
     PullSnapshot,
     RequiredChecks,
@@ -180,6 +181,7 @@ def parse_context(node: Any) -> Signal:
             event=get(suite, "workflowRun", "event"),
             workflow_path=_optional_text(get(suite, "workflowRun", "file", "path")),
             app_id=app_id if isinstance(app_id, int) and not isinstance(app_id, bool) else None,
+            node_id=_optional_text(node.get("id")),
         )
     if kind == "StatusContext":
         return Signal(
@@ -198,6 +200,34 @@ def parse_context(node: Any) -> Signal:
         github_state="unknown",
         description=f"GitHub reported a context of type {type_name}, which this bot cannot read.",
     )
+
+
+def parse_annotations(node: Any) -> tuple[Annotation, ...]:
+    """A CheckRun node's failure-level annotations (Unreadable when the answer is malformed)."""
+    if not isinstance(node, dict) or node.get("__typename") != "CheckRun":
+        raise Unreadable("the node is not a CheckRun")
+    nodes = get(node, "annotations", "nodes")
+    if nodes is None:
+        return ()
+    if not isinstance(nodes, list):
+        raise Unreadable("annotations.nodes is not a list")
+    return tuple(
+        Annotation(
+            _required_text(item, "path"),
+            _line_of(get(item, "location", "start", "line")),
+            _line_of(get(item, "location", "end", "line")),
+            _required_text(item, "message")[:ANNOTATION_LIMIT],
+        )
+        for item in nodes
+        if isinstance(item, dict) and item.get("annotationLevel") == "FAILURE"
+    )
+
+
+ANNOTATION_LIMIT = 2000  # characters of one message kept (a row quotes far fewer)
+
+
+def _line_of(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def parse_contexts(connection: Any) -> tuple[list[Signal], str | None]:

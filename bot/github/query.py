@@ -24,7 +24,7 @@ def context_nodes(*, required_for: str | None = None) -> str:
     required = f" isRequired(pullRequestNumber: {required_for})" if required_for else ""
     return (
         "nodes { __typename\n"
-        "  ... on CheckRun { name status conclusion startedAt completedAt detailsUrl databaseId"
+        "  ... on CheckRun { id name status conclusion startedAt completedAt detailsUrl databaseId"
         f" title summary{required}\n"
         "    checkSuite { app { databaseId slug }"
         " workflowRun { event file { path } workflow { name } } } }\n"
@@ -157,6 +157,19 @@ query Comments($ids: [ID!]!) {{
   nodes(ids: $ids) {{
     __typename
     ... on IssueComment {{ {COMMENT_FIELDS} }}
+  }}
+}}
+"""
+
+# A check run's annotations read per run (its first page: failure-level ones are kept).
+ANNOTATIONS_PAGE = 50
+ANNOTATIONS_QUERY = f"""
+query CheckRunAnnotations($ids: [ID!]!) {{
+  {RATE}
+  nodes(ids: $ids) {{
+    __typename
+    ... on CheckRun {{ id databaseId annotations(first: {ANNOTATIONS_PAGE}) {{
+      nodes {{ annotationLevel path location {{ start {{ line }} end {{ line }} }} message }} }} }}
   }}
 }}
 """

@@ -16,12 +16,14 @@ from typing import Final
 
 import jinja2
 
+from bot.core import annotations as run_annotations
 from bot.core import base as merge_base
-from bot.core import facts, required
+from bot.core import facts, remedies, required
 from bot.core.base import base_finding
 from bot.core.model import (
     FAILING_STATES,
     MARKER,
+    Annotation,
     BaseCheck,
     Kind,
     Report,
@@ -32,9 +34,21 @@ from bot.core.model import (
     Verdict,
     group_of,
 )
+from bot.core.remedies import DCO_APP, remedy_for
 from bot.core.required import rules_words
 from bot.render import escape, stamp
-from bot.render.escape import Md, code, prose, quoted, safe_url, short_sha, utc
+from bot.render.escape import (
+    QUOTE_LIMIT,
+    TEXT_LIMIT,
+    Md,
+    clean,
+    code,
+    prose,
+    quoted,
+    safe_url,
+    short_sha,
+    utc,
+)
 from bot.render.stamp import Stamp, stamp_of, with_stamp
 
 COMMENT_LIMIT: Final = 65_536
@@ -80,10 +94,29 @@ _COUNTED: Final = (
     ("pending", frozenset({State.PENDING})),
 )
 # Every module whose code decides the comment's text: the Renderer's fingerprint hashes them.
-_OUTPUT_MODULES: Final = (sys.modules[__name__], escape, stamp, facts, merge_base, required)
-_EDITED_NOTE: Final = (
-    "this comment is edited in place when they change (notifications show only its first version)"
+_OUTPUT_MODULES: Final = (
+    sys.modules[__name__],
+    escape,
+    stamp,
+    facts,
+    merge_base,
+    required,
+    remedies,
+    run_annotations,
 )
+# Said once, at the foot: GitHub notifies the first version of a comment, never an edit.
+_EDITED_NOTE: Final = (
+    "Edited in place when the facts change; a notification shows the first version."
+)
+# The headline names this many failing signals at most; more are counted.
+HEADLINE_NAMES: Final = 2
+HEADLINE_NAME_LIMIT: Final = 60  # characters of a name in the headline; a cut ends in "…"
+HEADLINE_TELL_LIMIT: Final = 40  # of what tells two signals of one name apart (the event …)
+# Apps whose check's own first sentence says what it found (the DCO app's "There is one commit
+# incorrectly signed off."): quoted in the headline when it is whole within the limit.
+HEADLINE_WORDS_APPS: Final = frozenset({DCO_APP})
+HEADLINE_WORDS_LIMIT: Final = 80
+_SENTENCE: Final = re.compile(r"(.+?[.!?])(?=\s|$)")
 
 
 class TemplateInvalid(ValueError):
@@ -101,7 +134,7 @@ class RowView:
     name: Md  # the name verbatim in a code span, linked to its details page when there is one
     state: Md  # "cancelled", "failed", ...
     note: Md  # "GitHub still shows pending", or why a signal is stale; "" when nothing
-    required: Md  # "required" / "optional" where GitHub said; else ""
+    required: Md  # "required" where GitHub says so; else "" (optional rows are not marked)
     since: Md  # "since 2026-10-05 09:12 UTC", "first seen …"; "" with no time
     said: Md  # what the sources said, on the row's second line; "" when nothing
 
@@ -112,11 +145,11 @@ class CommentView:
 
     glyph: Md
     verdict: Md
-    counts: Md
+    counts: Md  # the headline after the verdict: one or two failing names, then the counts
     head: Md
     draft: bool
     observed: Md
-    edited: Md
+    edited: Md  # that the comment is edited in place (said once, at the foot)
     rows: tuple[RowView, ...]
     passing: tuple[Md, ...]  # passing signals not shown as rows, one name each
     passing_more: bool  # some passing signals are shown as rows (they differ from GitHub)
@@ -131,12 +164,13 @@ def comment_view(report: Report) -> CommentView:
     )
     passing = [row for row in report.rows if not is_row(row)]
     tell = told_apart(report.rows)
+    short_tell = told_apart(report.rows, limit=HEADLINE_TELL_LIMIT)
     commit = safe_url(report.commit_url)
     sha = f"`{short_sha(report.head_sha)}`"
     return CommentView(
         glyph=Md(GLYPHS[report.verdict]),
         verdict=Md(report.verdict.value.capitalize() + VERDICT_NOTES.get(report.verdict, "")),
-        counts=headline_counts(report.rows),
+        counts=headline(report.rows, tell=short_tell),
         head=Md(f"[{sha}]({commit})" if commit else sha),
         draft=report.draft,
         observed=utc(report.observed_at),
@@ -152,9 +186,10 @@ def comment_view(report: Report) -> CommentView:
     )
 
 
-def told_apart(rows: Sequence[Row]) -> dict[Signal, Md]:
+def told_apart(rows: Sequence[Row], *, limit: int = TEXT_LIMIT) -> dict[Signal, Md]:
     """What tells apart signals that share a name: the event, the workflow file, the app or
-    the kind, whichever differs (e.g. " (`push`)"); signals with a name of their own get none."""
+    the kind, whichever differs (e.g. " (`push`)"); signals with a name of their own get none.
+    Each value is cut at `limit` characters."""
     by_name: dict[str, list[Signal]] = {}
     for row in rows:
         by_name.setdefault(row.signal.name, []).append(row.signal)
@@ -164,7 +199,7 @@ def told_apart(rows: Sequence[Row]) -> dict[Signal, Md]:
             continue
         fields = [f for f in _TELLING if len({f(s) for s in group}) > 1] or _TELLING[-1:]
         for signal in group:
-            parts = [code(value) for f in fields if (value := f(signal))]
+            parts = [code(value, limit) for f in fields if (value := f(signal))]
             told[signal] = Md(f" ({', '.join(parts)})" if parts else "")
     return told
 
@@ -188,6 +223,50 @@ def is_row(row: Row) -> bool:
     if group_of(row.state) is not Verdict.PASSING:
         return True
     return row.reconciliation is not None and row.reconciliation.divergent
+
+
+def headline(rows: Sequence[Row], *, tell: dict[Signal, Md] | None = None) -> Md:
+    """After the verdict: one or two failing signals named ("`tests (3.12)` failed
+    (required)"), three or more counted, then the other counts in plain words."""
+    failing = sorted(
+        (row for row in rows if row.state in FAILING_STATES),
+        key=lambda row: _required_rank(row.signal.required),
+    )
+    if not failing or len(failing) > HEADLINE_NAMES:
+        return headline_counts(rows)
+    named = [_headline_name(row, (tell or {}).get(row.signal)) for row in failing]
+    others = [row for row in rows if row.state not in FAILING_STATES]
+    return Md(" · ".join([*named, *([headline_counts(others)] if others else [])]))
+
+
+def _headline_name(row: Row, tell: Md | None) -> str:
+    """One failing signal in the headline: its name (cut), its state, its marks, and for some
+    apps their own first sentence: "`DCO` action required: “There is one commit …”"."""
+    on_base = row.base is not None and row.base.also_failing
+    marks = [
+        w
+        for w, on in (("required", row.signal.required), ("also on the merge base", on_base))
+        if on
+    ]
+    text = f"{code(row.signal.name, HEADLINE_NAME_LIMIT)}{tell or ''} {STATE_WORDS[row.state]}"
+    text += f" ({', '.join(marks)})" if marks else ""
+    words = _app_words(row.signal)
+    return text + (f": {words}" if words else "")
+
+
+def _app_words(signal: Signal) -> Md | None:
+    """The app's own first sentence (its check's title, else its summary's first meaningful
+    line) where it says more than the name and is whole within HEADLINE_WORDS_LIMIT."""
+    if signal.app not in HEADLINE_WORDS_APPS:
+        return None
+    said = frozenset({signal.name.strip().casefold()})
+    for text in (signal.description, first_meaningful_line(signal.summary, said=said)):
+        line = clean(text, COMMENT_LIMIT).strip()
+        match = _SENTENCE.match(line)
+        sentence = match.group(1) if match else line
+        if sentence and sentence.casefold() not in said and len(sentence) <= HEADLINE_WORDS_LIMIT:
+            return quoted(sentence, HEADLINE_WORDS_LIMIT)
+    return None
 
 
 def headline_counts(rows: Sequence[Row]) -> Md:
@@ -257,10 +336,34 @@ def row_view(
         name=Md((f"[{name}]({details})" if details else name) + (tell or "")),
         state=Md(STATE_WORDS[row.state]),
         note=Md(note),
-        required=Md({True: "required", False: "optional", None: ""}[signal.required]),
+        required=Md("required" if signal.required else ""),
         since=_since(row, said=" ".join(said)),
-        said=Md(" — ".join(said)),
+        said=Md(
+            "  \n  ".join(
+                filter(None, [with_remedy(Md(" — ".join(said)), row), *annotation_lines(row)])
+            )
+        ),
     )
+
+
+def annotation_lines(row: Row) -> tuple[Md, ...]:
+    """The row's quoted annotations, one a line: `path:line`, then the message's first line
+    verbatim in a code span (source text: nothing in it is live)."""
+    return tuple(
+        Md(f"{code(_location(a))}: {code(_first_line(a.message), QUOTE_LIMIT)}")
+        for a in row.annotations or ()
+    )
+
+
+def _location(annotation: Annotation) -> str:
+    start, end = annotation.start_line, annotation.end_line
+    if start is None:
+        return annotation.path
+    return f"{annotation.path}:{start}" + (f"-{end}" if end is not None and end != start else "")
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
 
 def _expected_view(row: Row, stale_after: timedelta, *, tell: Md | None) -> RowView:
@@ -284,10 +387,26 @@ def _expected_view(row: Row, stale_after: timedelta, *, tell: Md | None) -> RowV
         name=Md(code(signal.name) + (tell or "")),
         state=Md(STATE_WORDS[row.state]),
         note=Md("not reported on this commit" + (f", longer than {limit}" if stale else "")),
-        required=Md({True: "required", False: "optional", None: ""}[signal.required]),
+        required=Md("required" if signal.required else ""),
         since=since,
-        said=Md(said),
+        said=with_remedy(Md(said), row),
     )
+
+
+def with_remedy(said: Md, row: Row) -> Md:
+    """What the sources said, then the documented remedy for the row's state (if a source
+    documents one), linked to that source: quoted, never performed."""
+    remedy = remedy_for(row)
+    link = _link(remedy.source) if remedy is not None else None
+    if remedy is None or link is None:
+        return said
+    sentence = f"{remedy.words} ([{remedy.source_name}]({link}))."
+    if not said:
+        return Md(sentence)
+    return Md(f"{said}{'' if said.endswith(_SENTENCE_ENDS) else '.'} {sentence}")
+
+
+_SENTENCE_ENDS: Final = (".", "!", "?", ".”", "!”", "?”")
 
 
 def base_clause(base: BaseCheck, repo_url: str) -> Md:

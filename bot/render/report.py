@@ -6,7 +6,15 @@ import json
 from typing import Any
 
 from bot.core.base import base_finding
-from bot.core.model import REPORT_SCHEMA, BaseCheck, Reconciliation, Report, RequiredChecks, Row
+from bot.core.model import (
+    REPORT_SCHEMA,
+    Annotation,
+    BaseCheck,
+    Reconciliation,
+    Report,
+    RequiredChecks,
+    Row,
+)
 from bot.render.escape import iso_utc
 
 
@@ -70,6 +78,7 @@ def _signal_dict(row: Row) -> dict[str, Any]:
         "since_source": str(row.since_source),
         "finding": " ".join(t for t in (row.finding, base_finding(row.base)) if t) or None,
         "base": _base_dict(row.base),
+        "annotations": _annotations_list(row.annotations),
         "reconciliation": _reconciliation_dict(row.reconciliation),
     }
 
@@ -84,6 +93,17 @@ def _base_dict(base: BaseCheck | None) -> dict[str, Any] | None:
         "url": base.url,
         "since": iso_utc(base.since),
     }
+
+
+def _annotations_list(annotations: tuple[Annotation, ...] | None) -> list[dict[str, Any]] | None:
+    """The failure annotations the row quotes (GitHub's text as given); null where not asked
+    (not a failing check run) or not read."""
+    if annotations is None:
+        return None
+    return [
+        {"path": a.path, "start_line": a.start_line, "end_line": a.end_line, "message": a.message}
+        for a in annotations
+    ]
 
 
 def _reconciliation_dict(rec: Reconciliation | None) -> dict[str, Any] | None:

@@ -2,7 +2,9 @@
 
 `<!-- ci-status-bot:stamp v2 <base64url of compact JSON> -->` records the facts key, when those
 facts were first observed, the head commit, when the bot first saw each signal GitHub gave no
-time for (by a digest of the signal's key) and the lease generation of the write. With it a
+time for (by a digest of the signal's key), the lease generation of the write and, where a
+failure was compared with the merge base, the base branch and the merge-base commit (which
+never change for a head). With it a
 run with no state at all (a fresh CI runner) tells the same story as one with a state, and a
 lost state re-dates nothing. Base64 keeps untrusted names out of the HTML comment.
 
@@ -37,6 +39,8 @@ _V2: Final = re.compile(r"<!-- ci-status-bot:stamp v(?P<v>[0-9]{1,3}) (?P<data>[
 _HEX64: Final = re.compile(r"[0-9a-f]{64}")
 _SHA: Final = re.compile(r"(?:[0-9a-f]{40}|[0-9a-f]{64})?")
 _DIGEST: Final = re.compile(r"[0-9a-f]{16}")
+_COMMIT: Final = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_MAX_REF: Final = 255  # git's practical limit on a ref name
 # Times are whole microseconds since the epoch (exact: the facts key hashes them), 2000..9999.
 _EARLIEST_US: Final = 946_684_800 * 10**6
 _LATEST_US: Final = 253_402_300_799 * 10**6
@@ -52,6 +56,13 @@ class Stamp:
     head_sha: str = ""  # the first-seen times are this head's ("" in a v1 stamp: none)
     first_seen: Mapping[str, datetime] = field(default_factory=dict)  # seen_key(key) -> time
     generation: int = 0  # the lease generation that wrote it (0: no lease)
+    merge_base: tuple[str, str] | None = None  # (base branch, merge-base commit) of this head
+
+    def merge_base_of(self, head_sha: str, base: str) -> str | None:
+        """The merge-base commit of this head and base branch, as the stamp says."""
+        if not self.head_sha or head_sha != self.head_sha or self.merge_base is None:
+            return None
+        return self.merge_base[1] if self.merge_base[0] == base else None
 
     def seen(self, head_sha: str, signal_key: str) -> datetime | None:
         """When the bot first saw this signal on this head, as the stamp says."""
@@ -68,18 +79,22 @@ def seen_key(signal_key: str) -> str:
 def stamp_of(report: Report, *, generation: int = 0) -> Stamp:
     """The stamp of a report: its facts and the first-seen times it was reconciled with."""
     seen = {seen_key(key): at for key, at in report.first_seen}
-    return Stamp(facts_key(report), report.observed_at, report.head_sha, seen, generation)
+    return Stamp(
+        facts_key(report), report.observed_at, report.head_sha, seen, generation, report.merge_base
+    )
 
 
 def stamp_line(stamp: Stamp) -> str:
     """The hidden line that records `stamp`."""
-    data = {
+    data: dict[str, Any] = {
         "k": stamp.facts_key,
         "o": _micros(stamp.observed_at),
         "h": stamp.head_sha,
         "s": {k: _micros(v) for k, v in sorted(stamp.first_seen.items())},
         "g": stamp.generation,
     }
+    if stamp.merge_base is not None:  # absent otherwise: a stamp without it reads as before
+        data["b"] = list(stamp.merge_base)
     text = json.dumps(data, separators=(",", ":"), sort_keys=True).encode("ascii")
     encoded = base64.urlsafe_b64encode(text).decode("ascii").rstrip("=")
     return f"<!-- ci-status-bot:stamp v{VERSION} {encoded} -->"
@@ -141,7 +156,20 @@ def _stamp(value: dict[str, Any]) -> Stamp | None:
         return None
     if type(generation) is not int or not 0 <= generation <= _MAX_GENERATION:
         return None
-    return Stamp(key, observed, head, {k: t for k, t in times.items() if t is not None}, generation)
+    merge_base = value.get("b")
+    if merge_base is not None:
+        if not (
+            isinstance(merge_base, list)
+            and len(merge_base) == 2
+            and isinstance(merge_base[0], str)
+            and 0 < len(merge_base[0]) <= _MAX_REF
+            and isinstance(merge_base[1], str)
+            and _COMMIT.fullmatch(merge_base[1])
+        ):
+            return None
+        merge_base = (merge_base[0], merge_base[1])
+    seen_at = {k: t for k, t in times.items() if t is not None}
+    return Stamp(key, observed, head, seen_at, generation, merge_base)
 
 
 def _micros(value: datetime) -> int:

@@ -123,6 +123,15 @@ class Leases:
             self._held = mine
         return dict(mine)
 
+    def take_free(self, repos: Sequence[str]) -> dict[str, int]:
+        """Take every one of `repos` whose lease is unheld or expired (what `once` works): no
+        heartbeat and no fair share, so the `run` replicas' shares do not count this process."""
+        now = self.clock()
+        mine = {r: g for r in repos if (g := self._take(r, now)) is not None}
+        with self._lock:
+            self._held = mine
+        return dict(mine)
+
     def _take(self, repo: str, now: datetime) -> int | None:
         """Take the repository's lease if it is unheld or expired: its new generation."""
         lease, until = t.leases.c, to_text(now + self.lease)

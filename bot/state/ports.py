@@ -25,6 +25,8 @@ Pair = tuple[str, str]  # (base branch, check name)
 REQUIRED_TTL = timedelta(hours=24)
 # What a base branch requires is read again after this (sooner on its webhooks).
 REQUIRED_SETS_TTL = timedelta(hours=1)
+# Where reading it again fails, the set last read stands this long (a 502 is not a new fact).
+REQUIRED_SETS_KEPT = timedelta(hours=24)
 
 
 class StoreError(Exception):
@@ -219,9 +221,10 @@ class RequiredCache(Protocol):
         """Record what GitHub said (None: asked, GitHub did not say)."""
 
     def required_sets(
-        self, repo: str, bases: Iterable[str], *, now: datetime
+        self, repo: str, bases: Iterable[str], *, now: datetime, max_age: timedelta = ...
     ) -> dict[str, RequiredChecks]:
-        """What these base branches require (protection, rulesets), as read within the TTL."""
+        """What these base branches require (protection, rulesets), as read within `max_age`
+        (default REQUIRED_SETS_TTL)."""
 
     def remember_required_sets(
         self, repo: str, sets: Mapping[str, RequiredChecks], *, now: datetime
@@ -245,6 +248,18 @@ class BaseKeeper(Protocol):
 
     def put_base_contexts(self, repo: str, commit: str, *, payload: str, now: datetime) -> None:
         """Keep a merge base's final contexts."""
+
+
+class AnnotationKeeper(Protocol):
+    """Failing check runs' failure-level annotations, kept per run id (they never change)."""
+
+    def get_annotations(self, repo: str, run_ids: Iterable[int]) -> dict[int, str]:
+        """The kept annotations (opaque JSON) of those of these runs that were read."""
+
+    def put_annotations(
+        self, repo: str, runs: Mapping[int, tuple[str, str]], *, now: datetime
+    ) -> None:
+        """Keep runs' annotations: run id -> (its head commit, the JSON)."""
 
 
 class TriageRows(Protocol):
@@ -315,6 +330,7 @@ class CycleState(
     RequiredCache,
     TriageState,
     BaseKeeper,
+    AnnotationKeeper,
     Protocol,
 ):
     """Everything one cycle reads and records."""

@@ -22,6 +22,7 @@ from bot.state import schema
 from bot.state import store as s
 from bot.state.closing import Closing
 from bot.state.ports import (
+    REQUIRED_SETS_TTL,
     REQUIRED_TTL,
     Action,
     RtdRead,
@@ -134,12 +135,17 @@ class ReadOnlyState(Closing):
         return self._reads.required_known(repo, bases, now=now, max_age=max_age)
 
     def required_sets(
-        self, repo: str, bases: Iterable[str], *, now: datetime
+        self,
+        repo: str,
+        bases: Iterable[str],
+        *,
+        now: datetime,
+        max_age: timedelta = REQUIRED_SETS_TTL,
     ) -> dict[str, RequiredChecks]:
         """What the state read of base branches' required checks."""
         if not self._has("required_sets"):
             return {}
-        return self._reads.required_sets(repo, bases, now=now)
+        return self._reads.required_sets(repo, bases, now=now, max_age=max_age)
 
     def get_merge_base(self, repo: str, base: str, head_sha: str) -> str | None:
         """The kept merge base (none in a state from before merge bases)."""
@@ -150,6 +156,10 @@ class ReadOnlyState(Closing):
     def get_base_contexts(self, repo: str, commit: str) -> str | None:
         """The kept final contexts of a merge base (none in a state from before them)."""
         return self._reads.get_base_contexts(repo, commit) if self._has("base_contexts") else None
+
+    def get_annotations(self, repo: str, run_ids: Iterable[int]) -> dict[int, str]:
+        """The kept annotations of these runs (none in a state from before them)."""
+        return self._reads.get_annotations(repo, run_ids) if self._has("run_annotations") else {}
 
     def unread_repos(self) -> dict[str, tuple[datetime, str]]:
         """Repositories whose last read failed (none in a state from before that table)."""
@@ -223,6 +233,11 @@ class ReadOnlyState(Closing):
         """Record nothing."""
 
     def put_base_contexts(self, repo: str, commit: str, *, payload: str, now: datetime) -> None:
+        """Record nothing."""
+
+    def put_annotations(
+        self, repo: str, runs: Mapping[int, tuple[str, str]], *, now: datetime
+    ) -> None:
         """Record nothing."""
 
     def put_triage(

@@ -165,6 +165,18 @@ base_contexts = Table(
     Column("read_at", Text, nullable=False),
 )
 
+# a failing check run's failure-level annotations (a completed run's never change), by run id;
+# the head is kept to drop the rows of heads no open pull request has any more
+run_annotations = Table(
+    "run_annotations",
+    metadata,
+    Column("repo", Text, primary_key=True),
+    Column("run_id", ID, primary_key=True),
+    Column("head_sha", Text, nullable=False),
+    Column("payload", Text, nullable=False),  # JSON (bot.core.annotations.annotations_payload)
+    Column("read_at", Text, nullable=False),
+)
+
 # -- several replicas on one (PostgreSQL) state ----------------------------------------------
 
 leases = Table(

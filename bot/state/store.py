@@ -54,16 +54,22 @@ _WRITE_ACTIONS = ("created", "edited")
 # What `prune` keeps (issue 17): webhook deliveries (ids and body digests) a day, the write
 # audit 30 days (the write budget looks back an hour), triage rows and first sightings of
 # pull requests no cycle has seen for 7 days (closed, or their repository unconfigured),
-# Read the Docs reads of commits last read (or last failing) 30 days ago.
+# Read the Docs reads of commits last read (or last failing) 30 days ago; and (issue 16) the
+# merge bases and check-run annotations of heads no triage row has (no open pull request's
+# head: the cycle drops closed pull requests' rows) read over an hour ago, with the merge-base
+# contexts no kept merge base names any more.
 RETENTION = {
     "deliveries": timedelta(days=1),
     "audit": timedelta(days=30),
     "triage": timedelta(days=7),
     "first_seen": timedelta(days=7),
     "rtd_reads": timedelta(days=30),
+    "merge_bases": timedelta(hours=1),
+    "base_contexts": timedelta(hours=1),
+    "run_annotations": timedelta(hours=1),
 }
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
-HEAD = 12  # the schema version this bot writes: the newest revision in migrations/versions
+HEAD = 13  # the schema version this bot writes: the newest revision in migrations/versions
 SCHEMA_VERSION = HEAD
 _ADVISORY_MIGRATION_KEY = 0x43495342  # one transaction-scoped lock while a PostgreSQL migrates
 
@@ -695,6 +701,36 @@ class Store(Closing):
         with self._write() as conn:
             conn.execute(upsert)
 
+    # -- failing check runs' annotations (issue 16) ----------------------------------------
+
+    def get_annotations(self, repo: str, run_ids: Iterable[int]) -> dict[int, str]:
+        """The kept annotations (payload) of those of these check runs that were read."""
+        wanted, a = sorted(set(run_ids)), t.run_annotations.c
+        if not wanted:
+            return {}
+        query = select(a.run_id, a.payload).where(a.repo == repo, a.run_id.in_(wanted))
+        with self._read() as conn:
+            return {int(r.run_id): str(r.payload) for r in conn.execute(query).all()}
+
+    def put_annotations(
+        self, repo: str, runs: Mapping[int, tuple[str, str]], *, now: datetime
+    ) -> None:
+        """Keep check runs' annotations: run id -> (head commit, payload)."""
+        if not runs:
+            return
+        at = to_text(now)
+        rows = [
+            {"repo": repo, "run_id": run, "head_sha": head, "payload": payload, "read_at": at}
+            for run, (head, payload) in runs.items()
+        ]
+        upsert = self._insert(t.run_annotations)
+        upsert = upsert.on_conflict_do_update(
+            index_elements=["repo", "run_id"],
+            set_={"payload": upsert.excluded.payload, "read_at": upsert.excluded.read_at},
+        )
+        with self._write() as conn:
+            conn.execute(upsert, rows)
+
     # -- required checks (learned from GitHub's isRequired, per base branch and name) ----
 
     def required_known(
@@ -738,15 +774,20 @@ class Store(Closing):
             conn.execute(upsert, rows)
 
     def required_sets(
-        self, repo: str, bases: Iterable[str], *, now: datetime
+        self,
+        repo: str,
+        bases: Iterable[str],
+        *,
+        now: datetime,
+        max_age: timedelta = REQUIRED_SETS_TTL,
     ) -> dict[str, RequiredChecks]:
-        """What these base branches require, as read within REQUIRED_SETS_TTL."""
+        """What these base branches require, as read within `max_age`."""
         wanted = sorted(set(bases))
         if not wanted:
             return {}
         rs = t.required_sets.c
         query = select(rs.base, rs.payload).where(
-            rs.repo == repo, rs.base.in_(wanted), rs.read_at > to_text(now - REQUIRED_SETS_TTL)
+            rs.repo == repo, rs.base.in_(wanted), rs.read_at > to_text(now - max_age)
         )
         with self._read() as conn:
             rows = conn.execute(query).all()
@@ -801,6 +842,12 @@ class Store(Closing):
             .exists()
         )
         last_read = func.coalesce(rr.read_at, rr.failing_since, "")
+        mb, bc, ra = t.merge_bases.c, t.base_contexts.c, t.run_annotations.c
+
+        def open_head(table: Any) -> Any:  # a triage row (an open pull request) has this head
+            return select(tr.number).where(tr.repo == table.repo, tr.head_sha == table.head_sha)
+
+        named = select(mb.head_sha).where(mb.repo == bc.repo, mb.merge_base == bc.commit_sha)
         statements = {
             "deliveries": delete(t.deliveries).where(
                 t.deliveries.c.received_at < cut["deliveries"]
@@ -811,6 +858,15 @@ class Store(Closing):
             "rtd_reads": delete(t.rtd_reads).where(
                 last_read < cut["rtd_reads"],
                 func.coalesce(rr.failing_since, "") < cut["rtd_reads"],
+            ),
+            "merge_bases": delete(t.merge_bases).where(
+                mb.read_at < cut["merge_bases"], ~open_head(mb).exists()
+            ),
+            "base_contexts": delete(t.base_contexts).where(
+                bc.read_at < cut["base_contexts"], ~named.exists()
+            ),
+            "run_annotations": delete(t.run_annotations).where(
+                ra.read_at < cut["run_annotations"], ~open_head(ra).exists()
             ),
         }
         with self._write() as conn:

@@ -25,7 +25,9 @@ def test_demo_runs_offline_and_prints_what_it_posted(
         "\n### ⚪ Incomplete — nothing will finish on its own · 1 cancelled · 4 passing\n"
         in result.stdout
     )
-    assert "\n### ❌ Failing · 1 failing · 2 passing\n" in result.stdout  # 7431, cycle 1
+    assert "\n### ❌ Failing · `tests (3.12)` failed · 2 passing\n" in result.stdout  # 7431
+    dco = "\n### ❌ Failing · `DCO` action required: “There is one commit incorrectly signed off.”"
+    assert dco + " · 1 passing\n" in result.stdout  # 7433: not read like a failing test
     assert "\n### ✅ Passing · 3 passing\n" in result.stdout  # 7431 after the re-run
     assert "<details><summary>✅ 4 passing</summary>" in result.stdout
     assert "&#" not in result.stdout and "\u2060" not in result.stdout

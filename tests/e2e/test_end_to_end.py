@@ -70,7 +70,7 @@ def test_once_creates_one_comment_then_leaves_it_then_edits_it_on_change(env: En
     assert third.returncode == 0, third.stderr
     edits = [w for w in writes(env.sandbox) if w.method == "PATCH"]
     assert len(edits) == 1 and len(writes(env.sandbox)) == 1
-    rereads = [r for r in env.sandbox.requests if b"nodes(ids" in r.body]
+    rereads = [r for r in env.sandbox.requests if b"query Comments(" in r.body]
     assert len(rereads) == 1 and rereads[0].at <= edits[0].at  # re-read before the edit
     after = bot_comments(env.world, 7430)
     assert [c["id"] for c in after] == [comments[0]["id"]]

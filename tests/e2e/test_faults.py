@@ -217,7 +217,7 @@ def _reread_rate_limited(ctx: Ctx) -> None:
     ctx.world.add_check_run(REPO, ctx.sha, name="lint", app_slug="github-actions",
                             workflow="lint", conclusion="failure", started_at=now,
                             completed_at=now)  # fmt: skip
-    ctx.sandbox.fail("POST", GRAPHQL, 403, when="nodes(ids", times=-1,
+    ctx.sandbox.fail("POST", GRAPHQL, 403, when="query Comments(", times=-1,
                      headers={"Retry-After": "120"},
                      body={"message": "You have exceeded a secondary rate limit."})  # fmt: skip
     ctx.sandbox.clear_requests()

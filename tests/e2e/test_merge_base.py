@@ -108,7 +108,34 @@ def test_the_merge_base_is_asked_once_per_head_and_final_answers_are_kept(
     commit_queries = [r for r in env.sandbox.requests if b"query CommitContexts" in r.body]
     assert len(commit_queries) == 1  # the three heads share one merge base, read in one query
     for number in (1, 2, 3):
-        assert "1 failing (1 also on the merge base)" in bot_comments(env.world, number)[0]["body"]
+        body = bot_comments(env.world, number)[0]["body"]
+        assert "\n### ❌ Failing · `tests` failed (also on the merge base)\n" in body, body
+
+
+def test_without_a_state_the_comment_stamp_keeps_the_merge_base(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run with no state (the Action without a cache) reads the merge base from the stamp of
+    its own comment: the compare is asked on the first run only, the comment is unchanged."""
+    stateless = env.config.read_text().replace(f'path = "{env.tmp / "state.sqlite3"}"', 'path = ""')
+    assert stateless != env.config.read_text()
+    env.config.write_text(stateless)
+    for number in (1, 2):
+        check(env, pull(env, number), "tests", "failure", HOUR_AGO)
+    check(env, BASE, "tests", "failure", DAY_AGO)
+    assert main(["once", "--config", str(env.config)], sleep=env.waits) == 0
+    assert requests_to(env, "/compare/") == 2
+    first = [bot_comments(env.world, n)[0]["body"] for n in (1, 2)]
+    assert all("`tests` failed (also on the merge base)" in body for body in first)
+    env.sandbox.clear_requests()
+    assert main(["once", "--config", str(env.config)], sleep=env.waits) == 0
+    assert requests_to(env, "/compare/") == 0  # the stamp said it
+    assert [bot_comments(env.world, n)[0]["body"] for n in (1, 2)] == first
+    env.world.set_merge_base(REPO, "develop", head(1), "c" * 40)  # another base: asked again
+    env.world.set_base(REPO, 1, "develop")
+    env.sandbox.clear_requests()
+    assert main(["once", "--config", str(env.config)], sleep=env.waits) == 0
+    assert requests_to(env, "/compare/") == 1
 
 
 def test_a_passing_pull_request_costs_nothing_new(

@@ -173,3 +173,35 @@ def test_once_on_postgresql_comments_once_and_report_reads_it_back(
     assert [p["number"] for p in json.loads(report.stdout)["pulls"]] == [7430]
     assert len(bot_comments(world, 7430)) == 1
     assert not (tmp_path / "state.sqlite3").exists()  # nothing went to the SQLite path
+
+
+def test_once_on_a_shared_state_works_only_what_no_replica_holds_and_fences_its_writes(
+    tmp_path: Path, world: World, postgres_url: str
+) -> None:
+    """`once` beside `run` replicas on one PostgreSQL: it takes the free leases (never a held
+    one), stamps its writes with their generation, names what it left and gives them up."""
+    from support import LOGIN
+
+    from bot.render.stamp import generation_of
+    from bot.state.leases import UNHELD, Leases, all_leases
+
+    seed_case(world, now=NOW)
+    other = "octo/other"
+    world.add_repo(other)
+    world.add_pull(other, 1, title="t", author="alice", head_sha="c" * 40)
+    with Sandbox(world) as sandbox:
+        config = pg_config(tmp_path, sandbox, postgres_url)
+        config.write_text(config.read_text() + f'[[repos]]\nname = "{other}"\n')
+        with Store.open(postgres_url) as store:
+            replica = Leases(store, lease_seconds=600, holder="replica-a")
+            assert replica.claim([other]) == {other: 1}  # a live `run` replica works it
+            result = cli("once", "--config", str(config))
+            leases = {lease.repo: lease for lease in all_leases(store)}
+    assert result.returncode == 1
+    assert f"{other}: its lease is held by another process" in result.stderr, result.stderr
+    assert world.comments(other, 1) == []  # never written past a replica's lease
+    [comment] = bot_comments(world, 7430)
+    assert generation_of(comment["body"]) == leases[REPO].generation >= 1
+    assert comment["user"]["login"] == LOGIN
+    assert leases[REPO].holder == UNHELD  # given up at the end
+    assert leases[other].holder == "replica-a" and leases[other].generation == 1

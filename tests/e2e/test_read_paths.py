@@ -187,7 +187,7 @@ def test_a_queued_check_without_timestamp_is_pending_with_no_time(
     env.world.add_check_run(REPO, SHA, name="slow", app_slug="github-actions", status="queued",
                             conclusion=None, started_at=None, completed_at=None)  # fmt: skip
     row = signal(show(env, capsys), "slow")
-    assert row["state"] == "pending" and row["since"] is None
+    assert row["state"] == "pending" and row["since_source"] == "first_seen"  # GitHub gave none
 
 
 def test_github_rate_limit_is_a_clear_error(env: Env, capsys: pytest.CaptureFixture[str]) -> None:

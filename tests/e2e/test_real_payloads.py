@@ -632,6 +632,8 @@ def test_recorded_bad_credentials_401_is_a_named_failure(seeded: Seeded) -> None
     _replayed(seeded, replay("SpecificExceptions.testBadCredentials.txt")[0])
     stderr, _ = seeded.show_fails()
     assert "Bad credentials" in stderr
+    assert "GitHub refused the bot's credential (HTTP 401)" in stderr
+    assert "check-config" in stderr  # what to do next
 
 
 def test_recorded_not_found_404_is_a_named_failure(seeded: Seeded) -> None:

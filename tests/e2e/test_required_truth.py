@@ -217,7 +217,10 @@ def test_a_configured_expected_context_that_never_reported(
     once(env, capsys, expected=["DCO"])
     body = comment_of(env, 3)
     assert "Expected by this bot's configuration." in body
-    assert "optional" in next(line for line in body.splitlines() if "`DCO`" in line)
+    # interface.md: optional rows need no mark once the required set was read (it was)
+    row = next(line for line in body.splitlines() if "`DCO`" in line)
+    assert "not reported on this commit" in row
+    assert "required" not in row and "optional" not in row
 
 
 def test_rules_that_cannot_be_read_are_said_once_and_the_rest_carries_on(
@@ -457,17 +460,19 @@ def test_the_sandbox_sends_the_rules_and_base_events(env: Env) -> None:
 # -- 10. a queued run without a start ---------------------------------------------------------
 
 
-def test_show_says_github_gives_no_time_for_a_queued_run(
+def test_a_queued_run_is_dated_by_the_bot_never_by_a_made_up_github_time(
     env: Env, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """GitHub gives a queued run no time: the row says when this bot first saw it, in `show`
+    as in the comment (the renderer says "GitHub gives no time for it" where it has none)."""
     head = pull(env, 60)
     green(env, head, "lint")
     env.world.add_check_run(REPO, head, name="deploy", workflow="ci", status="queued")
     report = show(env, capsys, 60)
     queued = next(s for s in report["signals"] if s["name"] == "deploy")
-    assert queued["since"] is None and queued["since_source"] == "none"
+    assert queued["since"] is not None and queued["since_source"] == "first_seen"
     row = next(line for line in show_markdown(env, capsys, 60).splitlines() if "deploy" in line)
-    assert "GitHub gives no time for it" in row
+    assert "first seen by this bot" in row
 
 
 @pytest.mark.parametrize("name", ["edited", "created"])
@@ -519,3 +524,59 @@ def test_without_a_state_the_comment_dates_how_long_the_head_is_known(
         once(env, capsys)
         assert writes(env.sandbox) == []
         assert comment_of(env, 70) == first
+
+
+def test_show_prints_the_comment_the_bot_keeps_with_a_state_and_without(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`show` dates a never-reported row as the comment does: from the state, or where there is
+    none from the comment's stamp (read-only: it writes nothing and creates no state), so its
+    markdown is the comment's body and its JSON says the same `since`."""
+    from bot.core.required import HEAD_SEEN_KEY
+    from bot.render.stamp import parse_stamp
+
+    head = pull(env, 71)
+    green(env, head, "lint")
+    env.world.set_required_checks(REPO, ["ci / build"])
+    once(env, capsys)
+    body = comment_of(env, 71)
+    stamp = parse_stamp(body)
+    assert stamp is not None
+    since = stamp.seen(head, HEAD_SEEN_KEY)
+    assert since is not None
+    state = env.tmp / "state.sqlite3"
+    for kept in (True, False):
+        if not kept:
+            state.unlink()
+        env.sandbox.clear_requests()
+        [never] = expected_of(show(env, capsys, 71))
+        assert never["since"] == since.strftime("%Y-%m-%dT%H:%M:%SZ"), kept
+        assert show_markdown(env, capsys, 71).rstrip("\n") == body, kept
+        assert writes(env.sandbox) == []
+    assert not state.exists()  # show never creates a state
+
+
+def test_a_failed_re_read_of_the_rules_keeps_the_last_good_set_and_edits_nothing(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The required set is read again when its hour is up; a 502 on that read is no new fact:
+    the set last read stands (as RTD's last good evidence does) and the comment stays."""
+    from bot.state.store import to_text
+
+    head = pull(env, 80)
+    green(env, head, "lint")
+    env.world.set_required_checks(REPO, ["lint", "ci / build"])
+    once(env, capsys)
+    first = comment_of(env, 80)
+    assert "`ci / build`" in first
+    with sqlite3.connect(env.tmp / "state.sqlite3") as db:
+        aged = db.execute(
+            "UPDATE required_sets SET read_at = ?", (to_text(NOW - timedelta(hours=2)),)
+        )
+        assert aged.rowcount == 1
+    env.sandbox.fail("POST", "/graphql", 502, times=-1, when="query RequiredChecks")
+    env.sandbox.clear_requests()
+    once(env, capsys)
+    assert "RequiredChecks" in operations(env)  # it was asked again, and failed
+    assert writes(env.sandbox) == []
+    assert comment_of(env, 80) == first

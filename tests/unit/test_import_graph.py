@@ -25,12 +25,6 @@ PYPROJECT = ROOT / "pyproject.toml"
 # `ci-status-bot report`, `--help` and a config error start without these libraries.
 LAZY_ALLOWED: dict[tuple[str, str], str] = {
     ("bot/cli.py", "bot.app"): "PyGithub and httpx (the clients), only for commands that read",
-    ("bot/cli.py", "bot.cycle"): "PyGithub (the cycle's GitHub client types), only for `show`",
-    (
-        "bot/cli.py",
-        "bot.github.bases",
-    ): "PyGithub (the merge-base reader's client), only for `show`",
-    ("bot/cli.py", "bot.docs.readthedocs.provider"): "httpx (the RTD client), only for `show`",
     ("bot/cli.py", "bot.render.comment"): "jinja2, only for commands that render a comment",
     ("bot/cli.py", "bot.service.scheduler"): "APScheduler, Starlette, uvicorn, only for `run`",
     ("bot/cli.py", "bot.preflight"): "PyGithub and httpx, only for `check-config` online",

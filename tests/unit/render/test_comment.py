@@ -40,10 +40,12 @@ from support import (
     write_config,
 )
 
+from bot.core.annotations import with_annotations
 from bot.core.base import MergeBase, with_base
 from bot.core.facts import facts_key
-from bot.core.model import MARKER, Policy, Report, Signal, Verdict, format_utc
+from bot.core.model import MARKER, Annotation, Policy, Report, Signal, Verdict, format_utc
 from bot.core.reconcile import NO_SIGNALS_NOTE, TRUNCATED_NOTE, reconcile
+from bot.core.remedies import REMEDIES, remedy_for
 from bot.docs.readthedocs.rows import RtdLookup
 from bot.render.comment import COMMENT_LIMIT, Renderer, TemplateInvalid, first_meaningful_line
 from bot.render.escape import (
@@ -254,6 +256,29 @@ def dco_action_required_report() -> Report:
     return with_base(report, MergeBase(MERGE_BASE, (base_tests("success"),)))
 
 
+def annotated_failure_report() -> Report:
+    """A failing test job quoting GitHub's annotations: Actions' generic exit-code one is left
+    out; untrusted text in them (a mention, a link, backticks, a second line) stays inert."""
+    tests = failing_tests()._replace(node_id="CR_kwDOA1b2c84AAAAAEnq0aQ", database_id=22)
+    report = with_merge_base(tests, base=MergeBase(MERGE_BASE, (base_tests("success"),)))
+    return with_annotations(
+        report,
+        {
+            22: (
+                Annotation(".github", 278, 278, "Process completed with exit code 1."),
+                Annotation(
+                    "tests/test_parser.py", 88, 88,
+                    "AssertionError: assert '\\u00e9' == 'é'\n  - é\n  + \\u00e9",
+                ),
+                Annotation(
+                    "tests/test_cli.py", 12, 14,
+                    "@octocat see https://evil.example/x and `x``y` [a](b) <!-- ci-status-bot -->",
+                ),
+            )
+        },
+    )  # fmt: skip
+
+
 CASES: dict[str, Callable[[], Report]] = {
     "seed_case": seed_report,
     "new_failure": new_failure_report,
@@ -261,6 +286,7 @@ CASES: dict[str, Callable[[], Report]] = {
     "not_run_on_merge_base": not_run_on_merge_base_report,
     "unreadable_merge_base": unreadable_merge_base_report,
     "dco_action_required": dco_action_required_report,
+    "annotated_failure": annotated_failure_report,
     "failing_required": failing_required_report,
     "every_state": every_state_report,
     "hostile": hostile_report,
@@ -312,10 +338,14 @@ def text_outside_code(page: str) -> str:
 
 
 def own_links(report: Report) -> set[str]:
-    """The bot's own link targets: the head, details pages and RTD builds (escaped as HTML)."""
+    """The bot's own link targets: the head, details pages, RTD builds, merge bases and the
+    sources of the documented remedies the rows quote (escaped as HTML)."""
     urls = {safe_url(report.commit_url)}
     for row in report.rows:
         urls.add(safe_url(row.signal.url))
+        remedy = remedy_for(row)
+        if remedy is not None:
+            urls.add(safe_url(remedy.source))
         if row.reconciliation is not None:
             urls.add(safe_url(row.reconciliation.build_url))
         if row.base is not None and row.base.commit is not None:
@@ -369,10 +399,8 @@ def test_seed_case_reads_like_the_contract() -> None:
     lines = body.splitlines()[body.splitlines().index(HEADLINE) - 1 :]  # room for a hidden line
     assert lines[1] == HEADLINE
     observed = f"{DAY}{NBSP}14:03{NBSP}UTC"
-    assert lines[2] == (
-        f"Head [`eb46d06`]({PR_URL}/commits/{SHA}) (draft) · facts first observed {observed} · "
-        "this comment is edited in place when they change (notifications show only its first "
-        "version)"
+    assert (
+        lines[2] == f"Head [`eb46d06`]({PR_URL}/commits/{SHA}) (draft) · first observed {observed}"
     )
     since = f"{DAY}{NBSP}09:12{NBSP}UTC"
     assert lines[4] == (
@@ -381,6 +409,8 @@ def test_seed_case_reads_like_the_contract() -> None:
     assert lines[5].startswith("  Read the Docs reports build 34894885 for this exact commit")
     assert "`build:user:cancelled`" in lines[5]
     assert "No other cause is stated by any source." in lines[5]
+    rtd = next(r for r in REMEDIES if r.provider == "readthedocs")
+    assert lines[5].endswith(f" {rtd.words} ([{rtd.source_name}]({rtd.source})).")
     assert "in progress" not in body  # GitHub's description is what the row's state corrects
     assert lines[7:15] == [
         "<details><summary>✅ 4 passing</summary>",
@@ -392,7 +422,10 @@ def test_seed_case_reads_like_the_contract() -> None:
         "",
         "</details>",
     ]
-    assert lines[-1] == LAST_LINE
+    assert lines[-2:] == [
+        "Edited in place when the facts change; a notification shows the first version.",
+        LAST_LINE,
+    ]
 
 
 def test_seed_case_plain_text_reads_cleanly() -> None:
@@ -722,7 +755,8 @@ def test_rows_in_attention_order_required_first() -> None:
         "1 pending · 1 passing"
     )
     assert "`f-required` · failed · required ·" in body
-    assert "`f-optional` · failed · optional ·" in body
+    assert "`f-optional` · failed · since" in body  # optional rows are not marked
+    assert "· optional" not in body
     assert "`f-unsaid` · failed · since" in body  # GitHub did not say: nothing claimed
 
 
@@ -732,8 +766,14 @@ def test_headline_counts_like_the_contract() -> None:
         run("b", "queued", started_at=NOW),
         *(run(f"ok{i}", "success") for i in range(6)),
     )
-    assert headline(body) == "### ❌ Failing · 1 failing (1 required) · 1 pending · 6 passing"
+    assert headline(body) == "### ❌ Failing · `a` failed (required) · 1 pending · 6 passing"
     assert "failure, action_required or timed_out" not in body
+    three = render(
+        *(run(n, "failure", required=n == "a") for n in "abc"),
+        run("p", "queued", started_at=NOW),
+        *(run(f"ok{i}", "success") for i in range(6)),
+    )
+    assert headline(three) == "### ❌ Failing · 3 failing (1 required) · 1 pending · 6 passing"
     pending = render(run("a", "queued", started_at=NOW), run("b", "success"))
     assert headline(pending) == "### ⏳ Pending · 1 pending · 1 passing"
     passing = render(run("a", "success"))
@@ -778,7 +818,7 @@ def test_nothing_is_said_twice() -> None:
     dco = run("DCO", "action_required", app="dco", description="DCO",
               summary="DCO\n\nThere is one commit incorrectly signed off.")  # fmt: skip
     body = render(dco)
-    row = body.split("\n- ", 1)[1].split("\n\n", 1)[0]
+    row = body.split("\n- ", 1)[1].split("\n\n", 1)[0].split(" The DCO app checks again")[0]
     assert row.count("DCO") == 1 and "“There is one commit incorrectly signed off.”" in row
     assert "”." not in body and "!”" not in body  # no doubled punctuation after a quote
     cancelled = lookup(build("cancelled", False), notes=("build:user:cancelled",))
@@ -959,7 +999,7 @@ def test_observed_at_replacement_changes_only_the_head_line() -> None:
     first, second = visible(Renderer().markdown(report)), visible(Renderer().markdown(later))
     diff = [a for a, b in zip(first.splitlines(), second.splitlines(), strict=True) if a != b]
     assert len(diff) == 1 and diff[0].startswith("Head [`eb46d06`]")
-    assert f"facts first observed {DAY}{NBSP}14:03{NBSP}UTC" in diff[0]
+    assert f"first observed {DAY}{NBSP}14:03{NBSP}UTC" in diff[0]
     assert later.verdict is Verdict.INCOMPLETE
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -108,6 +109,11 @@ GOOD: dict[str, Any] = {"k": "ab" * 32, "o": 1_790_000_000_000_000, "h": SHA, "s
         _line({**GOOD, "g": 2**64}),
         _line({**GOOD, "g": "1"}),
         _line({**GOOD, "g": False}),
+        _line({**GOOD, "b": ["main"]}),
+        _line({**GOOD, "b": ["main", "not a sha"]}),
+        _line({**GOOD, "b": ["", "ab" * 20]}),
+        _line({**GOOD, "b": ["x" * 256, "ab" * 20]}),
+        _line({**GOOD, "b": "main"}),
         _line(GOOD, version=3),
         _line(GOOD, version=1),
         "<!-- ci-status-bot:stamp v2 " + "A" * (MAX_DATA + 100) + " -->",
@@ -165,3 +171,17 @@ def test_a_stamp_round_trips(
 ) -> None:
     stamp = Stamp("cd" * 32, observed, SHA, {seen_key(k): v for k, v in seen.items()}, generation)
     assert parse_stamp(_body(stamp_line(stamp))) == stamp
+
+
+def test_the_merge_base_is_stamped_for_its_head_and_base_branch_only() -> None:
+    report = replace(_report(), merge_base=("main", "b" * 40))
+    stamp = parse_stamp(_body(stamp_line(stamp_of(report))))
+    assert stamp is not None and stamp.merge_base == ("main", "b" * 40)
+    assert stamp.merge_base_of(SHA, "main") == "b" * 40
+    assert stamp.merge_base_of(SHA, "develop") is None  # retargeted: asked again
+    assert stamp.merge_base_of("f" * 40, "main") is None  # another head
+    # a report without one stamps exactly what it stamped before (no "b")
+    assert (
+        '"b"'
+        not in base64.urlsafe_b64decode(stamp_line(stamp_of(_report())).split()[3] + "==").decode()
+    )

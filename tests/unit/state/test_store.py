@@ -63,7 +63,7 @@ def write(store: Store, number: int, *, action: str = "created", at: datetime = 
 def test_open_creates_parent_dirs_and_file(tmp_path: Path) -> None:
     path = tmp_path / "state" / "deep" / "bot.sqlite3"
     with Store.open(path) as store:
-        assert store.schema_version == SCHEMA_VERSION == 12
+        assert store.schema_version == SCHEMA_VERSION == 13
     assert path.is_file()
 
 
@@ -439,3 +439,41 @@ def test_prune_drops_what_is_past_its_retention_and_keeps_the_rest(tmp_path: Pat
         assert not store.note_delivery("d-new", "status", now=now)  # still remembered
         assert store.writes_since(now - timedelta(hours=1)) == 1
     assert RETENTION["deliveries"] == timedelta(days=1)
+
+
+def test_merge_bases_and_annotations_of_heads_no_open_pull_request_has_are_pruned(
+    store: Store,
+) -> None:
+    """Issue 16's caches are dropped with the pull requests: a head no triage row has (closed,
+    or pushed over) loses its merge base and its runs' annotations once read over an hour
+    ago, and a merge base's contexts go when no kept merge base names that commit."""
+    now = T0 + timedelta(days=1)
+    old, recent = now - timedelta(hours=2), now - timedelta(minutes=5)
+    open_head, closed_head, new_head = SHA_A, SHA_B, "c" * 40
+    store.put_triage("o/r", 1, title="t", author="a", draft=False, head_sha=open_head,
+                     verdict="failing", url="u", details="{}", observed_at=old,
+                     now=old)  # fmt: skip
+    base_kept, base_gone = "d" * 40, "e" * 40
+    store.put_merge_base("o/r", "main", open_head, base_kept, now=old)
+    store.put_merge_base("o/r", "main", closed_head, base_gone, now=old)
+    store.put_merge_base("o/r", "main", new_head, base_gone, now=recent)  # read just now
+    store.put_merge_base("x/y", "main", open_head, base_gone, now=old)  # another repo's
+    for commit in (base_kept, base_gone, "f" * 40):
+        store.put_base_contexts("o/r", commit, payload="{}", now=old)
+    runs = {11: (open_head, "[]"), 12: (closed_head, "[]")}
+    store.put_annotations("o/r", runs, now=old)
+    store.put_annotations("o/r", {13: (new_head, "[]")}, now=recent)
+
+    dropped = store.prune(now=now)
+
+    assert (dropped["merge_bases"], dropped["base_contexts"], dropped["run_annotations"]) == (
+        2, 1, 1
+    )  # fmt: skip
+    assert store.get_merge_base("o/r", "main", open_head) == base_kept
+    assert store.get_merge_base("o/r", "main", closed_head) is None
+    assert store.get_merge_base("o/r", "main", new_head) == base_gone
+    assert store.get_merge_base("x/y", "main", open_head) is None
+    assert store.get_base_contexts("o/r", base_kept) == "{}"
+    assert store.get_base_contexts("o/r", base_gone) == "{}"  # the new head still names it
+    assert store.get_base_contexts("o/r", "f" * 40) is None
+    assert store.get_annotations("o/r", [11, 12, 13]) == {11: "[]", 13: "[]"}
