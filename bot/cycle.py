@@ -306,6 +306,9 @@ class Cycle:
         self._base_reader = BaseReader(github, store, clock=clock)
         # The failing check runs' annotations read for this pass's failing heads, by head.
         self._annotations: dict[tuple[str, str], Found] = {}
+        # Failing pull requests whose runs' annotations are not known yet: planned at the end
+        # of their repository, after one batched read of all of them.
+        self._waiting: list[PullSnapshot] = []
         self._annotation_reader = AnnotationReader(github, store, clock=clock)
         # The lease generation a write to a repository's comments carries (0: no lease).
         self.generation = generation
@@ -327,6 +330,7 @@ class Cycle:
         summary = Summary()
         plans: list[Plan] = []
         self._left, self._listed, self._bases, self._annotations = [], {}, {}, {}
+        self._waiting = []
         gh_before, points_before = self.github.usage.total, self.github.usage.graphql_points
         rtd_before = self._docs_requests()
         for index, repo in enumerate(repos):
@@ -386,12 +390,14 @@ class Cycle:
                 break
             except Exception:  # what was read before the failure is still planned
                 yield from self._plan_chunk(chunk, repo, summary)
+                yield from self._plan_waiting(repo, summary)
                 raise
             chunk.append(snapshot)
             if len(chunk) == LIST_BATCH:
                 yield from self._plan_chunk(chunk, repo, summary)
                 chunk = []
         yield from self._plan_chunk(chunk, repo, summary)
+        yield from self._plan_waiting(repo, summary)
         prefix = f"{repo.name}#"  # the pull requests kept: planned, or failed this time
         labels = [label for group in (summary.verdicts, summary.failed) for label in group]
         seen = {int(label[len(prefix) :]) for label in labels if label.startswith(prefix)}
@@ -414,8 +420,22 @@ class Cycle:
         ]
         self._stamped_bases(repo.name, failing)
         self.read_bases(repo.name, failing)
-        self.read_annotations(repo.name, failing)
+        self.read_annotations(repo.name, failing, ask=False)
+        unread = [s for s in failing if (repo.name, s.head_sha) not in self._annotations]
+        self._waiting.extend(unread)
         for snapshot in chunk:
+            if any(snapshot is s for s in unread):
+                continue
+            plan = self._plan_one(snapshot, repo, summary)
+            if plan is not None:
+                yield plan
+
+    def _plan_waiting(self, repo: RepoSettings, summary: Summary) -> Iterator[Plan]:
+        """Plan the failing pull requests whose annotations were not kept: all of the
+        repository's asked in one batch (100 runs a query), not one query per 50 pulls."""
+        waiting, self._waiting = self._waiting, []
+        self.read_annotations(repo.name, waiting)
+        for snapshot in waiting:
             plan = self._plan_one(snapshot, repo, summary)
             if plan is not None:
                 yield plan
@@ -461,10 +481,13 @@ class Cycle:
         for head, merge in self._base_reader.read(repo, wanted).items():
             self._bases[(repo, head)] = merge
 
-    def read_annotations(self, repo: str, snapshots: Sequence[PullSnapshot]) -> None:
-        """Each failing head's failing check runs' annotations (bot.github.annotations)."""
+    def read_annotations(
+        self, repo: str, snapshots: Sequence[PullSnapshot], *, ask: bool = True
+    ) -> None:
+        """Each failing head's failing check runs' annotations (bot.github.annotations); with
+        `ask` False only those the state keeps for every failing run of the head."""
         wanted = [s for s in snapshots if (repo, s.head_sha) not in self._annotations]
-        for head, found in self._annotation_reader.read(repo, wanted).items():
+        for head, found in self._annotation_reader.read(repo, wanted, ask=ask).items():
             self._annotations[(repo, head)] = found
 
     def _plan_one(

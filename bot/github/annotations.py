@@ -33,17 +33,21 @@ class AnnotationReader:
     ) -> None:
         self.github, self.keeper, self.clock = github, keeper, clock
 
-    def read(self, repo: str, snapshots: Sequence[PullSnapshot]) -> dict[str, Found]:
-        """By head: the annotations of each of its failing check runs that could be read."""
+    def read(
+        self, repo: str, snapshots: Sequence[PullSnapshot], *, ask: bool = True
+    ) -> dict[str, Found]:
+        """By head: the annotations of each of its failing check runs that could be read.
+        With `ask` False only the state is read, and a head with a run not kept is left out."""
         heads = {snapshot.head_sha: failing_runs(snapshot) for snapshot in snapshots}
         runs = {s.database_id: (head, s) for head, ss in heads.items() for s in ss if s.database_id}
         found = self._kept(repo, list(runs)) if runs and self.keeper else {}
         unread = {run: runs[run] for run in runs if run not in found}
-        if unread:
+        if unread and ask:
             found.update(self._ask(repo, unread))
         return {
             head: {s.database_id: found[s.database_id] for s in ss if s.database_id in found}
             for head, ss in heads.items()
+            if ask or not any(s.database_id in unread for s in ss)
         }
 
     def _kept(self, repo: str, run_ids: list[int]) -> Found:

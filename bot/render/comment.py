@@ -349,10 +349,12 @@ def row_view(
 def annotation_lines(row: Row) -> tuple[Md, ...]:
     """The row's quoted annotations, one a line: `path:line`, then the message's first line
     verbatim in a code span (source text: nothing in it is live)."""
-    return tuple(
-        Md(f"{code(_location(a))}: {code(_first_line(a.message), QUOTE_LIMIT)}")
-        for a in row.annotations or ()
-    )
+    lines = []
+    for annotation in row.annotations or ():
+        said = _first_line(annotation.message)
+        message = f": {code(said, QUOTE_LIMIT)}" if said else ""
+        lines.append(Md(code(_location(annotation)) + message))
+    return tuple(lines)
 
 
 def _location(annotation: Annotation) -> str:

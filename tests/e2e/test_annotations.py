@@ -222,3 +222,20 @@ def test_annotations_read_later_rebuild_a_reused_report(tmp_path: Path) -> None:
         finally:
             clients.close()
     assert "`tests/test_parser.py:42`" in bot_comments(world, 1)[0]["body"]
+
+
+def test_a_repositorys_failing_runs_are_asked_together_not_per_50_pull_requests(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Pull requests are planned 50 at a time; those whose failing runs' annotations are not
+    kept wait for one batched read at the end of the repository (here 120 pull requests,
+    one failing in every ten: 12 runs over three batches of 50, one query)."""
+    for number in range(1, 121):
+        check(env, pull(env, number), "tests", "failure" if number % 10 == 0 else "success",
+              annotations=[ASSERT])  # fmt: skip
+    assert main(["once", "--dry-run", "--config", str(env.config)], sleep=env.waits) == 0
+    out = capsys.readouterr().out
+    queries = annotation_queries(env)
+    assert len(queries) == 1
+    assert len(json.loads(queries[0].body)["variables"]["ids"]) == 12
+    assert out.count("`tests/test_parser.py:42`") == 12  # each failing one's would-be comment

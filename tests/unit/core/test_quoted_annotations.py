@@ -14,6 +14,7 @@ from bot.core.annotations import (
 from bot.core.model import Annotation, Policy
 from bot.core.reconcile import reconcile
 from bot.github.parse import Unreadable, parse_annotations
+from bot.render.comment import annotation_lines
 
 EXIT = Annotation(".github", 278, 278, "Process completed with exit code 1.")
 A, B, C, D = (Annotation(f"t/test_{n}.py", n, n, f"assert {n}") for n in range(1, 5))
@@ -74,3 +75,23 @@ def test_a_check_run_node_gives_its_failure_level_annotations_only() -> None:
     assert parse_annotations({"__typename": "CheckRun", "annotations": None}) == ()
     with pytest.raises(Unreadable):
         parse_annotations({"__typename": "IssueComment"})
+
+
+@pytest.mark.parametrize(
+    ("annotation", "line"),
+    [
+        (Annotation("a.py", 3, 3, "boom\nmore"), "`a.py:3`: `boom`"),
+        (Annotation("a.py", 3, 5, "\n\n  boom  \n"), "`a.py:3-5`: `boom`"),
+        (Annotation("a.py", None, None, "boom"), "`a.py`: `boom`"),
+        (Annotation("a.py", 3, None, "   "), "`a.py:3`"),
+        (Annotation("x`y.py", 1, 1, "a `b` c"), "``x`y.py:1``: ``a `b` c``"),
+    ],
+)
+def test_an_annotation_line_is_its_place_and_first_line_verbatim(
+    annotation: Annotation, line: str
+) -> None:
+    report = reconcile(
+        snapshot(run("tests", "failure", database_id=1, node_id="CR_1")), {}, Policy(), now=NOW
+    )
+    row = with_annotations(report, {1: (annotation,)}).rows[0]
+    assert annotation_lines(row) == (line,)

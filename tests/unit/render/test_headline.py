@@ -277,3 +277,17 @@ def test_the_raw_body_reads_as_plain_text() -> None:
     visible = [line for line in body.splitlines() if not line.startswith("<!--")]
     assert max(len(without_urls(line)) for line in visible[:2]) < 80
     assert not Path(TESTS / "golden" / "seed_case.md").read_text().count("optional")
+
+
+def test_two_failing_signals_of_one_name_are_told_apart_in_the_headline() -> None:
+    push = run("CI", "failure", workflow="CI", event="push")
+    pull = run("CI", "failure", workflow="CI", event="pull_request")
+    line = headline(body_of(push, pull))
+    assert line in (
+        "### ❌ Failing · `CI` (`push`) failed · `CI` (`pull_request`) failed",
+        "### ❌ Failing · `CI` (`pull_request`) failed · `CI` (`push`) failed",
+    )
+    long = "." * 300 + "/ci.yml"
+    one = run("CI", "failure", workflow="CI", workflow_path=long)
+    other = run("CI", "failure", workflow="CI", workflow_path=".github/workflows/ci.yml")
+    assert len(headline(body_of(one, other))) < 200  # what tells them apart is cut too
