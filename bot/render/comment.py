@@ -32,6 +32,7 @@ from bot.core.model import (
     SinceSource,
     State,
     Verdict,
+    format_utc,
     group_of,
 )
 from bot.core.remedies import DCO_APP, remedy_for
@@ -364,7 +365,7 @@ def row_view(
         state=Md(STATE_WORDS[row.state]),
         note=Md(note),
         required=Md("required" if signal.required else ""),
-        since=_since(row, said=" ".join(said)),
+        since=_since(row),
         said=Md(
             "  \n  ".join(
                 filter(None, [with_remedy(Md(" — ".join(said)), row), *annotation_lines(row)])
@@ -488,14 +489,25 @@ def _source_text(signal: Signal) -> list[str]:
     return said
 
 
-def _since(row: Row, *, said: str) -> Md:
+def _since(row: Row) -> Md:
     if row.since is None and row.state is State.PENDING:  # a queued run: never a made-up time
         return Md("GitHub gives no time for it")
-    if row.since is None or utc(row.since) in said:  # a finding that gives the time says it
+    if row.since is None or _since_in_finding(row):
         return Md("")
     if row.since_source is SinceSource.FIRST_SEEN:
         return Md(f"first seen by this bot {utc(row.since)}")
     return Md(f"since {utc(row.since)}")
+
+
+def _since_in_finding(row: Row) -> bool:
+    """The bot's own second-source finding states the row's since as its own: Read the Docs'
+    running build "as building since <the same minute>" (the row would say it twice). Only
+    that sentence counts, never a quoted title or the merge-base clause that shows the minute."""
+    rec = row.reconciliation
+    if rec is None or rec.build_created is None or row.since is None:
+        return False
+    when = format_utc(rec.build_created)
+    return when == format_utc(row.since) and f" as {rec.build_state} since {when}" in rec.finding
 
 
 def _link(url: str | None) -> Md | None:

@@ -579,6 +579,10 @@ def test_prose_is_verbatim_and_inert(raw: str) -> None:
         ("a <b> c", "a `<b>` c"),
         ("09:12 UTC, success: false", "09:12 UTC, success: false"),
         ("build:user:cancelled.", "`build:user:cancelled`."),
+        # punctuation after a URL is the sentence's, not the URL's: outside the span
+        ("(see https://x.example):", "(see `https://x.example`):"),
+        ("https://x.example/a(b): ok", "`https://x.example/a(b)`: ok"),
+        ("at https://x.example;", "at `https://x.example`;"),
         ("1. item", "1\\. item"),
         ("- item", "\\- item"),
         ("a\nb\tc", "a b c"),
@@ -707,6 +711,32 @@ def test_truncated_read_is_said() -> None:
     body = Renderer().markdown(report)
     assert headline(body) == "### ⚪ Incomplete · 1 passing"  # the unread may be running
     assert TRUNCATED_NOTE in body
+
+
+def test_a_row_says_its_own_since_whatever_else_shows_the_same_minute() -> None:
+    # the merge base failing in the same minute, or a title quoting that time, is not the
+    # row's since: the row keeps it (adversarial review, adv/c7.py)
+    tests = run("tests", "failure", workflow="ci", completed_at=at(13, 52), required=True)
+    on_base = run("tests", "failure", workflow="ci", event="push", completed_at=at(13, 52))
+    report = with_base(
+        reconcile(snapshot(tests), {}, Policy(), now=NOW), MergeBase(MERGE_BASE, (on_base,))
+    )
+    body = Renderer().markdown(report)
+    row = next(line for line in body.splitlines() if line.startswith("- ❌ `tests`"))
+    assert row.endswith(f"· since {DAY}{NBSP}13:52{NBSP}UTC  "), row
+    lint = run("lint", "failure", completed_at=at(13, 52),
+               description="flake8 run of 2026-10-05 13:52 UTC")  # fmt: skip
+    row = next(line for line in render(lint).splitlines() if line.startswith("- ❌ `lint`"))
+    assert row.endswith(f"· since {DAY}{NBSP}13:52{NBSP}UTC  "), row
+
+
+def test_a_running_build_rtd_dates_gives_the_rows_since_once() -> None:
+    # the bot's own finding states the build's start as the row's since: said once, there
+    running = lookup(build("building", None, created=at(13, 52), url=None))
+    signal = status(DOCS, "pending", created_at=at(13, 52))
+    body = Renderer().markdown(reconcile(snapshot(signal), {DOCS: running}, Policy(), now=NOW))
+    assert f"as building since {DAY}{NBSP}13:52{NBSP}UTC" in body
+    assert body.count("13:52") == 1
 
 
 def test_stale_row_is_dated_absolutely_once() -> None:
