@@ -268,7 +268,8 @@ def held_elsewhere(store: Store, repos: Sequence[str], leases: Leases) -> dict[s
         if repo not in held:
             row = rows.get(repo)
             at = "" if row is None else f" {row.holder} until {row.expires_at:%Y-%m-%dT%H:%M:%SZ}"
-            why[repo] = f"its lease is held by another process{at} (a `run` replica works it)"
+            who = "a `run` replica or another `once`"
+            why[repo] = f"its lease is held by another process{at} ({who})"
     return why
 
 

@@ -296,6 +296,9 @@ def is_own(comment: Comment, login: str) -> bool:
     return comment.author == login and comment.body.startswith(MARKER)
 
 
+UNKNOWN_EDITOR = "(an editor GitHub did not name)"  # never a login: a stamp is then not trusted
+
+
 class CycleObserver(Protocol):
     """What a writing cycle tells the rest of the bot (the triage rows, metrics) as it goes."""
 
@@ -989,9 +992,27 @@ class Cycle:
             )
 
     def _find_own(self, repo: str, number: int) -> Comment | None:
-        """The bot's oldest own comment on the pull request, if any."""
+        """The bot's oldest own comment on the pull request, if any, with its last editor: REST
+        does not say who edited a comment, so it is asked of GraphQL before a stamp is trusted
+        (where it cannot be asked, the editor is unknown and the stamp is not trusted)."""
         own = [c for c in self.github.list_comments(repo, number) if is_own(c, self.login)]
-        return own[0] if own else None
+        if not own:
+            return None
+        found = own[0]
+        try:
+            read = (
+                self.github.read_comments([found.node_id]).get(found.node_id)
+                if found.node_id
+                else None
+            )
+        except RateLimited:
+            raise
+        except GitHubError as exc:
+            log.warning("could not read who last edited comment %d: %s", found.id, exc)
+            read = None
+        if read is None or not is_own(read, self.login):
+            return replace(found, editor=UNKNOWN_EDITOR)
+        return read
 
     def _record(self, plan: Plan, comment: Comment, action: str) -> None:
         comment_id = comment.id

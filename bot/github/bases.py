@@ -64,12 +64,16 @@ class BaseReader:
         known = kept.get((base, snapshot.head_sha))
         if known:
             return MergeBase(known)
+        head = snapshot.head_sha
         try:
-            sha = self.github.merge_base(repo, base, snapshot.head_sha)
+            sha = self.github.merge_base(repo, base, head)
         except RateLimited as exc:
-            return MergeBase(None, error=f"GitHub's rate limit was reached ({exc})")
+            log.warning("GitHub's compare of %s and %s in %s: %s", base, head, repo, exc)
+            return MergeBase(None, error=f"GitHub's rate limit was reached ({exc.reason})")
         except GitHubError as exc:
-            return MergeBase(None, error=f"GitHub's compare of {base} and the head failed: {exc}")
+            log.warning("GitHub's compare of %s and %s in %s: %s", base, head, repo, exc)
+            why = f"GitHub's compare of {base} and the head failed: {exc.reason}"
+            return MergeBase(None, error=why)
         if self.keeper is not None:
             self.keeper.put_merge_base(repo, base, snapshot.head_sha, sha, now=self.clock())
         return MergeBase(sha)
@@ -88,7 +92,8 @@ class BaseReader:
         try:
             found = self.github.commits_signals(repo, commits)
         except GitHubError as exc:
-            why = f"GitHub's checks of the merge base could not be read: {exc}"
+            log.warning("could not read the merge bases' checks in %s: %s", repo, exc)
+            why = f"GitHub's checks of the merge base could not be read: {exc.reason}"
             return {c: MergeBase(c, error=why) for c in commits}
         if self.keeper is not None:
             for commit, merge in found.items():

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 from urllib.parse import quote
 
 import msgspec
@@ -79,11 +79,16 @@ Pair = tuple[str, str]  # (base branch, check or status name)
 
 
 class GitHubError(Exception):
-    """GitHub could not be read or written; the message says what it answered."""
+    """GitHub could not be read or written; the message says what it answered (for logs).
 
-    def __init__(self, message: str, *, status: int | None = None) -> None:
+    `reason` says it in words that are the same for every such answer (the status and a
+    category; never a request id or a body): the only text of an error a comment may carry.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, reason: str = "") -> None:
         super().__init__(message)
         self.status = status
+        self.reason = reason or message
 
 
 class NotFound(GitHubError):
@@ -93,8 +98,8 @@ class NotFound(GitHubError):
 class RateLimited(GitHubError):
     """GitHub refused for rate limiting; retry after `wait_s` seconds."""
 
-    def __init__(self, message: str, *, wait_s: float) -> None:
-        super().__init__(message, status=403)
+    def __init__(self, message: str, *, wait_s: float, reason: str = "") -> None:
+        super().__init__(message, status=403, reason=reason or "GitHub's rate limit was reached")
         self.wait_s = wait_s
 
 
@@ -177,7 +182,7 @@ def _in_base_ref(error: dict[str, Any]) -> bool:
 def _required_of_ref(base: str, node: Any, errors: list[dict[str, Any]]) -> RequiredChecks:
     """What a base branch requires, from its Ref and the errors GitHub gave on it."""
     if errors:
-        error = f"GitHub answered on the rules of {base}: {_message(errors[0])}"
+        error = f"GitHub answered on the rules of {base}: {_stable_message(errors[0])}"
         return RequiredChecks(base, read=False, error=error)
     try:
         return parse_required(base, node)
@@ -207,6 +212,21 @@ def _message(error: dict[str, Any]) -> str:
     return str(error.get("message") or error.get("type") or "an error")
 
 
+def _stable_message(error: dict[str, Any]) -> str:
+    """A GraphQL error entry in words a comment may carry: its message only where it is one of
+    GitHub's fixed sentences (short, no digit: "Resource not accessible by integration"), else
+    its type (GitHub's other messages carry a request id that changes every time)."""
+    message, kind = error.get("message"), error.get("type")
+    if isinstance(message, str) and _FIXED_MESSAGE.fullmatch(message.strip()):
+        return message.strip()
+    if isinstance(kind, str) and re.fullmatch(r"[A-Z_]{1,40}", kind):
+        return kind
+    return "an error"
+
+
+_FIXED_MESSAGE: Final = re.compile(r"[A-Za-z][A-Za-z ,.'()_-]{0,99}")
+
+
 def _lower_headers(headers: Mapping[str, Any] | None) -> dict[str, str]:
     return {str(k).lower(): str(v) for k, v in (headers or {}).items()}
 
@@ -231,6 +251,33 @@ def _error_message(exc: GithubException) -> str:
     data = exc.data
     message = data.get("message") if isinstance(data, dict) else None
     return f"GitHub answered {exc.status}: {message or data!r}"
+
+
+# What a GitHub error message is about, by a phrase it carries (lower case): the stable category
+# a comment may say (GitHub's own messages carry request ids; error pages differ per request).
+_CATEGORIES: Final = (
+    ("secondary rate limit", "secondary rate limit"),
+    ("rate limit", "rate limit"),
+    ("resource not accessible", "not accessible to the bot's token"),
+    ("bad credentials", "bad credentials"),
+)
+
+
+def error_reason(status: int | None, data: Any) -> str:
+    """A GitHub error answer in words that do not change from one request to the next: the
+    HTTP status and, where its message says one, a known category; never the body."""
+    message = data.get("message") if isinstance(data, dict) else None
+    text = message.lower() if isinstance(message, str) else ""
+    category = next((name for phrase, name in _CATEGORIES if phrase in text), None)
+    said = f"GitHub answered {status}"
+    return f"{said} ({category})" if category else said
+
+
+def _graphql_reason(kind: Any) -> str:
+    """A GraphQL error entry in stable words: its type (the message may carry a request id)."""
+    return "GitHub's GraphQL API answered an error" + (
+        f" ({kind})" if isinstance(kind, str) and re.fullmatch(r"[A-Z_]{1,40}", kind) else ""
+    )
 
 
 class GitHubApi:
@@ -322,14 +369,17 @@ class GitHubApi:
             if wait is None and exc.status == 429:
                 wait = SECONDARY_BACKOFF_S
             if wait is not None:
-                limited = RateLimited(_error_message(exc), wait_s=wait)
+                limited = RateLimited(
+                    _error_message(exc), wait_s=wait, reason=error_reason(exc.status, exc.data)
+                )
                 if not retry or self._policy.too_long(wait):
                     return limited
                 log.warning("GitHub rate limit: waiting %.0f s as it asked", wait)
                 return Retryable(limited, wait_s=wait)
         if exc.status == 404:
-            return NotFound(_error_message(exc), status=404)
-        error = GitHubError(_error_message(exc), status=exc.status)
+            return NotFound(_error_message(exc), status=404, reason=error_reason(404, exc.data))
+        reason = error_reason(exc.status, exc.data)
+        error = GitHubError(_error_message(exc), status=exc.status, reason=reason)
         if exc.status in TRANSIENT_STATUSES and retry:
             return Retryable(error)
         return error
@@ -394,7 +444,7 @@ class GitHubApi:
         if kind == "RATE_LIMITED":
             wait = rate_limit_wait(headers, now=time.time()) or 60.0
             raise RateLimited(f"GitHub GraphQL: {message}", wait_s=wait)
-        raise GitHubError(f"GitHub GraphQL error: {message}")
+        raise GitHubError(f"GitHub GraphQL error: {message}", reason=_graphql_reason(kind))
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -692,7 +742,7 @@ class GitHubApi:
                 raise
             except GitHubError as exc:
                 log.warning("could not read the required checks of %s: %s", repo, exc)
-                found |= {b: RequiredChecks(b, read=False, error=str(exc)) for b in chunk}
+                found |= {b: RequiredChecks(b, read=False, error=exc.reason) for b in chunk}
                 continue
             for i, base in enumerate(chunk):
                 mine = [e for e in errors if str(_path(e)[1]) == f"b{i}"]
@@ -844,7 +894,7 @@ class GitHubApi:
             repository = _get(data, "repository")
             if repository is None:
                 raise NotFound(f"repository {repo} not found or not visible", status=404)
-            broken = {str(_path(e)[1]): _message(e) for e in errors}
+            broken = {str(_path(e)[1]): _stable_message(e) for e in errors}
             for index, sha in enumerate(chunk):
                 found[sha] = _commit_item(
                     sha, _get(repository, f"c{index}"), broken.get(f"c{index}")
