@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
 from bot.core.base import MergeBase, merge_base_of_payload, merge_base_payload
@@ -31,11 +31,13 @@ class BaseReader:
         """Each head's merge base with its signals (or why they could not be read), by head."""
         merges: dict[str, MergeBase] = {}
         limited: str | None = None
+        pairs = [(s.base, s.head_sha) for s in snapshots if s.base is not None]
+        kept = self.keeper.merge_bases(repo, pairs) if self.keeper and pairs else {}
         for snapshot in snapshots:
             if limited is not None:
                 merges[snapshot.head_sha] = MergeBase(None, error=limited)
                 continue
-            merges[snapshot.head_sha] = merge = self._merge_base(repo, snapshot)
+            merges[snapshot.head_sha] = merge = self._merge_base(repo, snapshot, kept)
             if merge.error is not None and "rate limit" in merge.error:
                 limited = merge.error
         commits = {m.commit for m in merges.values() if m.commit is not None}
@@ -51,20 +53,27 @@ class BaseReader:
             found[head] = merge
         return found
 
-    def _merge_base(self, repo: str, snapshot: PullSnapshot) -> MergeBase:
-        """The head's merge base (no signals yet): kept, else asked of GitHub."""
+    def _merge_base(
+        self, repo: str, snapshot: PullSnapshot, kept: Mapping[tuple[str, str], str]
+    ) -> MergeBase:
+        """The head's merge base (no signals yet): kept (read for all heads at once), else
+        asked of GitHub."""
         base = snapshot.base
         if base is None:
             return MergeBase(None, error="GitHub did not name the pull request's base branch")
-        kept = self.keeper and self.keeper.get_merge_base(repo, base, snapshot.head_sha)
-        if kept:
-            return MergeBase(kept)
+        known = kept.get((base, snapshot.head_sha))
+        if known:
+            return MergeBase(known)
+        head = snapshot.head_sha
         try:
-            sha = self.github.merge_base(repo, base, snapshot.head_sha)
+            sha = self.github.merge_base(repo, base, head)
         except RateLimited as exc:
-            return MergeBase(None, error=f"GitHub's rate limit was reached ({exc})")
+            log.warning("GitHub's compare of %s and %s in %s: %s", base, head, repo, exc)
+            return MergeBase(None, error=f"GitHub's rate limit was reached ({exc.reason})")
         except GitHubError as exc:
-            return MergeBase(None, error=f"GitHub's compare of {base} and the head failed: {exc}")
+            log.warning("GitHub's compare of %s and %s in %s: %s", base, head, repo, exc)
+            why = f"GitHub's compare of {base} and the head failed: {exc.reason}"
+            return MergeBase(None, error=why)
         if self.keeper is not None:
             self.keeper.put_merge_base(repo, base, snapshot.head_sha, sha, now=self.clock())
         return MergeBase(sha)
@@ -83,7 +92,8 @@ class BaseReader:
         try:
             found = self.github.commits_signals(repo, commits)
         except GitHubError as exc:
-            why = f"GitHub's checks of the merge base could not be read: {exc}"
+            log.warning("could not read the merge bases' checks in %s: %s", repo, exc)
+            why = f"GitHub's checks of the merge base could not be read: {exc.reason}"
             return {c: MergeBase(c, error=why) for c in commits}
         if self.keeper is not None:
             for commit, merge in found.items():
