@@ -35,8 +35,12 @@ class BaseReader:
         new fact: that last good answer stands, with since when reading fails (kept)."""
         merges: dict[str, MergeBase] = {}
         limited: str | None = None
+        pairs = [(s.base, s.head_sha) for s in snapshots if s.base is not None]
+        pairs_kept = self.keeper.merge_bases(repo, pairs) if self.keeper and pairs else {}
         for snapshot in snapshots:
-            merges[snapshot.head_sha] = merge = self._merge_base(repo, snapshot, limited=limited)
+            merges[snapshot.head_sha] = merge = self._merge_base(
+                repo, snapshot, pairs_kept, limited=limited
+            )
             if limited is None and merge.error is not None and "rate limit" in merge.error:
                 limited = merge.error
         commits = {m.commit for m in merges.values() if m.commit is not None}
@@ -56,16 +60,21 @@ class BaseReader:
         return found
 
     def _merge_base(
-        self, repo: str, snapshot: PullSnapshot, *, limited: str | None = None
+        self,
+        repo: str,
+        snapshot: PullSnapshot,
+        kept: Mapping[tuple[str, str], str],
+        *,
+        limited: str | None = None,
     ) -> MergeBase:
-        """The head's merge base (no signals yet): kept, else asked of GitHub (not once a
-        rate limit was met: then `limited` says why)."""
+        """The head's merge base (no signals yet): kept (read for all heads at once), else
+        asked of GitHub (not once a rate limit was met: then `limited` says why)."""
         base = snapshot.base
         if base is None:
             return MergeBase(None, error="GitHub did not name the pull request's base branch")
-        kept = self.keeper and self.keeper.get_merge_base(repo, base, snapshot.head_sha)
-        if kept:
-            return MergeBase(kept)
+        known = kept.get((base, snapshot.head_sha))
+        if known:
+            return MergeBase(known)
         if limited is not None:
             return MergeBase(None, error=limited)
         head = snapshot.head_sha

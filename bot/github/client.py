@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 from urllib.parse import quote
 
+import msgspec
 import orjson
 import requests
 from github import Github
@@ -299,8 +300,8 @@ class GitHubApi:
         self._policy = replace(GITHUB_POLICY, attempts=max_attempts)
         self.stop = stop or threading.Event()
         self.usage = Usage()
-        # each open pull request's last raw node (its digest) and what was read from it, by repo
-        self._nodes: dict[str, dict[int, tuple[bytes, PullSnapshot]]] = {}
+        # what was read from each open pull request's last raw node, by the node's digest, by repo
+        self._nodes: dict[str, dict[bytes, PullSnapshot]] = {}
 
     # -- transport -----------------------------------------------------------------------
 
@@ -313,6 +314,7 @@ class GitHubApi:
         parameters: dict[str, Any] | None = None,
         body: Any = None,
         retry: bool = True,
+        decode: Callable[[str], Any] | None = None,
     ) -> tuple[dict[str, str], Any]:
         """One request under the retry policy: named transient failures and short rate-limit
         waits are tried again (never when `retry` is False: a create is never re-sent here);
@@ -324,7 +326,7 @@ class GitHubApi:
             self.usage.requests[kind] += 1
             try:
                 if kind == "graphql":  # the big answers: decoded here, faster than PyGithub
-                    headers, data = self._request(verb, url, body)
+                    headers, data = self._request(verb, url, body, decode or decode_json)
                 else:
                     headers, data = self._requester.requestJsonAndCheck(
                         verb, url, parameters=parameters, input=body
@@ -347,13 +349,15 @@ class GitHubApi:
             attempt, policy=policy, stop=self.stop, sleep=self._sleep, what=f"GitHub {verb}"
         )
 
-    def _request(self, verb: str, url: str, body: Any) -> tuple[dict[str, Any], Any]:
+    def _request(
+        self, verb: str, url: str, body: Any, decode: Callable[[str], Any]
+    ) -> tuple[dict[str, Any], Any]:
         """PyGithub's requestJsonAndCheck, its answer decoded with orjson (about twice as fast
-        as the json module on a page of pull requests: benchmarks/decode.py)."""
+        as the json module on a page of pull requests: benchmarks/decode.py), or `decode`."""
         status, headers, text = self._requester.requestJson(verb, url, None, None, body)
-        data = decode_json(text)
         if status >= 400:
-            raise self._requester.createException(status, headers, data)
+            raise self._requester.createException(status, headers, decode_json(text))
+        data = decode(text)
         return headers, data
 
     def _on_error(self, exc: GithubException, *, retry: bool) -> Exception:
@@ -401,6 +405,7 @@ class GitHubApi:
         variables: dict[str, Any],
         *,
         tolerate: Callable[[dict[str, Any]], bool] = _never,
+        decode: Callable[[str], Any] | None = None,
     ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """`data` and the error entries `tolerate` accepts; any other error raises."""
         headers, payload = self._send(
@@ -408,6 +413,7 @@ class GitHubApi:
             self._requester.graphql_url,
             kind="graphql",
             body={"query": query, "variables": variables},
+            decode=decode,
         )
         if not isinstance(payload, dict):
             raise MalformedAnswer("GraphQL answer is not an object")
@@ -487,10 +493,12 @@ class GitHubApi:
         sets: dict[str, RequiredChecks] = {}  # read once per base branch in this pass
         after: str | None = None
         pages = Pages(f"the open pull requests of {repo}", error=PaginationLoop)
-        read: dict[int, tuple[bytes, PullSnapshot]] = {}  # this pass's nodes (kept when whole)
+        read: dict[bytes, PullSnapshot] = {}  # this pass's nodes (kept when whole), by digest
+        # With the cache, each node is kept raw until its digest is found new: only then parsed.
+        decode = None if required is None else decode_pulls_page
         while True:
             variables = {"owner": owner, "name": name, "first": self._page_size, "after": after}
-            data, errors = self._graphql(query, variables, tolerate=_in_pull_page)
+            data, errors = self._graphql(query, variables, tolerate=_in_pull_page, decode=decode)
             repository = _get(data, "repository")
             if repository is None:
                 raise NotFound(f"repository {repo} not found or not visible", status=404)
@@ -499,6 +507,8 @@ class GitHubApi:
             if not isinstance(nodes, list):
                 raise MalformedAnswer("pullRequests.nodes is not a list")
             broken = {_path(e)[3]: _message(e) for e in errors}
+            more = _get(page, "pageInfo", "hasNextPage")
+            total, cursor = _get(page, "totalCount"), _get(page, "pageInfo", "endCursor")
             # Without the required cache `required` is GitHub's own: nothing is reused then.
             digests = [node_digest(node) if required is not None else None for node in nodes]
             items = [
@@ -514,23 +524,29 @@ class GitHubApi:
             done = [p.finish() if isinstance(p, Partial) else p for p in items]
             for item, digest, alone in zip(done, digests, whole, strict=True):
                 if alone and digest is not None and isinstance(item, PullSnapshot):
-                    read[item.number] = (digest, item)
+                    read[digest] = item
             yield from done
-            if not _get(page, "pageInfo", "hasNextPage"):
+            if not more:
                 self._nodes[repo] = read
                 return
-            pages.expect(_get(page, "totalCount"), self._page_size)
-            after = pages.follow(_get(page, "pageInfo", "endCursor") or "")
+            pages.expect(total, self._page_size)
+            after = pages.follow(cursor or "")
 
     def _pull_item(
         self, repo: str, node: Any, error: str | None, digest: bytes | None, *, now: datetime
     ) -> Partial | PullFailure:
-        """One node of a pull-request page, not parsed again when it equals the node last read
-        for that pull request (and was whole: no page of contexts or labels followed)."""
-        if error is None and digest is not None and isinstance(node, dict):
-            last = self._nodes.get(repo, {}).get(node.get("number"))  # type: ignore[arg-type]
-            if last is not None and last[0] == digest:
-                return reread(node, last[1], now=now)
+        """One node of a pull-request page, not decoded or parsed again when it equals a node
+        last read (and was whole: no page of contexts or labels followed); a raw node that is
+        new is decoded here."""
+        if error is None and digest is not None:
+            last = self._nodes.get(repo, {}).get(digest)
+            if last is not None:  # the same node: the same pull request, base branch and all
+                return reread({"baseRefName": last.base}, last, now=now)
+        if isinstance(node, msgspec.Raw):
+            try:
+                node = orjson.loads(bytes(node))
+            except orjson.JSONDecodeError as exc:
+                raise MalformedAnswer("a pull request node is not JSON") from exc
         return _pull_item(repo, node, error, now=now)
 
     def pull(self, repo: str, number: int, *, now: datetime) -> PullSnapshot:
@@ -1007,8 +1023,58 @@ def _required(signal: Signal, flag: bool | None) -> Signal:
     return signal if signal.required is flag else signal._replace(required=flag)
 
 
+class _Pulls(msgspec.Struct):
+    """A pullRequests connection, its nodes left as their JSON text."""
+
+    nodes: list[msgspec.Raw] | msgspec.UnsetType | None = msgspec.UNSET
+    pageInfo: Any = msgspec.UNSET
+    totalCount: Any = msgspec.UNSET
+
+
+class _PullsRepository(msgspec.Struct):
+    pullRequests: _Pulls | msgspec.UnsetType | None = msgspec.UNSET
+
+
+class _PullsData(msgspec.Struct):
+    repository: _PullsRepository | msgspec.UnsetType | None = msgspec.UNSET
+    rateLimit: Any = msgspec.UNSET
+
+
+class _PullsAnswer(msgspec.Struct):
+    data: _PullsData | msgspec.UnsetType | None = msgspec.UNSET
+    errors: Any = msgspec.UNSET
+
+
+_PULLS_ANSWER = msgspec.json.Decoder(_PullsAnswer)
+
+
+def _present(struct: Any) -> Any:
+    """A decoded struct as the dict orjson would give (absent fields absent), nodes raw."""
+    if not isinstance(struct, msgspec.Struct):
+        return struct
+    return {
+        name: _present(value)
+        for name in struct.__struct_fields__
+        if (value := getattr(struct, name)) is not msgspec.UNSET
+    }
+
+
+def decode_pulls_page(text: str) -> Any:
+    """A page of open pull requests as `decode_json` gives it, except that each node of
+    `pullRequests.nodes` stays its raw JSON text (msgspec.Raw): its digest says whether it
+    is new, and only a new one is decoded (most of a warm cycle's answers are not). An answer
+    of another shape is decoded whole."""
+    try:
+        return _present(_PULLS_ANSWER.decode(text))
+    except msgspec.DecodeError:  # not JSON (raised as any answer), or of another shape
+        return decode_json(text)
+
+
 def node_digest(node: Any) -> bytes | None:
-    """A digest of one raw GraphQL node, equal for equal nodes (None: not an object)."""
+    """A digest of one GraphQL node, equal for equal nodes (None: not an object): of its raw
+    JSON text when it was left raw, else of its decoded form."""
+    if isinstance(node, msgspec.Raw):
+        return b"r" + hashlib.blake2b(node, digest_size=20).digest()
     if not isinstance(node, dict):
         return None
     try:
