@@ -2,6 +2,8 @@
 
     python benchmarks/cycle.py --prs 2000 --checks 60 --latency-ms 50
     python benchmarks/cycle.py --prs 50 --checks 10 --latency-ms 0      # the CI size
+    python benchmarks/cycle.py --prs 2000 --checks 60 --skip-naive --failing-fraction 0.05
+                                        # 5 % of heads failing (default: most heads fail)
 
 It starts the sandbox in its own process (`python -m bot_sandbox serve --scenario scale`,
 every answer delayed by --latency-ms), writes a temporary TOML configuration pointing the
@@ -23,6 +25,10 @@ naive poller's (the CPU ratio naive/reused and the request ratio).
 
 Then (unless --skip-naive) it runs benchmarks/naive.py over the same sandbox: PyGithub,
 per open pull request: list check runs, combined status, list issue comments.
+
+Issue 16's own requests are printed apart per run: the merge base's compares (REST) and
+its commits' checks (GraphQL CommitContexts), and the failing runs' annotations (GraphQL
+CheckRunAnnotations).
 
 Sandbox statistics are reset before each run; GitHub requests by kind, GraphQL points (the
 sandbox charges GitHub's cost formula), Read the Docs requests and writes come from them.
