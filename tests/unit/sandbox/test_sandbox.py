@@ -550,3 +550,36 @@ def test_serve_prints_one_line_and_stops_on_sigterm() -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_check_run_annotations_over_graphql_nodes_and_rest_as_github_shapes_them(
+    world: World, sandbox: Sandbox, client: httpx.Client
+) -> None:
+    given = [
+        {"path": "a.py", "start_line": 3, "end_line": 4, "annotation_level": "warning",
+         "message": "w"},
+        {"path": ".github", "start_line": 9, "message": "Process completed with exit code 1."},
+    ]  # fmt: skip
+    run = world.add_check_run(REPO, SHA, name="t", conclusion="failure", annotations=given)
+    query = (
+        "query($ids: [ID!]!) { nodes(ids: $ids) { __typename ... on CheckRun { databaseId"
+        " annotations(first: 50) { totalCount nodes { annotationLevel path message"
+        " location { start { line } end { line } } } } } } }"
+    )
+    answer = gql(sandbox, client, query, ids=[run["node_id"], "MDg6Q2hlY2tSdW4x"]).json()
+    node, missing = answer["data"]["nodes"]
+    assert missing is None and answer["errors"][0]["type"] == "NOT_FOUND"
+    assert node["databaseId"] == run["id"] and node["annotations"]["totalCount"] == 2
+    assert node["annotations"]["nodes"] == [
+        {"annotationLevel": "WARNING", "path": "a.py", "message": "w",
+         "location": {"start": {"line": 3}, "end": {"line": 4}}},
+        {"annotationLevel": "FAILURE", "path": ".github",
+         "message": "Process completed with exit code 1.",
+         "location": {"start": {"line": 9}, "end": {"line": 9}}},
+    ]  # fmt: skip
+    rest = client.get(f"/repos/{REPO}/check-runs/{run['id']}/annotations").json()
+    assert [a["annotation_level"] for a in rest] == ["warning", "failure"]
+    assert rest[1]["start_column"] is None and rest[1]["blob_href"].endswith("/.github")
+    assert run["output"]["annotations_count"] == 2
+    with pytest.raises(ValueError):
+        world.add_check_run(REPO, SHA, name="u", annotations=[{**given[0], "annotation_level": 1}])
