@@ -30,7 +30,7 @@ from bot.state.lock import StateLock
 from bot.state.ports import CycleState, StoreError
 from bot.state.readonly import ReadOnlyState
 from bot.state.store import Store
-from bot.triage.keeper import TriageKeeper
+from bot.triage.keeper import RowMemo, TriageKeeper
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +55,8 @@ class Clients:
     pacing: WritePacing = field(default_factory=WritePacing)
     # the last report of each pull request, reused by the next cycle when nothing changed
     reports: Reports = field(default_factory=Reports)
+    # the triage row of each pull request's last report (not computed again for it)
+    rows: RowMemo = field(default_factory=dict)
 
     def close(self) -> None:
         """Release connections."""
@@ -167,7 +169,7 @@ def make_cycle(
     The cycle keeps the triage rows in `store` (a read-only state, a dry run's, drops them).
     """
     docs = (ReadTheDocs(clients.rtd, store),)
-    observers = (TriageKeeper(store, clock=now_utc, docs=docs),)
+    observers = (TriageKeeper(store, clock=now_utc, docs=docs, memo=clients.rows),)
     return Cycle(
         github=clients.github,
         docs=docs,
