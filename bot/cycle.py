@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Literal, Protocol
 
 from bot.core.annotations import needs_annotations, with_annotations
-from bot.core.base import MergeBase, needs_base, with_base
+from bot.core.base import MergeBase, judged, needs_base, with_base
 from bot.core.evidence import Evidence
 from bot.core.facts import facts_key
 from bot.core.model import FAILING_STATES, MARKER, Policy, PullSnapshot, Report, Signal, Verdict
@@ -697,7 +697,9 @@ class Cycle:
             if (repo.name, snapshot.head_sha) not in self._bases:
                 self.read_bases(repo.name, [snapshot])
             merge = self._bases[(repo.name, snapshot.head_sha)]
-            report = with_base(report, merge)
+            shown, turns = judged(merge, now=now, unverified_after=policy.unverified_after)
+            report = with_base(report, shown)  # a failed re-read is said once it lasted
+            until = turns if until is None or (turns is not None and turns < until) else until
             if merge.commit is not None and snapshot.base is not None:
                 report = replace(report, merge_base=(snapshot.base, merge.commit))
         if any(needs_annotations(row) for row in report.rows):

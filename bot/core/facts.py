@@ -62,11 +62,12 @@ def _row_facts(row: Row) -> tuple[Any, ...]:
         )
     )
     base = row.base
-    on_base = (
-        None
-        if base is None
-        else (base.commit, base.state and base.state.value, base.url, _ts(base.since), base.error)
-    )
+    on_base: tuple[Any, ...] | None = None
+    if base is not None:
+        on_base = (base.commit, base.state and base.state.value, base.url, _ts(base.since))
+        on_base = (*on_base, base.error)
+        if base.unverified_since is not None:  # appended only when said: the key stays
+            on_base = (*on_base, _ts(base.unverified_since), base.failure, _ts(base.read_at))
     plain = (
         s.name,
         s.kind.value,

@@ -9,6 +9,7 @@ that reaches a row never changes from one request to the next (request ids, erro
 from __future__ import annotations
 
 import itertools
+import sqlite3
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -127,3 +128,62 @@ def test_the_required_checks_unread_say_a_stable_reason(env: Env) -> None:
     said = body(env)
     assert "could not be read (GitHub answered 502)" in said, said
     quiet(env, 2)
+
+
+# --- the merge base's checks: the last good answer stands ----------------------------------------
+
+
+def test_a_failed_re_read_of_the_merge_base_s_checks_edits_nothing(env: Env) -> None:
+    failing_pull(env)
+    base_fails_and_never_settles(env)
+    once(env)
+    first = body(env)
+    assert "also failed on the merge base" in first, first
+    env.sandbox.fail("POST", "/graphql", 502, when="CommitContexts", times=3)
+    quiet(env)  # the last good answer stands
+    assert body(env) == first
+    quiet(env)  # read again, the same answer
+
+
+def test_a_long_failure_of_the_merge_base_s_checks_says_since_when(env: Env) -> None:
+    failing_pull(env)
+    base_fails_and_never_settles(env)
+    once(env)
+    env.sandbox.fail("POST", "/graphql", 502, when="CommitContexts", times=-1)
+    quiet(env)
+    with sqlite3.connect(env.tmp / "state.sqlite3") as db:
+        (payload,) = db.execute("SELECT payload FROM base_contexts").fetchone()
+        assert '"failing_since"' in payload
+        moment = NOW - timedelta(minutes=45)
+        changed = payload.replace(
+            payload.split('"failing_since": "')[1].split('"')[0], moment.isoformat()
+        )
+        db.execute("UPDATE base_contexts SET payload = ?", (changed,))
+    once(env)
+    said = body(env)
+    assert "also failed on the merge base" in said, said  # the last good answer, still
+    since = moment.strftime("%Y-%m-%d %H:%M UTC")
+    assert f"could not be verified since {since}" in said, said
+    assert "GitHub answered 502" in said
+    quiet(env)
+
+
+# --- annotations ---------------------------------------------------------------------------------
+
+QUOTE = "`t.py:3`: `AssertionError: boom`"
+BOOM = [{"path": "t.py", "start_line": 3, "message": "AssertionError: boom"}]
+
+
+def test_a_real_change_still_edits_while_the_annotations_cannot_be_read(env: Env) -> None:
+    """The failed read holds back only what it would have changed: another fact still edits."""
+    stateless(env)
+    sha = failing_pull(env, annotations=BOOM)
+    once(env)
+    env.sandbox.fail("POST", "/graphql", 502, when="CheckRunAnnotations", times=-1)
+    env.world.add_check_run(
+        REPO, sha, name="lint", workflow="ci", status="in_progress", started_at=NOW,
+    )  # fmt: skip
+    env.sandbox.clear_requests()
+    once(env)
+    assert len(writes(env.sandbox)) == 1
+    assert "`lint`" in body(env)
