@@ -168,10 +168,35 @@ def test_a_long_failure_of_the_merge_base_s_checks_says_since_when(env: Env) -> 
     quiet(env)
 
 
+def test_without_a_state_a_failed_read_of_the_merge_base_s_checks_edits_nothing(env: Env) -> None:
+    stateless(env)
+    failing_pull(env)
+    base_fails_and_never_settles(env)
+    once(env)
+    first = body(env)
+    assert "also failed on the merge base" in first, first
+    env.sandbox.fail("POST", "/graphql", 502, when="CommitContexts", times=3)
+    quiet(env)
+    assert body(env) == first
+    quiet(env)
+
+
 # --- annotations ---------------------------------------------------------------------------------
 
 QUOTE = "`t.py:3`: `AssertionError: boom`"
 BOOM = [{"path": "t.py", "start_line": 3, "message": "AssertionError: boom"}]
+
+
+def test_without_a_state_a_failed_annotations_read_edits_nothing(env: Env) -> None:
+    stateless(env)
+    failing_pull(env, annotations=BOOM)
+    once(env)
+    first = body(env)
+    assert QUOTE in first, first
+    env.sandbox.fail("POST", "/graphql", 502, when="CheckRunAnnotations", times=5)
+    quiet(env)
+    assert body(env) == first
+    quiet(env)
 
 
 def test_a_real_change_still_edits_while_the_annotations_cannot_be_read(env: Env) -> None:
