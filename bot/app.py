@@ -30,7 +30,7 @@ from bot.state.lock import StateLock
 from bot.state.ports import CycleState, StoreError
 from bot.state.readonly import ReadOnlyState
 from bot.state.store import Store
-from bot.triage.keeper import TriageKeeper
+from bot.triage.keeper import RowMemo, TriageKeeper
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +55,8 @@ class Clients:
     pacing: WritePacing = field(default_factory=WritePacing)
     # the last report of each pull request, reused by the next cycle when nothing changed
     reports: Reports = field(default_factory=Reports)
+    # the triage row of each pull request's last report (not computed again for it)
+    rows: RowMemo = field(default_factory=dict)
 
     def close(self) -> None:
         """Release connections."""
@@ -167,7 +169,7 @@ def make_cycle(
     The cycle keeps the triage rows in `store` (a read-only state, a dry run's, drops them).
     """
     docs = (ReadTheDocs(clients.rtd, store),)
-    observers = (TriageKeeper(store, clock=now_utc, docs=docs),)
+    observers = (TriageKeeper(store, clock=now_utc, docs=docs, memo=clients.rows),)
     return Cycle(
         github=clients.github,
         docs=docs,
@@ -266,7 +268,8 @@ def held_elsewhere(store: Store, repos: Sequence[str], leases: Leases) -> dict[s
         if repo not in held:
             row = rows.get(repo)
             at = "" if row is None else f" {row.holder} until {row.expires_at:%Y-%m-%dT%H:%M:%SZ}"
-            why[repo] = f"its lease is held by another process{at} (a `run` replica works it)"
+            who = "a `run` replica or another `once`"
+            why[repo] = f"its lease is held by another process{at} ({who})"
     return why
 
 

@@ -2,25 +2,27 @@
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import logging
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Literal, Protocol
 
 from bot.core.annotations import needs_annotations, with_annotations
-from bot.core.base import MergeBase, needs_base, with_base
+from bot.core.base import MergeBase, judged, needs_base, with_base
 from bot.core.evidence import Evidence
-from bot.core.facts import facts_key
-from bot.core.model import FAILING_STATES, MARKER, Policy, PullSnapshot, Report, Verdict
+from bot.core.facts import core_key, facts_key
+from bot.core.model import FAILING_STATES, MARKER, Policy, PullSnapshot, Report, Signal, Verdict
 from bot.core.reconcile import github_state, reconcile_until
 from bot.core.required import HEAD_SEEN_KEY, expected_signals
 from bot.docs.provider import DocsProvider
-from bot.github.annotations import AnnotationReader, Found
+from bot.github.annotations import AnnotationReader, Found, failing_runs
 from bot.github.bases import BaseReader
 from bot.github.client import Comment, GitHubApi, GitHubError, RateLimited
 from bot.github.parse import PullFailure
@@ -28,7 +30,7 @@ from bot.render.comment import Renderer
 from bot.render.stamp import Stamp, generation_of, parse_stamp
 from bot.retry import Retryable, RetryPolicy, Stopped, pause, run_with_retries
 from bot.settings import PolicySettings, RepoSettings
-from bot.state.ports import CycleState
+from bot.state.ports import CycleState, PullRecord, StoredComment
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +94,18 @@ class Built:
     report: Report
     key: str
     annotations: Found | None = None  # the failing runs' annotations of this pass (if read)
+    keys: tuple[str, ...] = ()  # needs_first_seen of the snapshot
+    failing: bool = False  # a signal of the snapshot fails (its merge base is read)
+
+    def same_signals(self, snapshot: PullSnapshot, expected: Sequence[str]) -> bool:
+        """Whether `snapshot` holds the very signals (and required set) this was built from:
+        what is computed from them alone is as it was."""
+        last = self.snapshot
+        return (
+            last.signals is snapshot.signals
+            and last.required_checks == snapshot.required_checks
+            and self.expected == tuple(expected)
+        )
 
     def serves(
         self,
@@ -118,6 +132,19 @@ class Reports:
     def __init__(self) -> None:
         """None yet."""
         self._built: dict[tuple[str, int], Built] = {}
+        # each head's failing check runs, with the signals they were found in
+        self._runs: dict[tuple[str, int], tuple[tuple[Signal, ...], list[Signal]]] = {}
+
+    def failing_runs(self, snapshot: PullSnapshot) -> list[Signal]:
+        """The head's failing check runs (bot.github.annotations), found again only when its
+        signals are not the very ones they were found in."""
+        key = (snapshot.repo, snapshot.number)
+        last = self._runs.get(key)
+        if last is not None and last[0] is snapshot.signals:
+            return last[1]
+        runs = failing_runs(snapshot)
+        self._runs[key] = (snapshot.signals, runs)
+        return runs
 
     def get(self, repo: str, number: int) -> Built | None:
         """The last report built for this pull request, if any."""
@@ -132,6 +159,8 @@ class Reports:
         kept = set(numbers)
         for key in [k for k in self._built if k[0] == repo and k[1] not in kept]:
             del self._built[key]
+        for key in [k for k in self._runs if k[0] == repo and k[1] not in kept]:
+            del self._runs[key]
 
 
 @dataclass(frozen=True)
@@ -190,6 +219,22 @@ class Summary:
         return text
 
 
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside: reading a cycle's answers makes millions of objects
+    that live until the cycle ends, and each full collection would walk every one of them
+    again (a quarter of a warm cycle's CPU at 500 pull requests). Objects freed by reference
+    count still are; cycles of garbage wait for the collector, enabled again after."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def sha256(text: str) -> str:
     """Hex sha256 of a text."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -231,6 +276,11 @@ def needs_first_seen(snapshot: PullSnapshot, expected: Sequence[str] = ()) -> li
     return keys
 
 
+def has_failing(snapshot: PullSnapshot) -> bool:
+    """Whether a signal of the head fails on GitHub (its merge base is then read)."""
+    return any(github_state(signal) in FAILING_STATES for signal in snapshot.signals)
+
+
 def due_for_check(
     last_good: Mapping[tuple[str, int], datetime], *, per_query: int = CHECK_BATCH
 ) -> list[tuple[str, int]]:
@@ -241,9 +291,25 @@ def due_for_check(
     return ordered[: queries * per_query]
 
 
+def unread_only(report: Report, stamp: Stamp) -> bool:
+    """Whether the comment stamped `stamp` differs from `report` only by what a failed read
+    took away: the same head and core facts, and a failing row whose merge base's checks or
+    annotations could not be read this time (a failed read is no new fact)."""
+    if stamp.head_sha != report.head_sha or stamp.core_key != core_key(report):
+        return False
+    return any(
+        (needs_base(row) and row.base is not None and row.base.error is not None)
+        or (needs_annotations(row) and row.annotations is None)
+        for row in report.rows
+    )
+
+
 def is_own(comment: Comment, login: str) -> bool:
     """The bot's comment: it carries the marker AND the bot wrote it."""
     return comment.author == login and comment.body.startswith(MARKER)
+
+
+UNKNOWN_EDITOR = "(an editor GitHub did not name)"  # never a login: a stamp is then not trusted
 
 
 class CycleObserver(Protocol):
@@ -251,6 +317,9 @@ class CycleObserver(Protocol):
 
     def pull_done(self, snapshot: PullSnapshot, report: Report) -> None:
         """A selected pull request was reconciled into `report`."""
+
+    def pulls_done(self) -> None:
+        """The pass (or refresh) planned every pull request it read."""
 
     def repo_done(self, repo: str, seen: Iterable[int]) -> None:
         """Every open pull request of `repo` was listed; `seen` are the numbers kept."""
@@ -288,6 +357,7 @@ class Cycle:
         reports: Reports | None = None,
     ) -> None:
         self.github, self.docs, self.store, self.renderer = github, tuple(docs), store, renderer
+        self.reports = reports or Reports()  # the service shares one across its cycles
         self.policy = policy
         self.pacing = pacing or WritePacing()  # the service shares one across its cycles
         self.core_policy = policy.core()
@@ -301,6 +371,10 @@ class Cycle:
         self._left: list[Plan] = []  # this pass's comments left as they are (to be checked)
         # The bot's own comments (None: it has none) found by a batched listing, by PR.
         self._listed: dict[tuple[str, int], Comment | None] = {}
+        # What the state holds for the pull requests being planned, read a chunk at a time.
+        self._records: dict[tuple[str, int], PullRecord] = {}
+        # The recorded comments this pass leaves as they are, as read when planned.
+        self._left_stored: dict[tuple[str, int], StoredComment] = {}
         # The merge bases (and their signals) read for this pass's failing heads, by head.
         self._bases: dict[tuple[str, str], MergeBase] = {}
         self._base_reader = BaseReader(github, store, clock=clock)
@@ -309,14 +383,15 @@ class Cycle:
         # Failing pull requests whose runs' annotations are not known yet: planned at the end
         # of their repository, after one batched read of all of them.
         self._waiting: list[PullSnapshot] = []
-        self._annotation_reader = AnnotationReader(github, store, clock=clock)
+        self._annotation_reader = AnnotationReader(
+            github, store, clock=clock, runs_of=self.reports.failing_runs
+        )
         # The lease generation a write to a repository's comments carries (0: no lease).
         self.generation = generation
         # Several replicas: the generation this replica may write under now, read from the
         # state just before each write (None: its lease is lost: no write). None: one process.
         self.fence = fence
         self.observers = tuple(observers)
-        self.reports = reports or Reports()  # the service shares one across its cycles
 
     # -- the pass ------------------------------------------------------------------------
 
@@ -331,8 +406,22 @@ class Cycle:
         plans: list[Plan] = []
         self._left, self._listed, self._bases, self._annotations = [], {}, {}, {}
         self._waiting = []
+        self._records, self._left_stored = {}, {}
         gh_before, points_before = self.github.usage.total, self.github.usage.graphql_points
         rtd_before = self._docs_requests()
+        with gc_paused():
+            self._plan_all(repos, plans, summary)
+            for observer in self.observers:
+                observer.pulls_done()
+            plans.extend(self._check_left(summary))
+        self._publish_all(plans, summary)
+        summary.github_requests = self.github.usage.total - gh_before
+        summary.graphql_points = self.github.usage.graphql_points - points_before
+        summary.rtd_requests = self._docs_requests() - rtd_before
+        return summary
+
+    def _plan_all(self, repos: Sequence[RepoSettings], plans: list[Plan], summary: Summary) -> None:
+        """Read and plan every repository (a failure is that repository's alone)."""
         for index, repo in enumerate(repos):
             if self.stopping():
                 self._not_read(repos[index:], summary, "not read: the bot is stopping")
@@ -355,12 +444,6 @@ class Cycle:
             except Exception as exc:  # one repository's failure never loses the cycle
                 self._repo_failed(repo.name, summary, f"{exc.__class__.__name__}: {exc}")
                 log.warning("could not read %s", repo.name, exc_info=True)
-        plans.extend(self._check_left(summary))
-        self._publish_all(plans, summary)
-        summary.github_requests = self.github.usage.total - gh_before
-        summary.graphql_points = self.github.usage.graphql_points - points_before
-        summary.rtd_requests = self._docs_requests() - rtd_before
-        return summary
 
     def _docs_requests(self) -> int:
         return sum(provider.requests for provider in self.docs)
@@ -410,13 +493,14 @@ class Cycle:
     ) -> Iterator[Plan]:
         """Plan a few pull requests; first list, in one query, the comments of those whose
         comment the state does not know (with no state at all: every one)."""
+        numbers = [s.number for s in chunk if isinstance(s, PullSnapshot)]
+        for number, record in self.store.pull_records(repo.name, numbers).items():
+            self._records[(repo.name, number)] = record
         self._list_unknown(repo.name, chunk)
         failing = [
             s
             for s in chunk
-            if isinstance(s, PullSnapshot)
-            and selected(s, self.policy)
-            and any(github_state(signal) in FAILING_STATES for signal in s.signals)
+            if isinstance(s, PullSnapshot) and selected(s, self.policy) and self._failing(repo, s)
         ]
         self._stamped_bases(repo.name, failing)
         self.read_bases(repo.name, failing)
@@ -427,6 +511,8 @@ class Cycle:
             if any(snapshot is s for s in unread):
                 continue
             plan = self._plan_one(snapshot, repo, summary)
+            if isinstance(snapshot, PullSnapshot):  # planned: the state may differ now
+                self._records.pop((repo.name, snapshot.number), None)
             if plan is not None:
                 yield plan
 
@@ -437,8 +523,35 @@ class Cycle:
         self.read_annotations(repo.name, waiting)
         for snapshot in waiting:
             plan = self._plan_one(snapshot, repo, summary)
+            if isinstance(snapshot, PullSnapshot):  # planned: the state may differ now
+                self._records.pop((repo.name, snapshot.number), None)
             if plan is not None:
                 yield plan
+
+    def _failing(self, repo: RepoSettings, snapshot: PullSnapshot) -> bool:
+        """Whether a signal of the head fails (as last time when its signals are the same)."""
+        last = self.reports.get(repo.name, snapshot.number)
+        if last is not None and last.same_signals(snapshot, repo.expected):
+            return last.failing
+        return has_failing(snapshot)
+
+    # What the state holds for a pull request: as read with its chunk (before anything was
+    # recorded for it this pass), else read now (a webhook refresh, a dry run's report).
+
+    def stored_comment(self, repo: str, number: int) -> StoredComment | None:
+        """The recorded comment."""
+        found = self._records.get((repo, number))
+        return self.store.get_comment(repo, number) if found is None else found.comment
+
+    def _without_comment(self, repo: str, number: int) -> bool:
+        found = self._records.get((repo, number))
+        if found is None:
+            return self.store.known_without_comment(repo, number)
+        return found.without_comment
+
+    def _facts(self, repo: str, number: int) -> tuple[str, datetime] | None:
+        found = self._records.get((repo, number))
+        return self.store.get_facts(repo, number) if found is None else found.facts
 
     def _list_unknown(self, repo: str, chunk: Sequence[PullSnapshot | PullFailure]) -> None:
         numbers = [
@@ -446,8 +559,8 @@ class Cycle:
             for s in chunk
             if isinstance(s, PullSnapshot)
             and selected(s, self.policy)
-            and self.store.get_comment(repo, s.number) is None
-            and not self.store.known_without_comment(repo, s.number)
+            and self.stored_comment(repo, s.number) is None
+            and not self._without_comment(repo, s.number)
         ]
         if not numbers:
             return
@@ -559,7 +672,13 @@ class Cycle:
         bot's own comment is stamped with (a run with no state, a lost state).
         """
         now = self.clock()
-        keys = needs_first_seen(snapshot, repo.expected)
+        last = self.reports.get(repo.name, snapshot.number)
+        same = last is not None and last.same_signals(snapshot, repo.expected)
+        keys = (
+            list(last.keys)
+            if last is not None and same
+            else needs_first_seen(snapshot, repo.expected)
+        )
         first_seen: dict[str, datetime] = {}
         if keys:
             args = (repo.name, snapshot.number, snapshot.head_sha)
@@ -570,8 +689,7 @@ class Cycle:
             first_seen = self.store.first_seen(*args)
             first_seen = {k: first_seen.get(k) or stamped.get(k) or now for k in keys}
         docs = read_docs(snapshot, repo, self.docs, now=now)
-        known = self.store.get_facts(repo.name, snapshot.number)
-        last = self.reports.get(repo.name, snapshot.number)
+        known = self._facts(repo.name, snapshot.number)
         merge = self._bases.get((repo.name, snapshot.head_sha))
         said = self._annotations.get((repo.name, snapshot.head_sha))
         if (
@@ -592,7 +710,9 @@ class Cycle:
             if (repo.name, snapshot.head_sha) not in self._bases:
                 self.read_bases(repo.name, [snapshot])
             merge = self._bases[(repo.name, snapshot.head_sha)]
-            report = with_base(report, merge)
+            shown, turns = judged(merge, now=now, unverified_after=policy.unverified_after)
+            report = with_base(report, shown)  # a failed re-read is said once it lasted
+            until = turns if until is None or (turns is not None and turns < until) else until
             if merge.commit is not None and snapshot.base is not None:
                 report = replace(report, merge_base=(snapshot.base, merge.commit))
         if any(needs_annotations(row) for row in report.rows):
@@ -601,10 +721,11 @@ class Cycle:
             said = self._annotations[(repo.name, snapshot.head_sha)]
             report = with_annotations(report, said)
         key = facts_key(report)
-        expected = tuple(repo.expected)
+        failing = last.failing if last is not None and same else has_failing(snapshot)
         built = Built(
-            snapshot, docs, first_seen, policy, expected, merge, now, until, report, key, said
-        )
+            snapshot, docs, first_seen, policy, tuple(repo.expected), merge, now, until, report,
+            key, said, tuple(keys), failing,
+        )  # fmt: skip
         if known is not None and known[0] == key:
             report = replace(report, observed_at=known[1])
             self.reports.put(replace(built, report=report))
@@ -624,12 +745,13 @@ class Cycle:
         the first-seen and first-observed times it states (unless someone else edited it last),
         and one stating the same facts is adopted, so a lost or absent state re-dates nothing.
         """
-        stored = self.store.get_comment(repo.name, snapshot.number)
+        stored = self.stored_comment(repo.name, snapshot.number)
         if stored is None:
             return self._plan_unknown(snapshot, repo)
         report, key = self.report_for(snapshot, repo)
         comment_key = self._comment_key(report, key)
         if stored.facts_key == comment_key:
+            self._left_stored[(repo.name, snapshot.number)] = stored
             return Plan(report, "leave", "", comment_key, stored.comment_id, stored.node_id)
         if self.dry_run:  # the write would re-read the comment first: so does the prediction
             current = self.github.get_comment(repo.name, stored.comment_id)
@@ -647,7 +769,7 @@ class Cycle:
         """Plan for a pull request whose comment the state does not know: look at its comments
         (once: a listing that found none is kept, and the write looks again before creating)."""
         name, number = repo.name, snapshot.number
-        if self.store.known_without_comment(name, number):
+        if self._without_comment(name, number):
             report, key = self.report_for(snapshot, repo)
             return Plan(report, "create", "", self._comment_key(report, key), None)
         listed = (name, number) in self._listed
@@ -658,6 +780,13 @@ class Cycle:
             self.store.note_no_comment(name, number, now=self.clock())
             return Plan(report, "create", "", comment_key, None, looked=True)
         body = self.body(report)
+        stamp = self._trusted_stamp(own)
+        if own.body != body and stamp is not None and unread_only(report, stamp):
+            # only a failed read would change it: no new fact, the comment is left as it is
+            report = replace(report, observed_at=stamp.observed_at)
+            key, body = stamp.facts_key, own.body
+            self.store.set_facts(name, number, facts_key=key, observed_at=stamp.observed_at)
+            comment_key = self._comment_key(report, key)
         action: Literal["edit", "adopt"] = "adopt" if own.body == body else "edit"
         return Plan(report, action, body, comment_key, own.id, own.node_id, found=own, looked=True)
 
@@ -684,7 +813,7 @@ class Cycle:
         least half of them: each is checked every second pass or more often, 100 per GraphQL
         point); plan a create for one deleted and an edit for one someone else changed."""
         left = {(p.report.repo, p.report.number): p for p in self._left if p.node_id}
-        stored = {key: self.store.get_comment(*key) for key in left}
+        stored = {key: self._left_stored.get(key) or self.store.get_comment(*key) for key in left}
         kept = {key: s for key, s in stored.items() if s is not None and s.node_id}
         due = due_for_check({key: s.last_known_good for key, s in kept.items()})
         if not due:
@@ -885,9 +1014,27 @@ class Cycle:
             )
 
     def _find_own(self, repo: str, number: int) -> Comment | None:
-        """The bot's oldest own comment on the pull request, if any."""
+        """The bot's oldest own comment on the pull request, if any, with its last editor: REST
+        does not say who edited a comment, so it is asked of GraphQL before a stamp is trusted
+        (where it cannot be asked, the editor is unknown and the stamp is not trusted)."""
         own = [c for c in self.github.list_comments(repo, number) if is_own(c, self.login)]
-        return own[0] if own else None
+        if not own:
+            return None
+        found = own[0]
+        try:
+            read = (
+                self.github.read_comments([found.node_id]).get(found.node_id)
+                if found.node_id
+                else None
+            )
+        except RateLimited:
+            raise
+        except GitHubError as exc:
+            log.warning("could not read who last edited comment %d: %s", found.id, exc)
+            read = None
+        if read is None or not is_own(read, self.login):
+            return replace(found, editor=UNKNOWN_EDITOR)
+        return read
 
     def _record(self, plan: Plan, comment: Comment, action: str) -> None:
         comment_id = comment.id
@@ -935,6 +1082,8 @@ class Cycle:
         gh_before, points_before = self.github.usage.total, self.github.usage.graphql_points
         rtd_before = self._docs_requests()
         plans = [p for s, r in pulls if (p := self._plan_one(s, r, summary)) is not None]
+        for observer in self.observers:
+            observer.pulls_done()
         self._publish_all(plans, summary)
         summary.github_requests = self.github.usage.total - gh_before
         summary.graphql_points = self.github.usage.graphql_points - points_before

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
-from datetime import datetime
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from functools import reduce
 from typing import Final
 
@@ -17,6 +17,7 @@ from bot.core.model import (
     Signal,
     State,
     Verdict,
+    format_utc,
     group_of,
     parse_optional_time,
 )
@@ -35,6 +36,11 @@ class MergeBase:
     signals: tuple[Signal, ...] = ()
     truncated: bool = False  # more contexts on the merge base than were read
     error: str | None = None  # the merge base, or its checks, could not be read
+    # Its checks could not be read again: the signals above are the last good answer, read at
+    # `read_at`; reading has failed since `failing_since`, as `failure` says (stable words).
+    read_at: datetime | None = field(default=None, compare=False)  # shown only with the below
+    failing_since: datetime | None = None
+    failure: str | None = None
 
     @property
     def final(self) -> bool:
@@ -42,6 +48,22 @@ class MergeBase:
         return self.error is None and not any(
             github_state(s) is State.PENDING for s in self.signals
         )
+
+
+def judged(
+    merge: MergeBase, *, now: datetime, unverified_after: timedelta
+) -> tuple[MergeBase, datetime | None]:
+    """The merge base as a report says it at `now`: a last good answer whose re-read has failed
+    for less than `unverified_after` reads as that answer alone (the failure is no new fact);
+    also the first time this judgement would change (None: never)."""
+    since = merge.failing_since
+    if since is None:
+        return merge, None
+    if now - since < unverified_after:
+        return replace(merge, failing_since=None, failure=None, read_at=None), (
+            since + unverified_after
+        )
+    return merge, None
 
 
 def needs_base(row: Row) -> bool:
@@ -81,10 +103,32 @@ def on_base(signal: Signal, merge: MergeBase) -> BaseCheck:
     if not matches:
         if merge.truncated:
             return BaseCheck(merge.commit, error=TRUNCATED_BASE)
-        return BaseCheck(merge.commit)
+        return _unverified(BaseCheck(merge.commit), merge)
     found = reduce(lambda kept, s: s if newer(s, kept) else kept, matches)
     when = found.created_at if found.kind is Kind.STATUS else found.completed_at
-    return BaseCheck(merge.commit, github_state(found), found.url, when or found.started_at)
+    state = github_state(found)
+    return _unverified(BaseCheck(merge.commit, state, found.url, when or found.started_at), merge)
+
+
+def _unverified(check: BaseCheck, merge: MergeBase) -> BaseCheck:
+    """The failed re-read a last good answer carries (judged: only once it lasted the limit)."""
+    if merge.failing_since is None:
+        return check
+    return replace(
+        check, unverified_since=merge.failing_since, failure=merge.failure, read_at=merge.read_at
+    )
+
+
+def unverified_finding(base: BaseCheck | None) -> str | None:
+    """The sentence that says the merge base's checks could not be read again since when."""
+    if base is None or base.unverified_since is None or base.error is not None:
+        return None
+    why = f": {base.failure.strip().rstrip('.')}" if base.failure else ""
+    at = "" if base.read_at is None else f" at {format_utc(base.read_at)}"
+    return (
+        f"GitHub's checks of the merge base could not be verified since "
+        f"{format_utc(base.unverified_since)}{why}; this is what GitHub reported{at}."
+    )
 
 
 def base_finding(base: BaseCheck | None) -> str | None:
@@ -95,7 +139,8 @@ def base_finding(base: BaseCheck | None) -> str | None:
 
 
 def merge_base_payload(merge: MergeBase) -> str:
-    """A merge base's signals as JSON text (kept in the state once final)."""
+    """A merge base's signals as JSON text (kept in the state: a final answer for good, one not
+    final as the last good answer should a re-read fail), with when it was read and failing."""
     rows = [
         {
             **{k: v for k, v in s._asdict().items() if not isinstance(v, datetime)},
@@ -103,7 +148,14 @@ def merge_base_payload(merge: MergeBase) -> str:
         }
         for s in merge.signals
     ]
-    return json.dumps({"truncated": merge.truncated, "signals": rows})
+    data: dict[str, object] = {"truncated": merge.truncated, "signals": rows}
+    for name in ("read_at", "failing_since"):
+        value = getattr(merge, name)
+        if value is not None:
+            data[name] = value.isoformat()
+    if merge.failure is not None:
+        data["failure"] = merge.failure
+    return json.dumps(data)
 
 
 def merge_base_of_payload(commit: str, payload: str) -> MergeBase:
@@ -121,4 +173,12 @@ def merge_base_of_payload(commit: str, payload: str) -> MergeBase:
         )
         for row in data["signals"]
     )
-    return MergeBase(commit, signals, truncated=bool(data["truncated"]))
+    failure = data.get("failure")
+    return MergeBase(
+        commit,
+        signals,
+        truncated=bool(data["truncated"]),
+        read_at=parse_optional_time(data.get("read_at")),
+        failing_since=parse_optional_time(data.get("failing_since")),
+        failure=failure if isinstance(failure, str) else None,
+    )

@@ -235,6 +235,11 @@ class BaseCheck:
     url: str | None = None
     since: datetime | None = None
     error: str | None = None  # why the merge base or its checks could not be read
+    # the merge base's checks could not be read again since then (said once that has lasted
+    # the policy's limit; before that None): what is above is GitHub's last good answer
+    unverified_since: datetime | None = None
+    failure: str | None = None  # how that read fails, in stable words
+    read_at: datetime | None = None  # when that last good answer was read
 
     @property
     def also_failing(self) -> bool:

@@ -29,16 +29,22 @@ class AnnotationReader:
     where `keeper` keeps them (a completed run's annotations never change; None: no state)."""
 
     def __init__(
-        self, github: GitHubApi, keeper: AnnotationKeeper | None, *, clock: Callable[[], datetime]
+        self,
+        github: GitHubApi,
+        keeper: AnnotationKeeper | None,
+        *,
+        clock: Callable[[], datetime],
+        runs_of: Callable[[PullSnapshot], list[Signal]] = failing_runs,
     ) -> None:
-        self.github, self.keeper, self.clock = github, keeper, clock
+        """`runs_of`: the failing runs of a head (failing_runs, or one that keeps them)."""
+        self.github, self.keeper, self.clock, self.runs_of = github, keeper, clock, runs_of
 
     def read(
         self, repo: str, snapshots: Sequence[PullSnapshot], *, ask: bool = True
     ) -> dict[str, Found]:
         """By head: the annotations of each of its failing check runs that could be read.
         With `ask` False only the state is read, and a head with a run not kept is left out."""
-        heads = {snapshot.head_sha: failing_runs(snapshot) for snapshot in snapshots}
+        heads = {snapshot.head_sha: self.runs_of(snapshot) for snapshot in snapshots}
         runs = {s.database_id: (head, s) for head, ss in heads.items() for s in ss if s.database_id}
         found = self._kept(repo, list(runs)) if runs and self.keeper else {}
         unread = {run: runs[run] for run in runs if run not in found}

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 
 from bot.core.base import MergeBase, merge_base_of_payload, merge_base_payload
@@ -28,48 +29,70 @@ class BaseReader:
         self.github, self.keeper, self.clock = github, keeper, clock
 
     def read(self, repo: str, snapshots: Sequence[PullSnapshot]) -> dict[str, MergeBase]:
-        """Each head's merge base with its signals (or why they could not be read), by head."""
+        """Each head's merge base with its signals (or why they could not be read), by head.
+
+        A re-read of a merge base's checks that fails where an answer was read before is no
+        new fact: that last good answer stands, with since when reading fails (kept)."""
         merges: dict[str, MergeBase] = {}
         limited: str | None = None
+        pairs = [(s.base, s.head_sha) for s in snapshots if s.base is not None]
+        pairs_kept = self.keeper.merge_bases(repo, pairs) if self.keeper and pairs else {}
         for snapshot in snapshots:
-            if limited is not None:
-                merges[snapshot.head_sha] = MergeBase(None, error=limited)
-                continue
-            merges[snapshot.head_sha] = merge = self._merge_base(repo, snapshot)
-            if merge.error is not None and "rate limit" in merge.error:
+            merges[snapshot.head_sha] = merge = self._merge_base(
+                repo, snapshot, pairs_kept, limited=limited
+            )
+            if limited is None and merge.error is not None and "rate limit" in merge.error:
                 limited = merge.error
         commits = {m.commit for m in merges.values() if m.commit is not None}
-        known = {c: m for c in commits if (m := self._kept(repo, c)) is not None}
+        kept = {c: m for c in commits if (m := self._kept(repo, c)) is not None}
+        known = {c: m for c, m in kept.items() if m.final}
         unread = sorted(commits - set(known))
         if unread and limited is None:
-            known.update(self._read_commits(repo, unread))
+            known.update(self._read_commits(repo, unread, kept))
         found: dict[str, MergeBase] = {}
         for head, merge in merges.items():
-            if merge.commit is not None:
+            if merge.commit is not None and merge.commit not in known:
                 why = limited or "its checks were not read"
-                merge = known.get(merge.commit) or MergeBase(merge.commit, error=why)
-            found[head] = merge
+                known[merge.commit] = self._fallback(
+                    repo, merge.commit, kept.get(merge.commit), error=why, failure=why
+                )
+            found[head] = known[merge.commit] if merge.commit is not None else merge
         return found
 
-    def _merge_base(self, repo: str, snapshot: PullSnapshot) -> MergeBase:
-        """The head's merge base (no signals yet): kept, else asked of GitHub."""
+    def _merge_base(
+        self,
+        repo: str,
+        snapshot: PullSnapshot,
+        kept: Mapping[tuple[str, str], str],
+        *,
+        limited: str | None = None,
+    ) -> MergeBase:
+        """The head's merge base (no signals yet): kept (read for all heads at once), else
+        asked of GitHub (not once a rate limit was met: then `limited` says why)."""
         base = snapshot.base
         if base is None:
             return MergeBase(None, error="GitHub did not name the pull request's base branch")
-        kept = self.keeper and self.keeper.get_merge_base(repo, base, snapshot.head_sha)
-        if kept:
-            return MergeBase(kept)
+        known = kept.get((base, snapshot.head_sha))
+        if known:
+            return MergeBase(known)
+        if limited is not None:
+            return MergeBase(None, error=limited)
+        head = snapshot.head_sha
         try:
-            sha = self.github.merge_base(repo, base, snapshot.head_sha)
+            sha = self.github.merge_base(repo, base, head)
         except RateLimited as exc:
-            return MergeBase(None, error=f"GitHub's rate limit was reached ({exc})")
+            log.warning("GitHub's compare of %s and %s in %s: %s", base, head, repo, exc)
+            return MergeBase(None, error=f"GitHub's rate limit was reached ({exc.reason})")
         except GitHubError as exc:
-            return MergeBase(None, error=f"GitHub's compare of {base} and the head failed: {exc}")
+            log.warning("GitHub's compare of %s and %s in %s: %s", base, head, repo, exc)
+            why = f"GitHub's compare of {base} and the head failed: {exc.reason}"
+            return MergeBase(None, error=why)
         if self.keeper is not None:
             self.keeper.put_merge_base(repo, base, snapshot.head_sha, sha, now=self.clock())
         return MergeBase(sha)
 
     def _kept(self, repo: str, commit: str) -> MergeBase | None:
+        """The answer kept for this merge base: final (never read again), or the last good one."""
         payload = None if self.keeper is None else self.keeper.get_base_contexts(repo, commit)
         if payload is None:
             return None
@@ -79,15 +102,44 @@ class BaseReader:
             log.warning("the kept contexts of %s in %s are unreadable: read again", commit, repo)
             return None
 
-    def _read_commits(self, repo: str, commits: Sequence[str]) -> dict[str, MergeBase]:
+    def _read_commits(
+        self, repo: str, commits: Sequence[str], kept: Mapping[str, MergeBase]
+    ) -> dict[str, MergeBase]:
         try:
             found = self.github.commits_signals(repo, commits)
         except GitHubError as exc:
-            why = f"GitHub's checks of the merge base could not be read: {exc}"
-            return {c: MergeBase(c, error=why) for c in commits}
+            log.warning("could not read the merge bases' checks in %s: %s", repo, exc)
+            why = f"GitHub's checks of the merge base could not be read: {exc.reason}"
+            return {
+                c: self._fallback(repo, c, kept.get(c), error=why, failure=exc.reason)
+                for c in commits
+            }
+        now = self.clock()
+        read: dict[str, MergeBase] = {}
+        for commit, merge in found.items():
+            if merge.error is not None:
+                read[commit] = self._fallback(
+                    repo, commit, kept.get(commit), error=merge.error, failure=merge.error
+                )
+                continue
+            read[commit] = merge = replace(merge, read_at=now)
+            if self.keeper is not None:  # final: for good; else as the last good answer
+                payload = merge_base_payload(merge)
+                self.keeper.put_base_contexts(repo, commit, payload=payload, now=now)
+        return read
+
+    def _fallback(
+        self, repo: str, commit: str, last: MergeBase | None, *, error: str, failure: str
+    ) -> MergeBase:
+        """A failed read of a merge base's checks: the last good answer, failing since the
+        first failure (kept), or, where none was ever read, the error."""
+        if last is None:
+            return MergeBase(commit, error=error)
+        if last.failing_since is not None:
+            return last
+        now = self.clock()
+        last = replace(last, failing_since=now, failure=failure)
         if self.keeper is not None:
-            for commit, merge in found.items():
-                if merge.final:
-                    payload = merge_base_payload(merge)
-                    self.keeper.put_base_contexts(repo, commit, payload=payload, now=self.clock())
-        return found
+            payload = merge_base_payload(last)
+            self.keeper.put_base_contexts(repo, commit, payload=payload, now=now)
+        return last

@@ -14,9 +14,10 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 from urllib.parse import quote
 
+import msgspec
 import orjson
 import requests
 from github import Github
@@ -78,11 +79,16 @@ Pair = tuple[str, str]  # (base branch, check or status name)
 
 
 class GitHubError(Exception):
-    """GitHub could not be read or written; the message says what it answered."""
+    """GitHub could not be read or written; the message says what it answered (for logs).
 
-    def __init__(self, message: str, *, status: int | None = None) -> None:
+    `reason` says it in words that are the same for every such answer (the status and a
+    category; never a request id or a body): the only text of an error a comment may carry.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, reason: str = "") -> None:
         super().__init__(message)
         self.status = status
+        self.reason = reason or message
 
 
 class NotFound(GitHubError):
@@ -92,8 +98,8 @@ class NotFound(GitHubError):
 class RateLimited(GitHubError):
     """GitHub refused for rate limiting; retry after `wait_s` seconds."""
 
-    def __init__(self, message: str, *, wait_s: float) -> None:
-        super().__init__(message, status=403)
+    def __init__(self, message: str, *, wait_s: float, reason: str = "") -> None:
+        super().__init__(message, status=403, reason=reason or "GitHub's rate limit was reached")
         self.wait_s = wait_s
 
 
@@ -176,7 +182,7 @@ def _in_base_ref(error: dict[str, Any]) -> bool:
 def _required_of_ref(base: str, node: Any, errors: list[dict[str, Any]]) -> RequiredChecks:
     """What a base branch requires, from its Ref and the errors GitHub gave on it."""
     if errors:
-        error = f"GitHub answered on the rules of {base}: {_message(errors[0])}"
+        error = f"GitHub answered on the rules of {base}: {_stable_message(errors[0])}"
         return RequiredChecks(base, read=False, error=error)
     try:
         return parse_required(base, node)
@@ -206,6 +212,21 @@ def _message(error: dict[str, Any]) -> str:
     return str(error.get("message") or error.get("type") or "an error")
 
 
+def _stable_message(error: dict[str, Any]) -> str:
+    """A GraphQL error entry in words a comment may carry: its message only where it is one of
+    GitHub's fixed sentences (short, no digit: "Resource not accessible by integration"), else
+    its type (GitHub's other messages carry a request id that changes every time)."""
+    message, kind = error.get("message"), error.get("type")
+    if isinstance(message, str) and _FIXED_MESSAGE.fullmatch(message.strip()):
+        return message.strip()
+    if isinstance(kind, str) and re.fullmatch(r"[A-Z_]{1,40}", kind):
+        return kind
+    return "an error"
+
+
+_FIXED_MESSAGE: Final = re.compile(r"[A-Za-z][A-Za-z ,.'()_-]{0,99}")
+
+
 def _lower_headers(headers: Mapping[str, Any] | None) -> dict[str, str]:
     return {str(k).lower(): str(v) for k, v in (headers or {}).items()}
 
@@ -232,6 +253,33 @@ def _error_message(exc: GithubException) -> str:
     return f"GitHub answered {exc.status}: {message or data!r}"
 
 
+# What a GitHub error message is about, by a phrase it carries (lower case): the stable category
+# a comment may say (GitHub's own messages carry request ids; error pages differ per request).
+_CATEGORIES: Final = (
+    ("secondary rate limit", "secondary rate limit"),
+    ("rate limit", "rate limit"),
+    ("resource not accessible", "not accessible to the bot's token"),
+    ("bad credentials", "bad credentials"),
+)
+
+
+def error_reason(status: int | None, data: Any) -> str:
+    """A GitHub error answer in words that do not change from one request to the next: the
+    HTTP status and, where its message says one, a known category; never the body."""
+    message = data.get("message") if isinstance(data, dict) else None
+    text = message.lower() if isinstance(message, str) else ""
+    category = next((name for phrase, name in _CATEGORIES if phrase in text), None)
+    said = f"GitHub answered {status}"
+    return f"{said} ({category})" if category else said
+
+
+def _graphql_reason(kind: Any) -> str:
+    """A GraphQL error entry in stable words: its type (the message may carry a request id)."""
+    return "GitHub's GraphQL API answered an error" + (
+        f" ({kind})" if isinstance(kind, str) and re.fullmatch(r"[A-Z_]{1,40}", kind) else ""
+    )
+
+
 class GitHubApi:
     """Everything the bot asks of GitHub, through one PyGithub requester."""
 
@@ -252,8 +300,8 @@ class GitHubApi:
         self._policy = replace(GITHUB_POLICY, attempts=max_attempts)
         self.stop = stop or threading.Event()
         self.usage = Usage()
-        # each open pull request's last raw node (its digest) and what was read from it, by repo
-        self._nodes: dict[str, dict[int, tuple[bytes, PullSnapshot]]] = {}
+        # what was read from each open pull request's last raw node, by the node's digest, by repo
+        self._nodes: dict[str, dict[bytes, PullSnapshot]] = {}
 
     # -- transport -----------------------------------------------------------------------
 
@@ -266,6 +314,7 @@ class GitHubApi:
         parameters: dict[str, Any] | None = None,
         body: Any = None,
         retry: bool = True,
+        decode: Callable[[str], Any] | None = None,
     ) -> tuple[dict[str, str], Any]:
         """One request under the retry policy: named transient failures and short rate-limit
         waits are tried again (never when `retry` is False: a create is never re-sent here);
@@ -277,7 +326,7 @@ class GitHubApi:
             self.usage.requests[kind] += 1
             try:
                 if kind == "graphql":  # the big answers: decoded here, faster than PyGithub
-                    headers, data = self._request(verb, url, body)
+                    headers, data = self._request(verb, url, body, decode or decode_json)
                 else:
                     headers, data = self._requester.requestJsonAndCheck(
                         verb, url, parameters=parameters, input=body
@@ -300,13 +349,15 @@ class GitHubApi:
             attempt, policy=policy, stop=self.stop, sleep=self._sleep, what=f"GitHub {verb}"
         )
 
-    def _request(self, verb: str, url: str, body: Any) -> tuple[dict[str, Any], Any]:
+    def _request(
+        self, verb: str, url: str, body: Any, decode: Callable[[str], Any]
+    ) -> tuple[dict[str, Any], Any]:
         """PyGithub's requestJsonAndCheck, its answer decoded with orjson (about twice as fast
-        as the json module on a page of pull requests: benchmarks/decode.py)."""
+        as the json module on a page of pull requests: benchmarks/decode.py), or `decode`."""
         status, headers, text = self._requester.requestJson(verb, url, None, None, body)
-        data = decode_json(text)
         if status >= 400:
-            raise self._requester.createException(status, headers, data)
+            raise self._requester.createException(status, headers, decode_json(text))
+        data = decode(text)
         return headers, data
 
     def _on_error(self, exc: GithubException, *, retry: bool) -> Exception:
@@ -318,14 +369,17 @@ class GitHubApi:
             if wait is None and exc.status == 429:
                 wait = SECONDARY_BACKOFF_S
             if wait is not None:
-                limited = RateLimited(_error_message(exc), wait_s=wait)
+                limited = RateLimited(
+                    _error_message(exc), wait_s=wait, reason=error_reason(exc.status, exc.data)
+                )
                 if not retry or self._policy.too_long(wait):
                     return limited
                 log.warning("GitHub rate limit: waiting %.0f s as it asked", wait)
                 return Retryable(limited, wait_s=wait)
         if exc.status == 404:
-            return NotFound(_error_message(exc), status=404)
-        error = GitHubError(_error_message(exc), status=exc.status)
+            return NotFound(_error_message(exc), status=404, reason=error_reason(404, exc.data))
+        reason = error_reason(exc.status, exc.data)
+        error = GitHubError(_error_message(exc), status=exc.status, reason=reason)
         if exc.status in TRANSIENT_STATUSES and retry:
             return Retryable(error)
         return error
@@ -351,6 +405,7 @@ class GitHubApi:
         variables: dict[str, Any],
         *,
         tolerate: Callable[[dict[str, Any]], bool] = _never,
+        decode: Callable[[str], Any] | None = None,
     ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """`data` and the error entries `tolerate` accepts; any other error raises."""
         headers, payload = self._send(
@@ -358,6 +413,7 @@ class GitHubApi:
             self._requester.graphql_url,
             kind="graphql",
             body={"query": query, "variables": variables},
+            decode=decode,
         )
         if not isinstance(payload, dict):
             raise MalformedAnswer("GraphQL answer is not an object")
@@ -388,7 +444,7 @@ class GitHubApi:
         if kind == "RATE_LIMITED":
             wait = rate_limit_wait(headers, now=time.time()) or 60.0
             raise RateLimited(f"GitHub GraphQL: {message}", wait_s=wait)
-        raise GitHubError(f"GitHub GraphQL error: {message}")
+        raise GitHubError(f"GitHub GraphQL error: {message}", reason=_graphql_reason(kind))
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -437,10 +493,12 @@ class GitHubApi:
         sets: dict[str, RequiredChecks] = {}  # read once per base branch in this pass
         after: str | None = None
         pages = Pages(f"the open pull requests of {repo}", error=PaginationLoop)
-        read: dict[int, tuple[bytes, PullSnapshot]] = {}  # this pass's nodes (kept when whole)
+        read: dict[bytes, PullSnapshot] = {}  # this pass's nodes (kept when whole), by digest
+        # With the cache, each node is kept raw until its digest is found new: only then parsed.
+        decode = None if required is None else decode_pulls_page
         while True:
             variables = {"owner": owner, "name": name, "first": self._page_size, "after": after}
-            data, errors = self._graphql(query, variables, tolerate=_in_pull_page)
+            data, errors = self._graphql(query, variables, tolerate=_in_pull_page, decode=decode)
             repository = _get(data, "repository")
             if repository is None:
                 raise NotFound(f"repository {repo} not found or not visible", status=404)
@@ -449,6 +507,8 @@ class GitHubApi:
             if not isinstance(nodes, list):
                 raise MalformedAnswer("pullRequests.nodes is not a list")
             broken = {_path(e)[3]: _message(e) for e in errors}
+            more = _get(page, "pageInfo", "hasNextPage")
+            total, cursor = _get(page, "totalCount"), _get(page, "pageInfo", "endCursor")
             # Without the required cache `required` is GitHub's own: nothing is reused then.
             digests = [node_digest(node) if required is not None else None for node in nodes]
             items = [
@@ -464,23 +524,29 @@ class GitHubApi:
             done = [p.finish() if isinstance(p, Partial) else p for p in items]
             for item, digest, alone in zip(done, digests, whole, strict=True):
                 if alone and digest is not None and isinstance(item, PullSnapshot):
-                    read[item.number] = (digest, item)
+                    read[digest] = item
             yield from done
-            if not _get(page, "pageInfo", "hasNextPage"):
+            if not more:
                 self._nodes[repo] = read
                 return
-            pages.expect(_get(page, "totalCount"), self._page_size)
-            after = pages.follow(_get(page, "pageInfo", "endCursor") or "")
+            pages.expect(total, self._page_size)
+            after = pages.follow(cursor or "")
 
     def _pull_item(
         self, repo: str, node: Any, error: str | None, digest: bytes | None, *, now: datetime
     ) -> Partial | PullFailure:
-        """One node of a pull-request page, not parsed again when it equals the node last read
-        for that pull request (and was whole: no page of contexts or labels followed)."""
-        if error is None and digest is not None and isinstance(node, dict):
-            last = self._nodes.get(repo, {}).get(node.get("number"))  # type: ignore[arg-type]
-            if last is not None and last[0] == digest:
-                return reread(node, last[1], now=now)
+        """One node of a pull-request page, not decoded or parsed again when it equals a node
+        last read (and was whole: no page of contexts or labels followed); a raw node that is
+        new is decoded here."""
+        if error is None and digest is not None:
+            last = self._nodes.get(repo, {}).get(digest)
+            if last is not None:  # the same node: the same pull request, base branch and all
+                return reread({"baseRefName": last.base}, last, now=now)
+        if isinstance(node, msgspec.Raw):
+            try:
+                node = orjson.loads(bytes(node))
+            except orjson.JSONDecodeError as exc:
+                raise MalformedAnswer("a pull request node is not JSON") from exc
         return _pull_item(repo, node, error, now=now)
 
     def pull(self, repo: str, number: int, *, now: datetime) -> PullSnapshot:
@@ -676,7 +742,7 @@ class GitHubApi:
                 raise
             except GitHubError as exc:
                 log.warning("could not read the required checks of %s: %s", repo, exc)
-                found |= {b: RequiredChecks(b, read=False, error=str(exc)) for b in chunk}
+                found |= {b: RequiredChecks(b, read=False, error=exc.reason) for b in chunk}
                 continue
             for i, base in enumerate(chunk):
                 mine = [e for e in errors if str(_path(e)[1]) == f"b{i}"]
@@ -828,7 +894,7 @@ class GitHubApi:
             repository = _get(data, "repository")
             if repository is None:
                 raise NotFound(f"repository {repo} not found or not visible", status=404)
-            broken = {str(_path(e)[1]): _message(e) for e in errors}
+            broken = {str(_path(e)[1]): _stable_message(e) for e in errors}
             for index, sha in enumerate(chunk):
                 found[sha] = _commit_item(
                     sha, _get(repository, f"c{index}"), broken.get(f"c{index}")
@@ -957,8 +1023,58 @@ def _required(signal: Signal, flag: bool | None) -> Signal:
     return signal if signal.required is flag else signal._replace(required=flag)
 
 
+class _Pulls(msgspec.Struct):
+    """A pullRequests connection, its nodes left as their JSON text."""
+
+    nodes: list[msgspec.Raw] | msgspec.UnsetType | None = msgspec.UNSET
+    pageInfo: Any = msgspec.UNSET
+    totalCount: Any = msgspec.UNSET
+
+
+class _PullsRepository(msgspec.Struct):
+    pullRequests: _Pulls | msgspec.UnsetType | None = msgspec.UNSET
+
+
+class _PullsData(msgspec.Struct):
+    repository: _PullsRepository | msgspec.UnsetType | None = msgspec.UNSET
+    rateLimit: Any = msgspec.UNSET
+
+
+class _PullsAnswer(msgspec.Struct):
+    data: _PullsData | msgspec.UnsetType | None = msgspec.UNSET
+    errors: Any = msgspec.UNSET
+
+
+_PULLS_ANSWER = msgspec.json.Decoder(_PullsAnswer)
+
+
+def _present(struct: Any) -> Any:
+    """A decoded struct as the dict orjson would give (absent fields absent), nodes raw."""
+    if not isinstance(struct, msgspec.Struct):
+        return struct
+    return {
+        name: _present(value)
+        for name in struct.__struct_fields__
+        if (value := getattr(struct, name)) is not msgspec.UNSET
+    }
+
+
+def decode_pulls_page(text: str) -> Any:
+    """A page of open pull requests as `decode_json` gives it, except that each node of
+    `pullRequests.nodes` stays its raw JSON text (msgspec.Raw): its digest says whether it
+    is new, and only a new one is decoded (most of a warm cycle's answers are not). An answer
+    of another shape is decoded whole."""
+    try:
+        return _present(_PULLS_ANSWER.decode(text))
+    except msgspec.DecodeError:  # not JSON (raised as any answer), or of another shape
+        return decode_json(text)
+
+
 def node_digest(node: Any) -> bytes | None:
-    """A digest of one raw GraphQL node, equal for equal nodes (None: not an object)."""
+    """A digest of one GraphQL node, equal for equal nodes (None: not an object): of its raw
+    JSON text when it was left raw, else of its decoded form."""
+    if isinstance(node, msgspec.Raw):
+        return b"r" + hashlib.blake2b(node, digest_size=20).digest()
     if not isinstance(node, dict):
         return None
     try:

@@ -15,6 +15,7 @@ from typing import Any
 
 from bot.core.model import (
     BRANCH_PROTECTION,
+    FAILING_STATES,
     RULESET,
     Annotation,
     Kind,
@@ -25,6 +26,7 @@ from bot.core.model import (
     Signal,
     parse_optional_time,
 )
+from bot.core.reconcile import github_state
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +167,7 @@ def parse_context(node: Any) -> Signal:
         database_id = node.get("databaseId")
         suite = node.get("checkSuite")
         app_id = get(suite, "app", "databaseId")
-        return Signal(
+        signal = Signal(
             name=_required_text(node, "name"),
             kind=Kind.CHECK_RUN,
             github_state=conclusion.lower() if status == "completed" and conclusion else status,
@@ -181,8 +183,10 @@ def parse_context(node: Any) -> Signal:
             event=get(suite, "workflowRun", "event"),
             workflow_path=_optional_text(get(suite, "workflowRun", "file", "path")),
             app_id=app_id if isinstance(app_id, int) and not isinstance(app_id, bool) else None,
-            node_id=_optional_text(node.get("id")),
         )
+        # kept only where its annotations are asked for: a failing run (not 100,000 strings)
+        failing = github_state(signal) in FAILING_STATES
+        return signal._replace(node_id=_optional_text(node.get("id"))) if failing else signal
     if kind == "StatusContext":
         return Signal(
             name=_required_text(node, "context"),

@@ -19,7 +19,7 @@ import jinja2
 from bot.core import annotations as run_annotations
 from bot.core import base as merge_base
 from bot.core import facts, remedies, required
-from bot.core.base import base_finding
+from bot.core.base import base_finding, unverified_finding
 from bot.core.model import (
     FAILING_STATES,
     MARKER,
@@ -32,6 +32,7 @@ from bot.core.model import (
     SinceSource,
     State,
     Verdict,
+    format_utc,
     group_of,
 )
 from bot.core.remedies import DCO_APP, remedy_for
@@ -63,9 +64,9 @@ GLYPHS: Final[dict[Verdict, str]] = {
     Verdict.PASSING: "✅",
 }
 # Whose move it is, where the verdict word alone would mislead: incomplete is not "running".
-VERDICT_NOTES: Final[dict[Verdict, str]] = {
-    Verdict.INCOMPLETE: " — nothing will finish on its own",
-}
+# A claim, said only where every signal that is not passing is in a state no source changes
+# by itself (settled_for_good); otherwise the headline is "Incomplete" and its counts.
+FINAL_NOTE: Final = " — nothing will finish on its own"
 STATE_WORDS: Final[dict[State, str]] = {
     State.FAILURE: "failed",
     State.ACTION_REQUIRED: "action required",
@@ -169,7 +170,9 @@ def comment_view(report: Report) -> CommentView:
     sha = f"`{short_sha(report.head_sha)}`"
     return CommentView(
         glyph=Md(GLYPHS[report.verdict]),
-        verdict=Md(report.verdict.value.capitalize() + VERDICT_NOTES.get(report.verdict, "")),
+        verdict=Md(
+            report.verdict.value.capitalize() + (FINAL_NOTE if settled_for_good(report) else "")
+        ),
         counts=headline(report.rows, tell=short_tell),
         head=Md(f"[{sha}]({commit})" if commit else sha),
         draft=report.draft,
@@ -183,6 +186,30 @@ def comment_view(report: Report) -> CommentView:
         passing_more=len(passing)
         < sum(1 for r in report.rows if group_of(r.state) is Verdict.PASSING),
         notes=tuple(prose(note, FINDING_LIMIT) for note in report.notes),
+    )
+
+
+def settled_for_good(report: Report) -> bool:
+    """An incomplete verdict nothing will settle by itself: something was reported, all of it
+    was read, and every signal that is not passing is cancelled (GitHub's conclusion, or the
+    build Read the Docs cancelled) or a check run GitHub itself concluded `stale`.
+
+    Not so for a pending signal turned stale by age (GitHub still shows it running: it may
+    finish), a required context never reported (a workflow may yet report it), an unknown
+    state (no source says what it is), no signals at all (seconds after a push, before the
+    suites exist) or a truncated read (the signals not read may be running)."""
+    if report.verdict is not Verdict.INCOMPLETE or report.truncated or not report.rows:
+        return False
+    return all(
+        row.state is State.CANCELLED
+        or (
+            row.state is State.STALE
+            and row.signal.kind is Kind.CHECK_RUN
+            and row.signal.github_state == "stale"
+            and row.reconciliation is None
+        )
+        for row in report.rows
+        if group_of(row.state) is not Verdict.PASSING
     )
 
 
@@ -308,8 +335,9 @@ def row_view(
     if divergent:
         shows = "still shows" if github_pending else "shows"
         note = f"GitHub {shows} {_state_words(signal.github_state)}"
-    elif stale_by_age and not explained:
-        note = f"pending longer than {limit}"
+    elif stale_by_age:  # stale is the bot's judgement of its age: GitHub's state is not final
+        shows = f"GitHub still shows {_state_words(signal.github_state)}"
+        note = shows if explained else f"{shows}, longer than {limit}"
     else:
         note = ""
     said: list[str] = []
@@ -337,7 +365,7 @@ def row_view(
         state=Md(STATE_WORDS[row.state]),
         note=Md(note),
         required=Md("required" if signal.required else ""),
-        since=_since(row, said=" ".join(said)),
+        since=_since(row),
         said=Md(
             "  \n  ".join(
                 filter(None, [with_remedy(Md(" — ".join(said)), row), *annotation_lines(row)])
@@ -419,11 +447,20 @@ def base_clause(base: BaseCheck, repo_url: str) -> Md:
     link = _link(f"{repo_url}/commit/{base.commit}") if repo_url else None
     commit = f"[{sha}]({link})" if link else sha
     if base.state is None:
-        return Md(f"not run on the merge base {commit}")
+        return _unverified_clause(Md(f"not run on the merge base {commit}"), base)
     if not base.also_failing:
-        return Md(f"{STATE_WORDS[base.state]} on the merge base {commit}")
+        return _unverified_clause(Md(f"{STATE_WORDS[base.state]} on the merge base {commit}"), base)
     since = f" since {utc(base.since)}" if base.since is not None else ""
-    return Md(f"also {STATE_WORDS[base.state]} on the merge base {commit}{since}")
+    return _unverified_clause(
+        Md(f"also {STATE_WORDS[base.state]} on the merge base {commit}{since}"), base
+    )
+
+
+def _unverified_clause(clause: Md, base: BaseCheck) -> Md:
+    """The clause, and, once a re-read of the merge base's checks has failed for the policy's
+    limit, since when (what the clause says is GitHub's last good answer)."""
+    said = unverified_finding(base)
+    return clause if said is None else Md(f"{clause}. {prose(said, FINDING_LIMIT)}")
 
 
 def first_meaningful_line(text: str | None, *, said: frozenset[str] = frozenset()) -> str | None:
@@ -461,14 +498,25 @@ def _source_text(signal: Signal) -> list[str]:
     return said
 
 
-def _since(row: Row, *, said: str) -> Md:
+def _since(row: Row) -> Md:
     if row.since is None and row.state is State.PENDING:  # a queued run: never a made-up time
         return Md("GitHub gives no time for it")
-    if row.since is None or utc(row.since) in said:  # a finding that gives the time says it
+    if row.since is None or _since_in_finding(row):
         return Md("")
     if row.since_source is SinceSource.FIRST_SEEN:
         return Md(f"first seen by this bot {utc(row.since)}")
     return Md(f"since {utc(row.since)}")
+
+
+def _since_in_finding(row: Row) -> bool:
+    """The bot's own second-source finding states the row's since as its own: Read the Docs'
+    running build "as building since <the same minute>" (the row would say it twice). Only
+    that sentence counts, never a quoted title or the merge-base clause that shows the minute."""
+    rec = row.reconciliation
+    if rec is None or rec.build_created is None or row.since is None:
+        return False
+    when = format_utc(rec.build_created)
+    return when == format_utc(row.since) and f" as {rec.build_state} since {when}" in rec.finding
 
 
 def _link(url: str | None) -> Md | None:

@@ -48,6 +48,10 @@ _MD_ESCAPES: Final[dict[int, str]] = {
 }
 _LEAD: Final = "(\"'\u201c\u2018"  # ( " ' and curly opening quotes
 _TRAIL: Final = ".,;!?)\"'\u201d\u2019"  # sentence punctuation and curly closing quotes
+# After a URL a colon is the sentence's too ("see https://x.example): …"); elsewhere it may be
+# the token's own (":tada:", "tests/x.py::test_y:"), so it stays in the span.
+_URL_TRAIL: Final = _TRAIL + ":"
+_URL_START: Final = re.compile(r"[a-z][a-z0-9+.-]*://|www\.", re.IGNORECASE)
 _BLOCK_START: Final = re.compile(r"(\d{1,9})([.)])|([-+=])")
 _UTC_TIME: Final = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC")  # format_utc's, kept on one line
 
@@ -191,7 +195,7 @@ def _needs_code(token: str) -> bool:
 def _split_punctuation(token: str) -> tuple[str, str, str]:
     core = token.lstrip(_LEAD)
     lead = token[: len(token) - len(core)]
-    stripped = core.rstrip(_TRAIL)
+    stripped = core.rstrip(_URL_TRAIL if _URL_START.match(core) else _TRAIL)
     while stripped.count("(") > stripped.count(")") and core[len(stripped) :].startswith(")"):
         stripped += ")"  # a closing parenthesis that belongs to the token stays with it
     trail = core[len(stripped) :]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from bot.core.base import base_finding
+from bot.core.base import base_finding, unverified_finding
 from bot.core.model import (
     REPORT_SCHEMA,
     Annotation,
@@ -76,7 +76,10 @@ def _signal_dict(row: Row) -> dict[str, Any]:
         "summary": signal.summary,
         "since": iso_utc(row.since),
         "since_source": str(row.since_source),
-        "finding": " ".join(t for t in (row.finding, base_finding(row.base)) if t) or None,
+        "finding": " ".join(
+            t for t in (row.finding, base_finding(row.base), unverified_finding(row.base)) if t
+        )
+        or None,
         "base": _base_dict(row.base),
         "annotations": _annotations_list(row.annotations),
         "reconciliation": _reconciliation_dict(row.reconciliation),

@@ -55,6 +55,15 @@ class StoredComment:
 
 
 @dataclass(frozen=True, slots=True)
+class PullRecord:
+    """What the state holds for one pull request, read in one batch with its neighbours."""
+
+    comment: StoredComment | None  # the bot's comment, if recorded
+    without_comment: bool  # a listing found no comment of the bot's own
+    facts: tuple[str, datetime] | None  # the last facts key and since when
+
+
+@dataclass(frozen=True, slots=True)
 class RtdRead:
     """The state's row of one Read the Docs commit: last good answer, and a failing run."""
 
@@ -138,6 +147,10 @@ class CommentState(Protocol):
 
     def known_without_comment(self, repo: str, number: int) -> bool:
         """Whether a listing found no comment of the bot's own (and it wrote none since)."""
+
+    def pull_records(self, repo: str, numbers: Iterable[int]) -> dict[int, PullRecord]:
+        """`get_comment`, `known_without_comment` and `get_facts` of many pull requests at
+        once (a few queries, whatever their number); every number asked has its record."""
 
 
 class FactsState(Protocol):
@@ -238,6 +251,11 @@ class BaseKeeper(Protocol):
     def get_merge_base(self, repo: str, base: str, head_sha: str) -> str | None:
         """The kept merge base of a head and a base branch."""
 
+    def merge_bases(
+        self, repo: str, pairs: Iterable[tuple[str, str]]
+    ) -> dict[tuple[str, str], str]:
+        """The kept merge bases of many (base branch, head) pairs at once (those kept)."""
+
     def put_merge_base(
         self, repo: str, base: str, head_sha: str, merge_base: str, *, now: datetime
     ) -> None:
@@ -291,6 +309,9 @@ class TriageState(TriageRows, Protocol):
         now: datetime,
     ) -> None:
         """Keep one pull request's last reconciled report."""
+
+    def touch_triage(self, repo: str, numbers: Iterable[int], *, now: datetime) -> None:
+        """These rows were read again and found as they are: only their read time is new."""
 
     def prune_triage(self, repo: str, *, keep: Iterable[int]) -> int:
         """Drop the repository's rows except `keep` (pull requests still open)."""

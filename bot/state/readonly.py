@@ -25,6 +25,7 @@ from bot.state.ports import (
     REQUIRED_SETS_TTL,
     REQUIRED_TTL,
     Action,
+    PullRecord,
     RtdRead,
     StoredComment,
     StoredTriage,
@@ -101,6 +102,20 @@ class ReadOnlyState(Closing):
         """Whether a listing found no comment of the bot's own."""
         return self._has("no_comment") and self._reads.known_without_comment(repo, number)
 
+    def pull_records(self, repo: str, numbers: Iterable[int]) -> dict[int, PullRecord]:
+        """The records of many pull requests (batched where the state has this bot's schema)."""
+        wanted = sorted(set(numbers))
+        if self._current and all(self._has(n) for n in ("comments", "no_comment", "facts")):
+            return self._reads.pull_records(repo, wanted)
+        return {
+            n: PullRecord(
+                self.get_comment(repo, n),
+                self.known_without_comment(repo, n),
+                self.get_facts(repo, n),
+            )
+            for n in wanted
+        }
+
     def get_facts(self, repo: str, number: int) -> tuple[str, datetime] | None:
         """The last facts key and since when."""
         return self._reads.get_facts(repo, number) if self._has("facts") else None
@@ -152,6 +167,12 @@ class ReadOnlyState(Closing):
         if not self._has("merge_bases"):
             return None
         return self._reads.get_merge_base(repo, base, head_sha)
+
+    def merge_bases(
+        self, repo: str, pairs: Iterable[tuple[str, str]]
+    ) -> dict[tuple[str, str], str]:
+        """The kept merge bases (none in a state from before merge bases)."""
+        return self._reads.merge_bases(repo, pairs) if self._has("merge_bases") else {}
 
     def get_base_contexts(self, repo: str, commit: str) -> str | None:
         """The kept final contexts of a merge base (none in a state from before them)."""
@@ -255,6 +276,9 @@ class ReadOnlyState(Closing):
         observed_at: datetime,
         now: datetime,
     ) -> None:
+        """Record nothing."""
+
+    def touch_triage(self, repo: str, numbers: Iterable[int], *, now: datetime) -> None:
         """Record nothing."""
 
     def prune_triage(self, repo: str, *, keep: Iterable[int]) -> int:

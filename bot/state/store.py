@@ -42,6 +42,7 @@ from bot.state.ports import (
     Action,
     AuditRow,
     MarkRow,
+    PullRecord,
     RtdRead,
     StoredComment,
     StoredTriage,
@@ -51,6 +52,9 @@ from bot.state.ports import (
 )
 
 _WRITE_ACTIONS = ("created", "edited")
+# Pull requests whose records are read (or whose triage rows are touched) in one statement:
+# well under SQLite's and PostgreSQL's limits on bound parameters.
+RECORDS_BATCH = 500
 # What `prune` keeps (issue 17): webhook deliveries (ids and body digests) a day, the write
 # audit 30 days (the write budget looks back an hour), triage rows and first sightings of
 # pull requests no cycle has seen for 7 days (closed, or their repository unconfigured),
@@ -427,6 +431,45 @@ class Store(Closing):
             ).first()
         return row is not None
 
+    def pull_records(self, repo: str, numbers: Iterable[int]) -> dict[int, PullRecord]:
+        """Comments, listings that found none, and facts of many pull requests: three
+        queries per RECORDS_BATCH numbers instead of three per pull request."""
+        wanted = sorted(set(numbers))
+        comments: dict[int, StoredComment] = {}
+        without: set[int] = set()
+        facts: dict[int, tuple[str, datetime]] = {}
+        c, nc, f = t.comments.c, t.no_comment.c, t.facts.c
+        with self._read() as conn:
+            for start in range(0, len(wanted), RECORDS_BATCH):
+                chunk = wanted[start : start + RECORDS_BATCH]
+                rows = conn.execute(
+                    select(
+                        c.number, c.comment_id, c.body_hash, c.facts_key, c.observed_at,
+                        c.head_sha, c.updated_at, c.node_id, c.checked_at,
+                    ).where(c.repo == repo, c.number.in_(chunk))
+                )  # fmt: skip
+                for row in rows:
+                    comments[row.number] = StoredComment(
+                        repo=repo,
+                        number=row.number,
+                        comment_id=row.comment_id,
+                        body_hash=row.body_hash,
+                        facts_key=row.facts_key,
+                        observed_at=from_text(row.observed_at),
+                        head_sha=row.head_sha,
+                        updated_at=from_text(row.updated_at),
+                        node_id=row.node_id,
+                        checked_at=None if row.checked_at is None else from_text(row.checked_at),
+                    )
+                query = select(nc.number).where(nc.repo == repo, nc.number.in_(chunk))
+                without.update(conn.execute(query).scalars())
+                query = select(f.number, f.facts_key, f.observed_at).where(
+                    f.repo == repo, f.number.in_(chunk)
+                )
+                for row in conn.execute(query):
+                    facts[row.number] = (row.facts_key, from_text(row.observed_at))
+        return {n: PullRecord(comments.get(n), n in without, facts.get(n)) for n in wanted}
+
     def forget_comment(self, repo: str, number: int) -> None:
         """Drop the recorded comment (it was deleted on GitHub); the audit is kept."""
         c = t.comments.c
@@ -621,6 +664,20 @@ class Store(Closing):
         with self._write() as conn:
             conn.execute(upsert)
 
+    def touch_triage(self, repo: str, numbers: Iterable[int], *, now: datetime) -> None:
+        """These rows were read again and found as they are: only their read time is new."""
+        wanted, tr, at = sorted(set(numbers)), t.triage.c, to_text(now)
+        if not wanted:
+            return
+        with self._write() as conn:
+            for start in range(0, len(wanted), RECORDS_BATCH):
+                chunk = wanted[start : start + RECORDS_BATCH]
+                conn.execute(
+                    update(t.triage)
+                    .where(tr.repo == repo, tr.number.in_(chunk))
+                    .values(updated_at=at)
+                )
+
     def prune_triage(self, repo: str, *, keep: Iterable[int]) -> int:
         """Drop the repository's triage rows except `keep` (pull requests still open)."""
         kept, tr = set(keep), t.triage.c
@@ -670,6 +727,23 @@ class Store(Closing):
         with self._read() as conn:
             row = conn.execute(query).first()
         return None if row is None else str(row.merge_base)
+
+    def merge_bases(
+        self, repo: str, pairs: Iterable[tuple[str, str]]
+    ) -> dict[tuple[str, str], str]:
+        """The kept merge bases of many (base branch, head) pairs, RECORDS_BATCH heads a query."""
+        wanted = set(pairs)
+        heads = sorted({head for _, head in wanted})
+        m, found = t.merge_bases.c, {}
+        with self._read() as conn:
+            for start in range(0, len(heads), RECORDS_BATCH):
+                query = select(m.base, m.head_sha, m.merge_base).where(
+                    m.repo == repo, m.head_sha.in_(heads[start : start + RECORDS_BATCH])
+                )
+                for row in conn.execute(query):
+                    if (row.base, row.head_sha) in wanted:
+                        found[(row.base, row.head_sha)] = str(row.merge_base)
+        return found
 
     def put_merge_base(
         self, repo: str, base: str, head_sha: str, merge_base: str, *, now: datetime

@@ -19,41 +19,95 @@ from bot.triage.rows import (
     unsettled_dict,
 )
 
+# A row's values as compared with the one kept: all but when it was read.
+Values = tuple[str, str | None, bool, str, str, str, str, datetime]
+# By pull request: the report a row was computed from, the title and author, and the row.
+RowMemo = dict[tuple[str, int], tuple[Report, str, str | None, Values]]
+
 
 class TriageKeeper:
-    """Observes a writing cycle: keeps each planned pull request's row, drops the closed ones."""
+    """Observes a writing cycle: keeps each planned pull request's row, drops the closed ones.
+
+    A row that would be written as the state holds it is not written again: only its read
+    time is, for all such rows of a repository in one statement when the repository is done.
+    """
 
     def __init__(
-        self, store: TriageState, *, clock: Callable[[], datetime], docs: Sequence[DocsProvider]
+        self,
+        store: TriageState,
+        *,
+        clock: Callable[[], datetime],
+        docs: Sequence[DocsProvider],
+        memo: RowMemo | None = None,
     ) -> None:
-        """Keep rows in `store`, dated by `clock`; `docs` count the stuck docs builds."""
+        """Keep rows in `store`, dated by `clock`; `docs` count the stuck docs builds; `memo`
+        keeps each row with the report it was computed from (a process shares one: a report
+        reused by the next cycle gives the same row)."""
         self.store, self.clock, self.docs = store, clock, tuple(docs)
+        self.memo: RowMemo = {} if memo is None else memo
+        self._kept: dict[tuple[str, int], Values] | None = None  # read at the first row
+        self._same: dict[str, list[int]] = {}  # rows found as kept, to be dated, by repo
 
     def pull_done(self, snapshot: PullSnapshot, report: Report) -> None:
         """Keep a planned pull request's last report."""
-        entry = entry_for(snapshot, report, docs=self.docs)
+        key = (report.repo, report.number)
+        last = self.memo.get(key)
+        if (
+            last is not None
+            and last[0] is report
+            and last[1:3] == (snapshot.title, snapshot.author)
+        ):
+            values = last[3]
+        else:
+            entry = entry_for(snapshot, report, docs=self.docs)
+            values = (
+                entry.title, entry.author, entry.draft, entry.head_sha, entry.verdict.value,
+                entry.url, _details_json(entry), entry.observed_at,
+            )  # fmt: skip
+            self.memo[key] = (report, snapshot.title, snapshot.author, values)
+        if self._kept is None:
+            self._kept = {(r.repo, r.number): _values(r) for r in self.store.triage_rows()}
+        if self._kept.get(key) == values:
+            self._same.setdefault(report.repo, []).append(report.number)
+            return
+        self._kept[key] = values
+        title, author, draft, head_sha, verdict, url, details, observed_at = values
         self.store.put_triage(
-            entry.repo,
-            entry.number,
-            title=entry.title,
-            author=entry.author,
-            draft=entry.draft,
-            head_sha=entry.head_sha,
-            verdict=entry.verdict.value,
-            url=entry.url,
-            details=_details_json(entry),
-            observed_at=entry.observed_at,
-            now=self.clock(),
-        )
+            report.repo, report.number, title=title, author=author, draft=draft,
+            head_sha=head_sha, verdict=verdict, url=url, details=details,
+            observed_at=observed_at, now=self.clock(),
+        )  # fmt: skip
+
+    def pulls_done(self) -> None:
+        """Date the rows found as kept (the end of a pass's reads, or of a refresh)."""
+        for repo in list(self._same):
+            self._date(repo)
 
     def repo_done(self, repo: str, seen: Iterable[int]) -> None:
         """After a repository was read completely: drop rows of pull requests it did not list."""
-        self.store.prune_triage(repo, keep=set(seen))
+        kept = set(seen)
+        self._date(repo)
+        for key in [k for k in self.memo if k[0] == repo and k[1] not in kept]:
+            del self.memo[key]
+        self.store.prune_triage(repo, keep=kept)
         self.store.repo_read_ok(repo)
 
     def repo_failed(self, repo: str, reason: str) -> None:
         """A repository could not be read: its rows stay, marked with since when and why."""
+        self._date(repo)
         self.store.repo_read_failed(repo, now=self.clock(), failure=reason)
+
+    def _date(self, repo: str) -> None:
+        same = self._same.pop(repo, [])
+        if same:
+            self.store.touch_triage(repo, same, now=self.clock())
+
+
+def _values(row: StoredTriage) -> Values:
+    return (
+        row.title, row.author, row.draft, row.head_sha, row.verdict, row.url, row.details,
+        row.observed_at,
+    )  # fmt: skip
 
 
 def stored_entries(store: TriageRows) -> list[TriageEntry]:

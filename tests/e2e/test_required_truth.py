@@ -580,3 +580,31 @@ def test_a_failed_re_read_of_the_rules_keeps_the_last_good_set_and_edits_nothing
     assert "RequiredChecks" in operations(env)  # it was asked again, and failed
     assert writes(env.sandbox) == []
     assert comment_of(env, 80) == first
+
+
+def test_a_stamp_someone_else_edited_is_not_trusted_on_the_rest_path(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """REST's comment listing says nothing of the last editor: before trusting the stamp of a
+    comment found that way the bot asks GitHub who edited it last (`show`, and `once` when the
+    GraphQL listing failed), so a forged observed time is never printed nor adopted."""
+    import base64
+
+    head = pull(env, 72)
+    green(env, head, "lint")
+    env.world.add_check_run(REPO, head, name="tests", workflow="ci", conclusion="failure",
+                            started_at=HOUR_AGO, completed_at=HOUR_AGO)  # fmt: skip
+    once(env, capsys)
+    [comment] = bot_comments(env.world, 72)
+    marker, line, rest = comment["body"].split("\n", 2)
+    data = line.split()[3]
+    stamp = json.loads(base64.urlsafe_b64decode(data + "=" * (-len(data) % 4)))
+    stamp["o"] = 978_307_200 * 10**6  # 2001-01-01
+    forged = base64.urlsafe_b64encode(json.dumps(stamp, separators=(",", ":")).encode())
+    body = "\n".join([marker, line.replace(data, forged.decode().rstrip("=")), rest])
+    env.world.edit_comment(comment["id"], body, editor="mallory")
+    (env.tmp / "state.sqlite3").unlink()
+    assert "2001" not in show_markdown(env, capsys, 72)
+    env.sandbox.fail("POST", "/graphql", 502, times=-1, when="query PullComments")
+    once(env, capsys)
+    assert "2001" not in comment_of(env, 72)

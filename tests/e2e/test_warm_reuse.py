@@ -8,6 +8,8 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from sqlalchemy import event
+
 from bot.app import Clients, build_clients, make_cycle
 from bot.core.model import PullSnapshot, Report, State
 from bot.cycle import Summary
@@ -29,6 +31,9 @@ class Seen:
 
     def pull_done(self, snapshot: PullSnapshot, report: Report) -> None:
         self.pulls.append((snapshot, report))
+
+    def pulls_done(self) -> None:
+        pass
 
     def repo_done(self, repo: str, seen: Iterable[int]) -> None:
         pass
@@ -116,3 +121,68 @@ def test_a_warm_cycle_reuses_what_did_not_change_and_rebuilds_what_did(tmp_path:
         assert "ci/extra" in {row.signal.name for row in reports[5].rows}
         assert reports[6] is {r.number: r for _, r in warm.pulls}[6]
     assert "ci/extra" in bot_comments(world, 5)[0]["body"]
+
+
+def many_world(count: int) -> World:
+    world = World()
+    world.add_user(login=LOGIN, token=TOKEN)
+    world.add_repo(REPO)
+    for number in range(1, count + 1):
+        head = f"{number:040x}"
+        world.add_pull(REPO, number, title=f"change {number}", author="alice", head_sha=head)
+        world.add_check_run(REPO, head, name="lint", started_at=STARTED, completed_at=STARTED)
+    return world
+
+
+@contextmanager
+def statements(store: Store) -> Iterator[list[str]]:
+    """The SQL statements the state runs inside (observed on its engine, nothing replaced)."""
+    seen: list[str] = []
+
+    def note(_conn: object, _cursor: object, text: str, *_args: object) -> None:
+        seen.append(" ".join(text.split()).upper())
+
+    engine = store._engine
+    event.listen(engine, "before_cursor_execute", note)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", note)
+
+
+def test_a_warm_cycle_reads_the_state_in_batches_and_rewrites_no_unchanged_triage_row(
+    tmp_path: Path,
+) -> None:
+    count = 60
+    world = many_world(count)
+    now = STARTED + timedelta(minutes=5)
+    with bot(world, tmp_path) as b:
+        b.cycle(now)  # creates the comments
+        b.cycle(now + timedelta(minutes=1))
+        before = {row.number: row.updated_at for row in b.store.triage_rows()}
+        with statements(b.store) as seen:
+            summary, _ = b.cycle(now + timedelta(minutes=2))
+        assert (summary.left, summary.edited, summary.created) == (count, 0, 0), summary.line()
+        # a pull request's comment, listing and facts: a few queries per chunk, not per PR
+        for table in ("FROM COMMENTS", "FROM NO_COMMENT", "FROM FACTS"):
+            reads = [s for s in seen if s.startswith("SELECT") and table in s]
+            assert len(reads) <= 2, (table, len(reads))
+        assert not [s for s in seen if s.startswith("INSERT INTO TRIAGE")]
+        rows = b.store.triage_rows()
+    assert len(rows) == count
+    assert all(row.updated_at > before[row.number] for row in rows)  # read again: dated
+
+
+def test_a_triage_row_is_written_again_when_its_report_changes(tmp_path: Path) -> None:
+    world = many_world(3)
+    now = STARTED + timedelta(minutes=5)
+    with bot(world, tmp_path) as b:
+        b.cycle(now)
+        b.cycle(now + timedelta(minutes=1))
+        world.add_status(REPO, f"{2:040x}", context="ci/extra", state="failure", created_at=now)
+        summary, _ = b.cycle(now + timedelta(minutes=2))
+        assert summary.edited == 1, summary.line()
+        rows = {row.number: row for row in b.store.triage_rows()}
+    assert rows[2].verdict == "failing"
+    assert "ci/extra" in rows[2].details
+    assert rows[1].verdict == rows[3].verdict == "passing"

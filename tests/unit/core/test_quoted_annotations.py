@@ -13,7 +13,7 @@ from bot.core.annotations import (
 )
 from bot.core.model import Annotation, Policy
 from bot.core.reconcile import reconcile
-from bot.github.parse import Unreadable, parse_annotations
+from bot.github.parse import Unreadable, parse_annotations, parse_context
 from bot.render.comment import annotation_lines
 
 EXIT = Annotation(".github", 278, 278, "Process completed with exit code 1.")
@@ -95,3 +95,12 @@ def test_an_annotation_line_is_its_place_and_first_line_verbatim(
     )
     row = with_annotations(report, {1: (annotation,)}).rows[0]
     assert annotation_lines(row) == (line,)
+
+
+@pytest.mark.parametrize(("conclusion", "kept"), [("FAILURE", True), ("TIMED_OUT", True),
+                                                  ("SUCCESS", False), (None, False)])  # fmt: skip
+def test_only_a_failing_runs_node_id_is_kept(conclusion: str | None, kept: bool) -> None:
+    status = "COMPLETED" if conclusion else "IN_PROGRESS"
+    node = {"__typename": "CheckRun", "id": "CR_x", "name": "t", "databaseId": 7,
+            "status": status, "conclusion": conclusion}  # fmt: skip
+    assert parse_context(node).node_id == ("CR_x" if kept else None)

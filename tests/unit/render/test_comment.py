@@ -579,6 +579,10 @@ def test_prose_is_verbatim_and_inert(raw: str) -> None:
         ("a <b> c", "a `<b>` c"),
         ("09:12 UTC, success: false", "09:12 UTC, success: false"),
         ("build:user:cancelled.", "`build:user:cancelled`."),
+        # punctuation after a URL is the sentence's, not the URL's: outside the span
+        ("(see https://x.example):", "(see `https://x.example`):"),
+        ("https://x.example/a(b): ok", "`https://x.example/a(b)`: ok"),
+        ("at https://x.example;", "at `https://x.example`;"),
         ("1. item", "1\\. item"),
         ("- item", "\\- item"),
         ("a\nb\tc", "a b c"),
@@ -697,7 +701,7 @@ def test_short_filter(sha: str, short: str) -> None:
 
 def test_no_signals_says_so_and_never_pending() -> None:
     body = render()
-    assert headline(body) == "### ⚪ Incomplete — nothing will finish on its own · nothing reported"
+    assert headline(body) == "### ⚪ Incomplete · nothing reported"  # more may come
     assert NO_SIGNALS_NOTE in body
     assert "pending" not in body.lower()
 
@@ -705,15 +709,42 @@ def test_no_signals_says_so_and_never_pending() -> None:
 def test_truncated_read_is_said() -> None:
     report = reconcile(snapshot(run("a", "success"), truncated=True), {}, Policy(), now=NOW)
     body = Renderer().markdown(report)
-    assert headline(body) == "### ⚪ Incomplete — nothing will finish on its own · 1 passing"
+    assert headline(body) == "### ⚪ Incomplete · 1 passing"  # the unread may be running
     assert TRUNCATED_NOTE in body
+
+
+def test_a_row_says_its_own_since_whatever_else_shows_the_same_minute() -> None:
+    # the merge base failing in the same minute, or a title quoting that time, is not the
+    # row's since: the row keeps it (adversarial review, adv/c7.py)
+    tests = run("tests", "failure", workflow="ci", completed_at=at(13, 52), required=True)
+    on_base = run("tests", "failure", workflow="ci", event="push", completed_at=at(13, 52))
+    report = with_base(
+        reconcile(snapshot(tests), {}, Policy(), now=NOW), MergeBase(MERGE_BASE, (on_base,))
+    )
+    body = Renderer().markdown(report)
+    row = next(line for line in body.splitlines() if line.startswith("- ❌ `tests`"))
+    assert row.endswith(f"· since {DAY}{NBSP}13:52{NBSP}UTC  "), row
+    lint = run("lint", "failure", completed_at=at(13, 52),
+               description="flake8 run of 2026-10-05 13:52 UTC")  # fmt: skip
+    row = next(line for line in render(lint).splitlines() if line.startswith("- ❌ `lint`"))
+    assert row.endswith(f"· since {DAY}{NBSP}13:52{NBSP}UTC  "), row
+
+
+def test_a_running_build_rtd_dates_gives_the_rows_since_once() -> None:
+    # the bot's own finding states the build's start as the row's since: said once, there
+    running = lookup(build("building", None, created=at(13, 52), url=None))
+    signal = status(DOCS, "pending", created_at=at(13, 52))
+    body = Renderer().markdown(reconcile(snapshot(signal), {DOCS: running}, Policy(), now=NOW))
+    assert f"as building since {DAY}{NBSP}13:52{NBSP}UTC" in body
+    assert body.count("13:52") == 1
 
 
 def test_stale_row_is_dated_absolutely_once() -> None:
     body = render(status("ci/x", "pending", created_at=at(9, 12)))
     row = next(line for line in body.splitlines() if "`ci/x`" in line)
     assert row == (
-        f"- ⚪ `ci/x` · stale — pending longer than the 120-minute limit · since "
+        f"- ⚪ `ci/x` · stale — GitHub still shows pending, longer than the 120-minute limit · "
+        f"since "
         f"{DAY}{NBSP}09:12{NBSP}UTC"
     )
     assert body.count("09:12") == 1
@@ -724,7 +755,7 @@ def test_a_build_stuck_on_rtd_says_its_time_and_the_limit_once() -> None:
     stuck = lookup(build("triggered", None, created=at(9, 30), url=None))
     signal = status(DOCS, "pending", created_at=at(9, 30))
     body = Renderer().markdown(reconcile(snapshot(signal), {DOCS: stuck}, Policy(), now=NOW))
-    assert f"- ⚪ `{DOCS}` · stale  \n" in body
+    assert f"- ⚪ `{DOCS}` · stale — GitHub still shows pending  \n" in body
     assert body.count("09:30") == 1 and body.count("120-minute limit") == 1
 
 
@@ -732,7 +763,8 @@ def test_a_stale_signal_rtd_cannot_settle_still_says_the_limit() -> None:
     odd = lookup(build("weird-state", None, created=at(9, 30), url=None))
     signal = status(DOCS, "pending", created_at=at(9, 30))
     body = Renderer().markdown(reconcile(snapshot(signal), {DOCS: odd}, Policy(), now=NOW))
-    assert f"`{DOCS}` · stale — pending longer than the 120-minute limit · since" in body
+    shows = "GitHub still shows pending, longer than the 120-minute limit"
+    assert f"`{DOCS}` · stale — {shows} · since" in body
     assert body.count("120-minute limit") == 1
 
 

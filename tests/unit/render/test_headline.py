@@ -291,3 +291,54 @@ def test_two_failing_signals_of_one_name_are_told_apart_in_the_headline() -> Non
     one = run("CI", "failure", workflow="CI", workflow_path=long)
     other = run("CI", "failure", workflow="CI", workflow_path=".github/workflows/ci.yml")
     assert len(headline(body_of(one, other))) < 200  # what tells them apart is cut too
+
+
+# --- "nothing will finish on its own" is a claim: said only where the facts show it --------
+
+
+def test_no_checks_reported_yet_is_not_said_to_be_final() -> None:
+    # seconds after a push, before GitHub Actions creates its suites: more may come
+    assert headline(body_of()) == "### ⚪ Incomplete · nothing reported"
+
+
+def test_a_truncated_read_is_not_said_to_be_final() -> None:
+    report = reconcile(snapshot(*PASSING, truncated=True), {}, Policy(), now=NOW)
+    # the signals not read may be running
+    assert headline(Renderer().markdown(report)) == "### ⚪ Incomplete · 2 passing"
+
+
+def test_a_long_job_stale_by_age_is_not_said_to_be_final() -> None:
+    long = run("integration (3h suite)", "in_progress", started_at=at(11, 50), required=True)
+    body = body_of(long, run("ok", "success"))
+    assert headline(body) == "### ⚪ Incomplete · 1 stale · 1 passing"  # it may yet finish
+    row = next(line for line in body.splitlines() if "`integration (3h suite)`" in line)
+    assert "GitHub still shows in progress" in row, row
+    queued = body_of(run("deploy", "queued", started_at=at(11, 0)))
+    row = next(line for line in queued.splitlines() if "`deploy`" in line)
+    assert "GitHub still shows queued" in row, row
+
+
+def test_a_required_check_never_reported_is_not_said_to_be_final() -> None:
+    # GitHub waits for it forever, but a workflow may yet report it: no claim either way
+    rule = Rule("branch protection", "main")
+    checks = RequiredChecks("main", read=True, contexts=(RequiredContext("DCO", (rule,)),))
+    snap = replace(snapshot(run("tests", "success")), required_checks=checks)
+    seen = {"\0head": at(9, 0)}
+    report = reconcile(snap, {}, Policy(), now=NOW, first_seen=seen)
+    assert report.rows[0].state is State.STALE
+    assert headline(Renderer().markdown(report)) == "### ⚪ Incomplete · 1 stale · 1 passing"
+
+
+def test_final_states_only_are_said_to_be_final() -> None:
+    cancelled = body_of(run("tests", "cancelled"), *PASSING)
+    assert headline(cancelled) == (
+        "### ⚪ Incomplete — nothing will finish on its own · 1 cancelled · 2 passing"
+    )
+    marked = body_of(run("tests", "stale"), *PASSING)  # GitHub's own final "stale"
+    assert headline(marked) == (
+        "### ⚪ Incomplete — nothing will finish on its own · 1 stale · 2 passing"
+    )
+    unmapped = body_of(run("tests", "surprise"), *PASSING)  # nobody says what it is
+    assert headline(unmapped) == "### ⚪ Incomplete · 1 unknown · 2 passing"
+    mixed = body_of(run("a", "cancelled"), run("b", "in_progress", started_at=at(9, 0)))
+    assert headline(mixed) == "### ⚪ Incomplete · 1 cancelled · 1 stale"

@@ -1,0 +1,214 @@
+"""A second source of GitHub's that cannot be read now is no new fact, end to end through the CLI.
+
+The merge base's checks (`CommitContexts`), the compare, and a failing run's annotations
+(`CheckRunAnnotations`) are each a read a cycle may fail: the last good answer stands and the
+comment is not edited for the failure, with a state or without one (the Action); error text
+that reaches a row never changes from one request to the next (request ids, error pages).
+"""
+
+from __future__ import annotations
+
+import itertools
+import sqlite3
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from support import LOGIN, REPO, TOKEN, Env, bot_comments, writes
+
+from bot.cli import main
+from bot_sandbox import World
+
+NOW = datetime.now(UTC).replace(microsecond=0)
+HOUR_AGO = NOW - timedelta(hours=1)
+DAY_AGO = NOW - timedelta(days=1)
+BASE = "b" * 40  # the merge-base commit
+SECONDARY = (
+    "You have exceeded a secondary rate limit. Please wait a few minutes before you try again. "
+    "If you reach out to GitHub Support for help, please include the request ID 0C2D:{:04X}:5A1B"
+)
+
+
+@pytest.fixture
+def world() -> World:
+    world = World()
+    world.add_user(login=LOGIN, token=TOKEN)
+    world.add_repo(REPO)
+    return world
+
+
+def head(n: int) -> str:
+    return f"{n:07x}" + "a" * 33
+
+
+def failing_pull(env: Env, number: int = 1, **kw: Any) -> str:
+    sha = head(number)
+    env.world.add_pull(REPO, number, title=f"PR {number}", author="alice", head_sha=sha)
+    env.world.set_merge_base(REPO, "main", sha, BASE)
+    env.world.add_check_run(
+        REPO, sha, name="tests", workflow="ci", conclusion="failure",
+        started_at=HOUR_AGO, completed_at=HOUR_AGO, **kw,
+    )  # fmt: skip
+    return sha
+
+
+def base_fails_and_never_settles(env: Env) -> None:
+    """The merge base: `tests` failing there too, and a status that never settles on main (the
+    answer is never final, so it is read again every cycle)."""
+    env.world.add_check_run(
+        REPO, BASE, name="tests", workflow="ci", conclusion="failure", event="push",
+        started_at=DAY_AGO, completed_at=DAY_AGO,
+    )  # fmt: skip
+    env.world.add_status(REPO, BASE, context="ci/nightly", state="pending", created_at=DAY_AGO)
+
+
+def stateless(env: Env) -> None:
+    """No state at all: a new, empty one every run (as the Action without a cache)."""
+    text = env.config.read_text()
+    changed = text.replace(f'path = "{env.tmp / "state.sqlite3"}"', 'path = ""')
+    assert changed != text
+    env.config.write_text(changed)
+
+
+def once(env: Env) -> None:
+    assert main(["once", "--config", str(env.config)], sleep=env.waits) == 0
+
+
+def body(env: Env, number: int = 1) -> str:
+    text: str = bot_comments(env.world, number)[0]["body"]
+    return text.replace("\u00a0", " ").replace("\u2011", "-")
+
+
+def quiet(env: Env, runs: int = 1) -> None:
+    """More runs write nothing."""
+    env.sandbox.clear_requests()
+    for _ in range(runs):
+        once(env)
+    assert writes(env.sandbox) == [], "the comment was edited for a failed read"
+
+
+# --- error text in a row is stable ---------------------------------------------------------------
+
+
+def test_a_request_id_in_github_s_answer_never_edits_the_comment(env: Env) -> None:
+    failing_pull(env)
+    ids = itertools.count()
+    env.sandbox.fail(
+        "GET", f"/repos/{REPO}/compare/.*", 403, times=-1,
+        body=lambda: {"message": SECONDARY.format(next(ids))},
+    )  # fmt: skip
+    once(env)
+    said = body(env)
+    assert "GitHub answered 403 (secondary rate limit)" in said, said
+    assert "request ID" not in said and "0C2D" not in said
+    quiet(env, 2)
+
+
+def test_an_error_page_that_differs_per_request_is_never_quoted(env: Env) -> None:
+    failing_pull(env)
+    pages = itertools.count()
+    env.sandbox.fail(
+        "GET", f"/repos/{REPO}/compare/.*", 502, times=-1,
+        body=lambda: f"<html><body>Bad gateway, ray {next(pages):08x}</body></html>",
+    )  # fmt: skip
+    once(env)
+    said = body(env)
+    assert "GitHub answered 502" in said and "ray" not in said and "html" not in said, said
+    quiet(env, 2)
+
+
+def test_the_required_checks_unread_say_a_stable_reason(env: Env) -> None:
+    failing_pull(env)
+    pages = itertools.count()
+    env.sandbox.fail(
+        "POST", "/graphql", 502, times=-1, when="query RequiredChecks",
+        body=lambda: f"<html>upstream {next(pages)}</html>",
+    )  # fmt: skip
+    once(env)
+    said = body(env)
+    assert "could not be read (GitHub answered 502)" in said, said
+    quiet(env, 2)
+
+
+# --- the merge base's checks: the last good answer stands ----------------------------------------
+
+
+def test_a_failed_re_read_of_the_merge_base_s_checks_edits_nothing(env: Env) -> None:
+    failing_pull(env)
+    base_fails_and_never_settles(env)
+    once(env)
+    first = body(env)
+    assert "also failed on the merge base" in first, first
+    env.sandbox.fail("POST", "/graphql", 502, when="CommitContexts", times=3)
+    quiet(env)  # the last good answer stands
+    assert body(env) == first
+    quiet(env)  # read again, the same answer
+
+
+def test_a_long_failure_of_the_merge_base_s_checks_says_since_when(env: Env) -> None:
+    failing_pull(env)
+    base_fails_and_never_settles(env)
+    once(env)
+    env.sandbox.fail("POST", "/graphql", 502, when="CommitContexts", times=-1)
+    quiet(env)
+    with sqlite3.connect(env.tmp / "state.sqlite3") as db:
+        (payload,) = db.execute("SELECT payload FROM base_contexts").fetchone()
+        assert '"failing_since"' in payload
+        moment = NOW - timedelta(minutes=45)
+        changed = payload.replace(
+            payload.split('"failing_since": "')[1].split('"')[0], moment.isoformat()
+        )
+        db.execute("UPDATE base_contexts SET payload = ?", (changed,))
+    once(env)
+    said = body(env)
+    assert "also failed on the merge base" in said, said  # the last good answer, still
+    since = moment.strftime("%Y-%m-%d %H:%M UTC")
+    assert f"could not be verified since {since}" in said, said
+    assert "GitHub answered 502" in said
+    quiet(env)
+
+
+def test_without_a_state_a_failed_read_of_the_merge_base_s_checks_edits_nothing(env: Env) -> None:
+    stateless(env)
+    failing_pull(env)
+    base_fails_and_never_settles(env)
+    once(env)
+    first = body(env)
+    assert "also failed on the merge base" in first, first
+    env.sandbox.fail("POST", "/graphql", 502, when="CommitContexts", times=3)
+    quiet(env)
+    assert body(env) == first
+    quiet(env)
+
+
+# --- annotations ---------------------------------------------------------------------------------
+
+QUOTE = "`t.py:3`: `AssertionError: boom`"
+BOOM = [{"path": "t.py", "start_line": 3, "message": "AssertionError: boom"}]
+
+
+def test_without_a_state_a_failed_annotations_read_edits_nothing(env: Env) -> None:
+    stateless(env)
+    failing_pull(env, annotations=BOOM)
+    once(env)
+    first = body(env)
+    assert QUOTE in first, first
+    env.sandbox.fail("POST", "/graphql", 502, when="CheckRunAnnotations", times=5)
+    quiet(env)
+    assert body(env) == first
+    quiet(env)
+
+
+def test_a_real_change_still_edits_while_the_annotations_cannot_be_read(env: Env) -> None:
+    """The failed read holds back only what it would have changed: another fact still edits."""
+    stateless(env)
+    sha = failing_pull(env, annotations=BOOM)
+    once(env)
+    env.sandbox.fail("POST", "/graphql", 502, when="CheckRunAnnotations", times=-1)
+    env.world.add_check_run(
+        REPO, sha, name="lint", workflow="ci", status="in_progress", started_at=NOW,
+    )  # fmt: skip
+    env.sandbox.clear_requests()
+    once(env)
+    assert len(writes(env.sandbox)) == 1
+    assert "`lint`" in body(env)
