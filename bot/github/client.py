@@ -377,9 +377,10 @@ class GitHubApi:
             if wait is None and exc.status == 429:
                 wait = SECONDARY_BACKOFF_S
             if wait is not None:
-                limited = RateLimited(
-                    _error_message(exc), wait_s=wait, reason=error_reason(exc.status, exc.data)
-                )
+                reason = error_reason(exc.status, exc.data)
+                if "rate limit" not in reason:  # a 429, or a 403 with only the headers saying it
+                    reason += " (rate limit)"
+                limited = RateLimited(_error_message(exc), wait_s=wait, reason=reason)
                 if not retry or self._policy.too_long(wait):
                     return limited
                 log.warning("GitHub rate limit: waiting %.0f s as it asked", wait)
