@@ -103,7 +103,8 @@ def clean(value: object, limit: int = TEXT_LIMIT) -> str:
 
 def is_blank(value: object) -> bool:
     """Whether untrusted text shows nothing once cleaned: empty, or spaces and blanks only."""
-    return all(c.isspace() or c == BRAILLE_BLANK for c in clean(value, len(str(value or ""))))
+    text = "" if value is None else str(value)
+    return all(c.isspace() or c == BRAILLE_BLANK for c in clean(text, len(text)))
 
 
 def code(value: object, limit: int = TEXT_LIMIT) -> Md:
