@@ -181,6 +181,20 @@ def test_without_a_state_a_failed_read_of_the_merge_base_s_checks_edits_nothing(
     quiet(env)
 
 
+def test_a_lost_state_and_a_failing_read_of_the_merge_base_s_checks_edit_nothing(env: Env) -> None:
+    """The state is lost while GitHub fails the merge base's checks for several cycles: the
+    comment is the last good evidence until they are read again."""
+    failing_pull(env)
+    base_fails_and_never_settles(env)
+    once(env)
+    first = body(env)
+    for path in env.tmp.glob("state.sqlite3*"):
+        path.unlink()
+    env.sandbox.fail("POST", "/graphql", 502, when="CommitContexts", times=6)
+    quiet(env, 3)  # two cycles failing, then read again
+    assert body(env) == first
+
+
 # --- annotations ---------------------------------------------------------------------------------
 
 QUOTE = "`t.py:3`: `AssertionError: boom`"
