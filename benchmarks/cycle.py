@@ -547,23 +547,41 @@ def service_report(results: dict[str, dict[str, Any] | None]) -> list[str]:
         "one process, cycles as `run` keeps them (benchmarks/warm.py):",
         table(rows, SERVICE_RUNS),
     ]
-    reused, rebuilt = service["reused"], service["rebuilt"]
+    reused, rebuilt, changed = service["reused"], service["rebuilt"], service["changed"]
+    share = changed["changed_heads"] / max(1, rebuilt["pulls_seen"])
+    changed_target = 1.5 + share * rebuilt["cpu_s"]
     out.append(
-        f"reused vs rebuilt CPU: {reused['cpu_s']:.2f} s vs {rebuilt['cpu_s']:.2f} s "
-        f"({_ratio(rebuilt['cpu_s'], reused['cpu_s'])}x); peak RSS {service['peak_rss_mb']} MB "
-        f"(target <= 250); imports {service['imports_cpu_s']} s CPU (once per process)"
+        "THE TARGET FIGURE (issue 19): the warm cycle, nothing changed, in the process that ran "
+        "the last cycle (`run`): the 'reused' column"
     )
     out.append(
-        f"reused cycle: {reused['github_requests']} requests, {reused['graphql_points']} points "
-        f"(targets <= 45 / <= 45), {reused['writes']} writes (target 0), "
-        f"CPU {reused['cpu_s']:.2f} s (target <= 1.5)"
+        f"warm cycle (reused) CPU {reused['cpu_s']:.2f} s (target <= 1.5, stretch <= 1.0); "
+        f"previous approach (reports rebuilt every cycle) {rebuilt['cpu_s']:.2f} s in the same "
+        f"run: {_ratio(rebuilt['cpu_s'], reused['cpu_s'])}x"
+    )
+    out.append(
+        f"warm cycle (reused): {reused['github_requests']} requests, {reused['graphql_points']} "
+        f"points (targets <= 45 / <= 45), {reused['writes']} writes (target 0); peak RSS "
+        f"{service['peak_rss_mb']} MB (target <= 250); imports {service['imports_cpu_s']} s CPU "
+        "(once per process, not in any cycle)"
+    )
+    out.append(
+        f"changed cycle ({changed['changed_heads']} heads, {share:.1%}): CPU {changed['cpu_s']:.2f}"
+        f" s (target <= 1.5 + {share:.1%} of the rebuilt cycle's {rebuilt['cpu_s']:.2f} s = "
+        f"{changed_target:.2f} s)"
     )
     if naive is not None:
         out.append(
-            f"naive poller / reused cycle: CPU {naive['cpu_s']:.2f} / {reused['cpu_s']:.2f} s = "
-            f"{_ratio(naive['cpu_s'], reused['cpu_s'])}x (target >= 20), GitHub requests "
+            f"naive poller / warm cycle (reused): CPU {naive['cpu_s']:.2f} / {reused['cpu_s']:.2f}"
+            f" s = {_ratio(naive['cpu_s'], reused['cpu_s'])}x (target >= 20), GitHub requests "
             f"{naive['github_requests']} / {reused['github_requests']} = "
             f"{_ratio(naive['github_requests'], reused['github_requests'])}x (target >= 100)"
+        )
+    warm = results.get("warm")
+    if warm is not None:
+        out.append(
+            f"for comparison, a warm `once` (a fresh process: imports, no report of the last "
+            f"cycle to reuse): {warm['cpu_s']:.2f} s CPU, the whole process"
         )
     for name in SERVICE_RUNS:
         out.append(f"{name}: {service[name]['summary']}")

@@ -75,6 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "graphql_points": stats["graphql_points"],
                 "writes": stats["writes"],
                 "changed_heads": changed,
+                "pulls_seen": summary.pulls_seen,
                 "summary": summary.line(),
             }
     finally:

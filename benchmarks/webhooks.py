@@ -369,7 +369,7 @@ def first_cycle(bot: Bot, sandbox: Sandbox, world: World, before: dict[int, str]
     counts = {k: int(v) for k, v in m.groupdict().items()} if (m := _FIRST.search(line)) else {}
     stats = sandbox.stats()
     wrote = counts.get("created", 1) + counts.get("edited", 1) + counts.get("deferred", 1)
-    if wrote or stats["writes"] or "could not process" in summary:
+    if wrote or stats["writes"] or "could not process" in summary or "refused" in summary:
         raise FirstCycleWrote(first_cycle_report(bot, world, before, summary, stats["writes"]))
     return {
         "summary": summary,
@@ -384,8 +384,8 @@ def first_cycle_report(bot: Bot, world: World, before: dict[int, str], summary: 
     """What the first cycle wrote, and where the first changed comment differs."""
     after = own_bodies(world)
     changed = sorted(n for n in after.keys() | before.keys() if after.get(n) != before.get(n))
-    written = [text.split(" on ", 1)[-1] for _, text in bot.lines if "comment edited on" in text
-               or "comment created on" in text]  # fmt: skip
+    written = [text.split(" on ", 1)[-1].split()[0] for _, text in bot.lines
+               if "comment edited on" in text or "comment created on" in text]  # fmt: skip
     text = [
         "FAIL: the service's first cycle over the settled state wrote to GitHub, so the "
         "settle and the bot disagree and the webhook figures would measure the write "

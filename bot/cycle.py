@@ -17,7 +17,7 @@ from typing import Literal, Protocol
 from bot.core.annotations import needs_annotations, with_annotations
 from bot.core.base import MergeBase, judged, needs_base, with_base
 from bot.core.evidence import Evidence
-from bot.core.facts import facts_key
+from bot.core.facts import core_key, facts_key
 from bot.core.model import FAILING_STATES, MARKER, Policy, PullSnapshot, Report, Signal, Verdict
 from bot.core.reconcile import github_state, reconcile_until
 from bot.core.required import HEAD_SEEN_KEY, expected_signals
@@ -289,6 +289,19 @@ def due_for_check(
     queries = -(-len(last_good) // (2 * per_query))
     ordered = sorted(last_good, key=lambda key: (last_good[key], key))
     return ordered[: queries * per_query]
+
+
+def unread_only(report: Report, stamp: Stamp) -> bool:
+    """Whether the comment stamped `stamp` differs from `report` only by what a failed read
+    took away: the same head and core facts, and a failing row whose merge base's checks or
+    annotations could not be read this time (a failed read is no new fact)."""
+    if stamp.head_sha != report.head_sha or stamp.core_key != core_key(report):
+        return False
+    return any(
+        (needs_base(row) and row.base is not None and row.base.error is not None)
+        or (needs_annotations(row) and row.annotations is None)
+        for row in report.rows
+    )
 
 
 def is_own(comment: Comment, login: str) -> bool:
@@ -767,6 +780,15 @@ class Cycle:
             self.store.note_no_comment(name, number, now=self.clock())
             return Plan(report, "create", "", comment_key, None, looked=True)
         body = self.body(report)
+        stamp = self._trusted_stamp(own)
+        if own.body != body and stamp is not None and unread_only(report, stamp):
+            # Only a failed read would change it: no new fact, the comment is left as it is and
+            # not recorded (the next pass reads its stamp again, until the read succeeds).
+            report = replace(report, observed_at=stamp.observed_at)
+            key = stamp.facts_key
+            self.store.set_facts(name, number, facts_key=key, observed_at=stamp.observed_at)
+            comment_key = self._comment_key(report, key)
+            return Plan(report, "leave", own.body, comment_key, own.id, own.node_id)
         action: Literal["edit", "adopt"] = "adopt" if own.body == body else "edit"
         return Plan(report, action, body, comment_key, own.id, own.node_id, found=own, looked=True)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import threading
@@ -192,8 +193,19 @@ def _is_query_only(body: Any) -> bool:
         body = body.decode("utf-8", "replace")
     try:
         payload = json.loads(body) if isinstance(body, str) else body
-        document = graphql.parse(payload["query"])
-    except (TypeError, KeyError, ValueError, graphql.GraphQLError):
+        query = payload["query"]
+    except (TypeError, KeyError, ValueError):
+        return False
+    return isinstance(query, str) and _only_queries(query)
+
+
+@functools.lru_cache(maxsize=64)
+def _only_queries(query: str) -> bool:
+    """Whether this GraphQL text holds only query operations (parsed once per text: a cycle
+    sends the same few texts again and again)."""
+    try:
+        document = graphql.parse(query)
+    except (TypeError, ValueError, graphql.GraphQLError):
         return False
     return all(
         (

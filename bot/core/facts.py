@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -26,6 +27,19 @@ def facts_key(report: Report) -> str:
         rows,
     )
     return hashlib.sha256(repr(facts).encode("utf-8")).hexdigest()
+
+
+def core_key(report: Report) -> str:
+    """The facts key of the report without what a second read of GitHub's adds to its rows
+    (the merge-base findings, the quoted annotations): equal to facts_key where it has none.
+
+    A run with no state compares it with its comment's stamp: the same core facts, with a
+    failed read of the merge base's checks or of annotations, is no new fact (the comment is
+    left as it is)."""
+    if all(row.base is None and row.annotations is None for row in report.rows):
+        return facts_key(report)
+    rows = tuple(row._replace(base=None, annotations=None) for row in report.rows)
+    return facts_key(replace(report, rows=rows))
 
 
 def _required_facts(report: Report) -> tuple[Any, ...] | None:

@@ -44,6 +44,8 @@ from bot.render.escape import (
     Md,
     clean,
     code,
+    first_line,
+    is_blank,
     prose,
     quoted,
     safe_url,
@@ -379,21 +381,21 @@ def annotation_lines(row: Row) -> tuple[Md, ...]:
     verbatim in a code span (source text: nothing in it is live)."""
     lines = []
     for annotation in row.annotations or ():
-        said = _first_line(annotation.message)
-        message = f": {code(said, QUOTE_LIMIT)}" if said else ""
-        lines.append(Md(code(_location(annotation)) + message))
+        said = first_line(annotation.message)
+        message = code(said, QUOTE_LIMIT) if said else ""
+        location = _location(annotation)
+        if location or message:
+            lines.append(Md(": ".join(filter(None, (location, message)))))
     return tuple(lines)
 
 
-def _location(annotation: Annotation) -> str:
+def _location(annotation: Annotation) -> Md:
+    """`path:line` in a code span; "line 7" where the path shows nothing; "" with neither."""
     start, end = annotation.start_line, annotation.end_line
-    if start is None:
-        return annotation.path
-    return f"{annotation.path}:{start}" + (f"-{end}" if end is not None and end != start else "")
-
-
-def _first_line(text: str) -> str:
-    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+    lines = "" if start is None else f"{start}" + (f"-{end}" if end not in (None, start) else "")
+    if is_blank(annotation.path):
+        return Md(f"line {lines}" if lines else "")
+    return code(f"{annotation.path}:{lines}" if lines else annotation.path)
 
 
 def _expected_view(row: Row, stale_after: timedelta, *, tell: Md | None) -> RowView:
@@ -466,7 +468,9 @@ def _unverified_clause(clause: Md, base: BaseCheck) -> Md:
 def first_meaningful_line(text: str | None, *, said: frozenset[str] = frozenset()) -> str | None:
     """The first line of a check summary that says something not yet said (headings last)."""
     # Skipped: rules, fences, tags, table rows, and lines already said (case-insensitively).
-    lines = [line.strip() for line in (text or "").splitlines()]
+    # A line that shows nothing once cleaned (U+200B, a Hangul filler) is no line at all.
+    lines = [clean(line, COMMENT_LIMIT).strip() for line in (text or "").splitlines()]
+    said = frozenset(clean(words, COMMENT_LIMIT).strip() for words in said)  # compared alike
     headings: list[str] = []
     for index, line in enumerate(lines):
         after = lines[index + 1] if index + 1 < len(lines) else ""
@@ -489,7 +493,7 @@ def _source_text(signal: Signal) -> list[str]:
     said: list[str] = []
     seen = {signal.name.strip().casefold()}
     description = (signal.description or "").strip()
-    if description and description.casefold() not in seen:
+    if not is_blank(description) and description.casefold() not in seen:
         seen.add(description.casefold())
         said.append(quoted(description))
     line = first_meaningful_line(signal.summary, said=frozenset(seen))

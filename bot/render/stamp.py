@@ -4,9 +4,11 @@
 facts were first observed, the head commit, when the bot first saw each signal GitHub gave no
 time for (by a digest of the signal's key), the lease generation of the write and, where a
 failure was compared with the merge base, the base branch and the merge-base commit (which
-never change for a head). With it a
-run with no state at all (a fresh CI runner) tells the same story as one with a state, and a
-lost state re-dates nothing. Base64 keeps untrusted names out of the HTML comment.
+never change for a head), and, where the comment quotes a merge-base finding or annotations,
+the facts key without them (a run with no state then tells a failed read of those from new
+facts). With it a run with no state at all (a fresh CI runner) tells the same story as one
+with a state, and a lost state re-dates nothing. Base64 keeps untrusted names out of the HTML
+comment.
 
 A stamp the bot cannot read (garbled, too large, another version, a field out of range) is
 ignored as a whole, never trusted in part. The v1 line of earlier releases,
@@ -25,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from bot.core.facts import facts_key
+from bot.core.facts import core_key, facts_key
 from bot.core.model import Report, as_utc
 
 VERSION: Final = 2
@@ -57,6 +59,13 @@ class Stamp:
     first_seen: Mapping[str, datetime] = field(default_factory=dict)  # seen_key(key) -> time
     generation: int = 0  # the lease generation that wrote it (0: no lease)
     merge_base: tuple[str, str] | None = None  # (base branch, merge-base commit) of this head
+    # the facts key without the merge-base findings and quoted annotations ("": facts_key)
+    core: str = ""
+
+    @property
+    def core_key(self) -> str:
+        """The facts key of what the comment says without the merge base and annotations."""
+        return self.core or self.facts_key
 
     def merge_base_of(self, head_sha: str, base: str) -> str | None:
         """The merge-base commit of this head and base branch, as the stamp says."""
@@ -79,8 +88,15 @@ def seen_key(signal_key: str) -> str:
 def stamp_of(report: Report, *, generation: int = 0) -> Stamp:
     """The stamp of a report: its facts and the first-seen times it was reconciled with."""
     seen = {seen_key(key): at for key, at in report.first_seen}
+    key, core = facts_key(report), core_key(report)
     return Stamp(
-        facts_key(report), report.observed_at, report.head_sha, seen, generation, report.merge_base
+        key,
+        report.observed_at,
+        report.head_sha,
+        seen,
+        generation,
+        report.merge_base,
+        "" if core == key else core,
     )
 
 
@@ -95,6 +111,8 @@ def stamp_line(stamp: Stamp) -> str:
     }
     if stamp.merge_base is not None:  # absent otherwise: a stamp without it reads as before
         data["b"] = list(stamp.merge_base)
+    if stamp.core:  # the same: absent where it is the facts key
+        data["c"] = stamp.core
     text = json.dumps(data, separators=(",", ":"), sort_keys=True).encode("ascii")
     encoded = base64.urlsafe_b64encode(text).decode("ascii").rstrip("=")
     return f"<!-- ci-status-bot:stamp v{VERSION} {encoded} -->"
@@ -168,8 +186,11 @@ def _stamp(value: dict[str, Any]) -> Stamp | None:
         ):
             return None
         merge_base = (merge_base[0], merge_base[1])
+    core = value.get("c", "")
+    if not (isinstance(core, str) and (core == "" or _HEX64.fullmatch(core))):
+        return None
     seen_at = {k: t for k, t in times.items() if t is not None}
-    return Stamp(key, observed, head, seen_at, generation, merge_base)
+    return Stamp(key, observed, head, seen_at, generation, merge_base, core)
 
 
 def _micros(value: datetime) -> int:

@@ -602,8 +602,6 @@ def test_prose_filter(raw: object, markdown: str) -> None:
         ("`a`", "`` `a` ``"),
         ("x ``` y", "````x ``` y````"),
         (" a ", "`  a  `"),
-        ("   ", "`   `"),
-        ("", "` `"),
         ("a\nb", "`a b`"),
         ("x\x00\x07\u202e\u2060\u200by", "`xy`"),
         ("👩\u200d💻", "`👩\u200d💻`"),
@@ -615,6 +613,123 @@ def test_code_filter(raw: str, markdown: str) -> None:
     assert code(raw) == markdown
     inner = code_texts(to_html(f"x {code(raw)}"))
     assert inner == [clean(raw) or " "]
+
+
+# Default_Ignorable_Code_Point, Unicode 14.0 (Python's unicodedata), from
+# https://www.unicode.org/Public/14.0.0/ucd/DerivedCoreProperties.txt (checked against perl's
+# \p{Default_Ignorable_Code_Point}): nothing a reader sees; the comment shows none of them.
+DEFAULT_IGNORABLE = (
+    (0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160), (0x17B4, 0x17B5),
+    (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x3164, 0x3164),
+    (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8),
+    (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF),
+)  # fmt: skip
+
+
+def test_default_ignorable_characters_never_reach_a_code_span() -> None:
+    # "DCO" + U+034F looked exactly like "DCO" (adversarial review, adv/c5.py)
+    for low, high in DEFAULT_IGNORABLE:
+        for point in range(low, high + 1):
+            assert code(f"DCO{chr(point)}x") == "`DCOx`", hex(point)
+            assert prose(f"a{chr(point)}b") == "ab", hex(point)
+
+
+@pytest.mark.parametrize(
+    "kept",
+    [
+        "❤\ufe0f",  # VS16 after an emoji
+        "#\ufe0f\u20e3",  # a keycap
+        "❤\ufe0f\u200d🔥",  # ZWJ after VS16
+        "👩🏽\u200d💻",  # ZWJ after a skin tone
+        SCOTLAND,  # tag characters of a flag
+        "\u845b\U000e0100",  # an ideographic variation sequence (葛 + VS17)
+        "\u2229\ufe00",  # a standardized variation sequence of a math symbol (∩ + VS1)
+        "\u1000\ufe00",  # and of a Myanmar letter
+        "\u1820\u180b",  # a Mongolian free variation selector after a Mongolian letter
+        "e\u0301",  # a combining accent is visible
+        "a\u2800b",  # the braille blank has a width: kept inside a name
+    ],
+)
+def test_characters_that_belong_to_a_sequence_survive(kept: str) -> None:
+    assert code(kept) == f"`{kept}`"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "DC\u041e\ufe00",  # a variation selector after a Cyrillic look-alike: no sequence
+        "DC\u041e\U000e0100",  # an ideographic selector after a letter that is no ideograph
+        "\u0627\u180b",  # a Mongolian selector after an Arabic letter
+        "1\ufe0f",  # VS16 after a digit that is no keycap
+    ],
+)
+def test_selectors_outside_their_sequences_are_dropped(raw: str) -> None:
+    assert code(raw) == f"`{raw[:-1]}`"
+
+
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        ("", "(empty)"),
+        ("   ", "(blank: U+0020)"),
+        ("\u3164", "(blank: U+3164)"),  # Hangul filler
+        ("\u2062\u00ad", "(blank: U+2062 U+00AD)"),  # only format characters
+        ("\u2800", "(blank: U+2800)"),  # braille blank
+        ("\u3000\u200a", "(blank: U+3000 U+200A)"),
+        ("\ufe0f", "(blank: U+FE0F)"),
+        ("\u200b\u200c\u200d\u2060\ufeff", "(blank: U+200B U+200C U+200D …)"),
+    ],
+)
+def test_a_blank_name_is_said_never_an_empty_looking_span(raw: str, shown: str) -> None:
+    assert code(raw) == shown
+    assert code_texts(to_html(f"x {code(raw)}")) == []  # no code span at all
+
+
+@pytest.mark.parametrize(
+    ("raw", "cut"),
+    [
+        ("a" * 197 + "👩\u200d💻xx", "a" * 197 + "…"),  # never a dangling ZWJ
+        ("a" * 198 + "👩\u200d💻", "a" * 198 + "…"),  # never half a ZWJ sequence
+        ("a" * 198 + "🇫🇷x", "a" * 198 + "…"),  # never half a flag
+        ("a" * 197 + "🇫🇷🇩🇪", "a" * 197 + "🇫🇷…"),
+        ("a" * 198 + "e\u0301x", "a" * 198 + "…"),  # never a letter without its accent
+        ("a" * 198 + "👍🏽x", "a" * 198 + "…"),  # never a hand without its skin tone
+        ("a" * 198 + "\u1100\u1161x", "a" * 198 + "…"),  # never half a Hangul syllable
+        ("a" * 198 + "bcd", "a" * 198 + "b…"),
+    ],
+)
+def test_a_cut_falls_between_graphemes(raw: str, cut: str) -> None:
+    assert clean(raw) == cut
+    assert code(raw) == f"`{cut}`"
+
+
+def test_annotations_quote_their_first_visible_line_and_no_empty_path() -> None:
+    # adv/c11.py: a first line of only U+200B quoted an empty span and hid the message; an
+    # empty path rendered "` `: `boom`"
+    tests = run("tests", "failure", node_id="N1", database_id=1)
+    report = reconcile(snapshot(tests), {}, Policy(), now=NOW)
+    first = with_annotations(
+        report,
+        {1: (Annotation("src/a.py", 3, 3, "\u200b\n\u3164\nAssertionError: expected 1"),
+             Annotation("", None, None, "boom"),
+             Annotation("\u200b", 7, 7, "bang"))},
+    )  # fmt: skip
+    body = Renderer().markdown(first)
+    assert "\n  `src/a.py:3`: `AssertionError: expected 1`  \n" in body
+    assert "\n  `boom`  \n" in body
+    assert "\n  line 7: `bang`\n" in body
+    assert "` `" not in body
+    second = with_annotations(report, {1: (Annotation("src/b.py", 9, 9, "\u200b"),)})
+    body = Renderer().markdown(second)
+    assert "\n  `src/b.py:9`\n" in body and "` `" not in body
+
+
+def test_a_summary_line_blank_after_cleaning_is_not_its_first_meaningful_line() -> None:
+    assert first_meaningful_line("\u3164\n\u200b\u2060\nreal words") == "real words"
+    assert first_meaningful_line("\u3164 \u115f") is None
+    body = render(run("lint", "failure", description="\u200b\u3164", summary="\u3164\nE501"))
+    row = body.split("\n- ❌ ", 1)[1].split("\n\n", 1)[0]
+    assert "“”" not in row and " —  — " not in row and "E501" in row, row
 
 
 @pytest.mark.parametrize(
