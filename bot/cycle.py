@@ -782,11 +782,13 @@ class Cycle:
         body = self.body(report)
         stamp = self._trusted_stamp(own)
         if own.body != body and stamp is not None and unread_only(report, stamp):
-            # only a failed read would change it: no new fact, the comment is left as it is
+            # Only a failed read would change it: no new fact, the comment is left as it is and
+            # not recorded (the next pass reads its stamp again, until the read succeeds).
             report = replace(report, observed_at=stamp.observed_at)
-            key, body = stamp.facts_key, own.body
+            key = stamp.facts_key
             self.store.set_facts(name, number, facts_key=key, observed_at=stamp.observed_at)
             comment_key = self._comment_key(report, key)
+            return Plan(report, "leave", own.body, comment_key, own.id, own.node_id)
         action: Literal["edit", "adopt"] = "adopt" if own.body == body else "edit"
         return Plan(report, action, body, comment_key, own.id, own.node_id, found=own, looked=True)
 

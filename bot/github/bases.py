@@ -82,7 +82,8 @@ class BaseReader:
             sha = self.github.merge_base(repo, base, head)
         except RateLimited as exc:
             log.warning("GitHub's compare of %s and %s in %s: %s", base, head, repo, exc)
-            return MergeBase(None, error=f"GitHub's rate limit was reached ({exc.reason})")
+            why = f"GitHub's compare of {base} and the head was refused: {exc.reason}"
+            return MergeBase(None, error=why)  # `reason` names the rate limit: none asked after
         except GitHubError as exc:
             log.warning("GitHub's compare of %s and %s in %s: %s", base, head, repo, exc)
             why = f"GitHub's compare of {base} and the head failed: {exc.reason}"

@@ -23,6 +23,7 @@ import requests
 from github import Github
 from github.GithubException import GithubException
 
+from bot.core.annotations import GENERIC, QUOTED
 from bot.core.base import MergeBase
 from bot.core.model import Annotation, PullSnapshot, RequiredChecks, Signal
 from bot.github.parse import Comment as Comment
@@ -32,7 +33,7 @@ from bot.github.parse import (
     Unreadable,
     get,
     normal_login,
-    parse_annotations,
+    parse_annotation_page,
     parse_contexts,
     parse_graphql_comment,
     parse_labels,
@@ -49,6 +50,7 @@ from bot.github.query import (
     PAGE,
     VIEWER_QUERY,
     commits_query,
+    more_annotations_query,
     more_contexts_query,
     pull_comments_query,
     pull_query,
@@ -200,6 +202,12 @@ def _in_nodes(error: dict[str, Any]) -> bool:
     """An error on one node of a `nodes(ids:)` query (that node only)."""
     path = _path(error)
     return len(path) >= 2 and path[0] == "nodes" and isinstance(path[1], int)
+
+
+def _in_run_alias(error: dict[str, Any]) -> bool:
+    """An error inside one aliased check run of a MoreAnnotations query: r<k>...."""
+    path = _path(error)
+    return len(path) >= 1 and str(path[0]).startswith("r")
 
 
 def _in_commit(error: dict[str, Any]) -> bool:
@@ -369,9 +377,10 @@ class GitHubApi:
             if wait is None and exc.status == 429:
                 wait = SECONDARY_BACKOFF_S
             if wait is not None:
-                limited = RateLimited(
-                    _error_message(exc), wait_s=wait, reason=error_reason(exc.status, exc.data)
-                )
+                reason = error_reason(exc.status, exc.data)
+                if "rate limit" not in reason:  # a 429, or a 403 with only the headers saying it
+                    reason += " (rate limit)"
+                limited = RateLimited(_error_message(exc), wait_s=wait, reason=reason)
                 if not retry or self._policy.too_long(wait):
                     return limited
                 log.warning("GitHub rate limit: waiting %.0f s as it asked", wait)
@@ -904,10 +913,14 @@ class GitHubApi:
     # -- annotations of failing check runs ------------------------------------------------
 
     def check_run_annotations(self, node_ids: Sequence[str]) -> dict[str, tuple[Annotation, ...]]:
-        """Each check run's failure-level annotations (its first page), by node id, PAGE runs
-        per GraphQL query; a run GitHub did not answer for is left out (GitHubError when a
-        whole query fails)."""
+        """Each check run's failure-level annotations, by node id, PAGE runs per GraphQL query;
+        a run GitHub did not answer for is left out (GitHubError when a whole query fails).
+
+        GitHub cannot filter annotations by level: a run whose pages so far hold fewer than
+        QUOTED specific failures and that has more is paged on, all such runs together, at
+        most MORE_ANNOTATION_PAGES further pages each (what was read by then is its answer)."""
         found: dict[str, tuple[Annotation, ...]] = {}
+        more: dict[str, str] = {}  # node id -> the cursor of its next page
         wanted = list(dict.fromkeys(node_ids))
         for start in range(0, len(wanted), PAGE):
             chunk = wanted[start : start + PAGE]
@@ -919,11 +932,46 @@ class GitHubApi:
             for index, (node_id, node) in enumerate(zip(chunk, nodes, strict=True)):
                 if node is None or index in broken:
                     continue
-                try:
-                    found[node_id] = parse_annotations(node)
-                except Unreadable as exc:
-                    log.warning("the annotations of check run %s are unreadable: %s", node_id, exc)
+                self._annotation_page(node_id, node, found, more)
+        for _ in range(MORE_ANNOTATION_PAGES):
+            if not more:
+                break
+            asked: list[tuple[str, str]] = list(more.items())
+            more = {}
+            for start in range(0, len(asked), MORE_ANNOTATION_RUNS):
+                batch = asked[start : start + MORE_ANNOTATION_RUNS]
+                variables: dict[str, Any] = {}
+                for k, (node_id, cursor) in enumerate(batch):
+                    variables |= {f"i{k}": node_id, f"a{k}": cursor}
+                data, errors = self._graphql(
+                    more_annotations_query(len(batch)), variables, tolerate=_in_run_alias
+                )
+                broken = {str(_path(e)[0]) for e in errors}
+                for k, (node_id, _cursor) in enumerate(batch):
+                    listed = _get(data, f"r{k}")
+                    node = listed[0] if isinstance(listed, list) and len(listed) == 1 else None
+                    if node is None or f"r{k}" in broken:  # that run is not read this time
+                        found.pop(node_id, None)
+                        continue
+                    self._annotation_page(node_id, node, found, more)
         return found
+
+    @staticmethod
+    def _annotation_page(
+        node_id: str, node: Any, found: dict[str, tuple[Annotation, ...]], more: dict[str, str]
+    ) -> None:
+        """Add one page of a run's annotations to `found`; its next page to `more` when the run
+        still has fewer than QUOTED specific failures."""
+        try:
+            page, cursor = parse_annotation_page(node)
+        except Unreadable as exc:
+            log.warning("the annotations of check run %s are unreadable: %s", node_id, exc)
+            found.pop(node_id, None)
+            return
+        found[node_id] = annotations = found.get(node_id, ()) + page
+        specific = [a for a in annotations if not GENERIC.fullmatch(a.message.strip())]
+        if cursor is not None and len(specific) < QUOTED:
+            more[node_id] = cursor
 
     # -- a batched read of named pull requests (webhook refresh) ---------------------------
 
@@ -974,6 +1022,8 @@ class GitHubApi:
 
 
 PULLS_PER_QUERY = 50
+MORE_ANNOTATION_PAGES = 4  # further pages of annotations of one run, PAGE each, at most
+MORE_ANNOTATION_RUNS = 50  # check runs per MoreAnnotations query
 COMMITS_PER_QUERY = 50  # merge-base commits per aliased query (their first contexts page)
 
 

@@ -208,23 +208,39 @@ def parse_context(node: Any) -> Signal:
 
 def parse_annotations(node: Any) -> tuple[Annotation, ...]:
     """A CheckRun node's failure-level annotations (Unreadable when the answer is malformed)."""
+    return parse_annotation_page(node)[0]
+
+
+def parse_annotation_page(node: Any) -> tuple[tuple[Annotation, ...], str | None]:
+    """A CheckRun node's failure-level annotations of one page and the cursor of the next page
+    (None: none). One malformed annotation (a null path or message) is skipped and logged, the
+    others kept; Unreadable when the page itself is malformed."""
     if not isinstance(node, dict) or node.get("__typename") != "CheckRun":
         raise Unreadable("the node is not a CheckRun")
-    nodes = get(node, "annotations", "nodes")
+    connection = get(node, "annotations")
+    nodes = get(connection, "nodes")
     if nodes is None:
-        return ()
+        return (), None
     if not isinstance(nodes, list):
         raise Unreadable("annotations.nodes is not a list")
-    return tuple(
-        Annotation(
-            _required_text(item, "path"),
-            _line_of(get(item, "location", "start", "line")),
-            _line_of(get(item, "location", "end", "line")),
-            _required_text(item, "message")[:ANNOTATION_LIMIT],
-        )
-        for item in nodes
-        if isinstance(item, dict) and item.get("annotationLevel") == "FAILURE"
-    )
+    found: list[Annotation] = []
+    for item in nodes:
+        if not isinstance(item, dict) or item.get("annotationLevel") != "FAILURE":
+            continue
+        try:
+            found.append(
+                Annotation(
+                    _required_text(item, "path"),
+                    _line_of(get(item, "location", "start", "line")),
+                    _line_of(get(item, "location", "end", "line")),
+                    _required_text(item, "message")[:ANNOTATION_LIMIT],
+                )
+            )
+        except Unreadable as exc:
+            log.warning("an annotation of check run %s is skipped: %s", node.get("id"), exc)
+    more = get(connection, "pageInfo", "hasNextPage") if isinstance(connection, dict) else None
+    cursor = get(connection, "pageInfo", "endCursor") if more is True else None
+    return tuple(found), cursor if isinstance(cursor, str) else None
 
 
 ANNOTATION_LIMIT = 2000  # characters of one message kept (a row quotes far fewer)

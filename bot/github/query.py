@@ -161,18 +161,37 @@ query Comments($ids: [ID!]!) {{
 }}
 """
 
-# A check run's annotations read per run (its first page: failure-level ones are kept).
+# A check run's annotations read per run (its first page: failure-level ones are kept). GitHub
+# has no level filter on CheckRun.annotations: a run whose first page holds fewer failures than
+# a row quotes, with more pages, is paged on (MORE_ANNOTATIONS_QUERY, bounded by the client).
 ANNOTATIONS_PAGE = 50
+ANNOTATION_FIELDS = (
+    "pageInfo { hasNextPage endCursor } "
+    "nodes { annotationLevel path location { start { line } end { line } } message }"
+)
 ANNOTATIONS_QUERY = f"""
 query CheckRunAnnotations($ids: [ID!]!) {{
   {RATE}
   nodes(ids: $ids) {{
     __typename
     ... on CheckRun {{ id databaseId annotations(first: {ANNOTATIONS_PAGE}) {{
-      nodes {{ annotationLevel path location {{ start {{ line }} end {{ line }} }} message }} }} }}
+      {ANNOTATION_FIELDS} }} }}
   }}
 }}
 """
+
+
+def more_annotations_query(count: int) -> str:
+    """The next page of annotations of `count` check runs at once (`$i<k>` node id, `$a<k>`
+    cursor), PAGE annotations each (`nodes(ids: [one])`: the same root field as the first page)."""
+    params = ", ".join(f"$i{k}: ID!, $a{k}: String" for k in range(count))
+    aliases = "\n".join(
+        f"  r{k}: nodes(ids: [$i{k}]) {{ __typename ... on CheckRun {{ id "
+        f"annotations(first: {PAGE}, after: $a{k}) {{ {ANNOTATION_FIELDS} }} }} }}"
+        for k in range(count)
+    )
+    return f"query MoreAnnotations({params}) {{\n  {RATE}\n{aliases}\n}}\n"
+
 
 # Who the token acts as, where REST's GET /user refuses the token (an
 # installation token: a workflow's GITHUB_TOKEN, an App's): GraphQL's viewer answers it.

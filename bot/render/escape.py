@@ -35,6 +35,16 @@ _DEFAULT_IGNORABLE: Final = frozenset(
 # Emoji-capable characters outside the symbol categories: ‼ ⁉ 〰 〽, and keycap bases.
 _EMOJI_BASES_NOT_SYMBOLS: Final = frozenset("\u203c\u2049\u3030\u303d")
 _KEYCAP_BASES: Final = frozenset("#*0123456789")
+# Where Unicode's variation sequences have bases (StandardizedVariants.txt, IVD): CJK
+# ideographs; and, for VS1-VS14, beside symbols, the scripts that use them (Myanmar, Phags-pa,
+# Manichaean) and the digit zero.
+_IDEOGRAPHS: Final = (
+    (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0x20000, 0x323AF),
+)  # fmt: skip
+_VARIATION_BASES: Final = (
+    *_IDEOGRAPHS, (0x0030, 0x0030), (0x1000, 0x109F), (0xA840, 0xA877), (0xAA60, 0xAA7F),
+    (0x10AC0, 0x10AFF),
+)  # fmt: skip
 _BLANK_NAMED: Final = 3  # code points named in "(blank: U+3164 …)"
 _WHITESPACE: Final = frozenset("\n\r\t\v\f\x85\u2028\u2029")
 _URL_SAFE: Final = "-._~:/?#@!$&*+,;=%"  # RFC 3986 minus ' ( ) [ ] (markdown-significant)
@@ -93,7 +103,8 @@ def clean(value: object, limit: int = TEXT_LIMIT) -> str:
 
 def is_blank(value: object) -> bool:
     """Whether untrusted text shows nothing once cleaned: empty, or spaces and blanks only."""
-    return all(c.isspace() or c == BRAILLE_BLANK for c in clean(value, len(str(value or ""))))
+    text = "" if value is None else str(value)
+    return all(c.isspace() or c == BRAILLE_BLANK for c in clean(text, len(text)))
 
 
 def code(value: object, limit: int = TEXT_LIMIT) -> Md:
@@ -218,11 +229,20 @@ def _visible(text: str, index: int, char: str) -> bool:
         return bool(before) and (
             unicodedata.category(before)[0] == "S" or before in _EMOJI_BASES_NOT_SYMBOLS
         )
-    if 0xFE00 <= point <= 0xFE0D or 0xE0100 <= point <= 0xE01EF:  # variation sequences
-        return bool(before) and ord(before) > 0x7F and unicodedata.category(before)[0] in "LSN"
+    if 0xFE00 <= point <= 0xFE0D:  # standardized variation sequences: symbols, some scripts
+        return bool(before) and (
+            unicodedata.category(before)[0] == "S" or _in(before, _VARIATION_BASES)
+        )
+    if 0xE0100 <= point <= 0xE01EF:  # ideographic variation sequences
+        return bool(before) and _in(before, _IDEOGRAPHS)
     if point in (0x180B, 0x180C, 0x180D, 0x180F):  # Mongolian free variation selectors
         return bool(before) and 0x1820 <= ord(before) <= 0x18AA
     return False
+
+
+def _in(char: str, ranges: tuple[tuple[int, int], ...]) -> bool:
+    point = ord(char)
+    return any(low <= point <= high for low, high in ranges)
 
 
 def _grapheme_cut(text: str, at: int) -> int:

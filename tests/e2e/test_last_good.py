@@ -181,6 +181,20 @@ def test_without_a_state_a_failed_read_of_the_merge_base_s_checks_edits_nothing(
     quiet(env)
 
 
+def test_a_lost_state_and_a_failing_read_of_the_merge_base_s_checks_edit_nothing(env: Env) -> None:
+    """The state is lost while GitHub fails the merge base's checks for several cycles: the
+    comment is the last good evidence until they are read again."""
+    failing_pull(env)
+    base_fails_and_never_settles(env)
+    once(env)
+    first = body(env)
+    for path in env.tmp.glob("state.sqlite3*"):
+        path.unlink()
+    env.sandbox.fail("POST", "/graphql", 502, when="CommitContexts", times=6)
+    quiet(env, 3)  # two cycles failing, then read again
+    assert body(env) == first
+
+
 # --- annotations ---------------------------------------------------------------------------------
 
 QUOTE = "`t.py:3`: `AssertionError: boom`"
@@ -212,3 +226,36 @@ def test_a_real_change_still_edits_while_the_annotations_cannot_be_read(env: Env
     once(env)
     assert len(writes(env.sandbox)) == 1
     assert "`lint`" in body(env)
+
+
+def _null_first_path(payload: Any) -> Any:
+    """A broken answer: the first annotation of the first run has a null path."""
+    payload["data"]["nodes"][0]["annotations"]["nodes"][0]["path"] = None
+    return payload
+
+
+def test_one_malformed_annotation_is_skipped_and_the_rest_kept(env: Env) -> None:
+    bad = {"path": "bad.py", "start_line": 1, "message": "AssertionError: broken"}
+    failing_pull(env, annotations=[bad, *BOOM])
+    env.sandbox.fail(
+        "POST", "/graphql", 200, times=-1, when="CheckRunAnnotations", transform=_null_first_path
+    )
+    once(env)
+    said = body(env)
+    assert QUOTE in said and "broken" not in said, said
+    env.sandbox.clear_requests()
+    once(env)  # kept: not asked again
+    assert not any(b"CheckRunAnnotations" in r.body for r in env.sandbox.requests)
+    assert writes(env.sandbox) == []
+
+
+def test_failure_annotations_after_a_page_of_warnings_are_quoted(env: Env) -> None:
+    warnings = [
+        {"path": f"w{i}.py", "start_line": i + 1, "annotation_level": "warning", "message": "w"}
+        for i in range(60)
+    ]
+    failing_pull(env, annotations=[*warnings, *BOOM])
+    once(env)
+    said = body(env)
+    assert QUOTE in said, said  # GitHub has no level filter: the run's next page was read
+    assert sum(1 for r in env.sandbox.requests if b"query MoreAnnotations" in r.body) == 1

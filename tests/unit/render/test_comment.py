@@ -643,6 +643,8 @@ def test_default_ignorable_characters_never_reach_a_code_span() -> None:
         "👩🏽\u200d💻",  # ZWJ after a skin tone
         SCOTLAND,  # tag characters of a flag
         "\u845b\U000e0100",  # an ideographic variation sequence (葛 + VS17)
+        "\u2229\ufe00",  # a standardized variation sequence of a math symbol (∩ + VS1)
+        "\u1000\ufe00",  # and of a Myanmar letter
         "\u1820\u180b",  # a Mongolian free variation selector after a Mongolian letter
         "e\u0301",  # a combining accent is visible
         "a\u2800b",  # the braille blank has a width: kept inside a name
@@ -650,6 +652,19 @@ def test_default_ignorable_characters_never_reach_a_code_span() -> None:
 )
 def test_characters_that_belong_to_a_sequence_survive(kept: str) -> None:
     assert code(kept) == f"`{kept}`"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "DC\u041e\ufe00",  # a variation selector after a Cyrillic look-alike: no sequence
+        "DC\u041e\U000e0100",  # an ideographic selector after a letter that is no ideograph
+        "\u0627\u180b",  # a Mongolian selector after an Arabic letter
+        "1\ufe0f",  # VS16 after a digit that is no keycap
+    ],
+)
+def test_selectors_outside_their_sequences_are_dropped(raw: str) -> None:
+    assert code(raw) == f"`{raw[:-1]}`"
 
 
 @pytest.mark.parametrize(
