@@ -1078,11 +1078,21 @@ class Cycle:
     def run_pulls(
         self, pulls: Sequence[tuple[PullSnapshot | PullFailure, RepoSettings]]
     ) -> Summary:
-        """Plan and publish already-read pull requests through the same rules as `run`."""
+        """Plan and publish already-read pull requests through the same rules as `run`; the
+        failing heads' merge bases and annotations are asked first, batched, as a pass does."""
         summary = Summary()
         self._left = []  # a refresh checks no comment: the pass does
         gh_before, points_before = self.github.usage.total, self.github.usage.graphql_points
         rtd_before = self._docs_requests()
+        failing: dict[str, list[PullSnapshot]] = {}  # asked together, as a pass does
+        for snapshot, repo in pulls:
+            if not isinstance(snapshot, PullSnapshot) or not selected(snapshot, self.policy):
+                continue
+            if self._failing(repo, snapshot):
+                failing.setdefault(repo.name, []).append(snapshot)
+        for name, snapshots in failing.items():
+            self.read_bases(name, snapshots)
+            self.read_annotations(name, snapshots)
         plans = [p for s, r in pulls if (p := self._plan_one(s, r, summary)) is not None]
         for observer in self.observers:
             observer.pulls_done()

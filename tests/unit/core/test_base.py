@@ -6,7 +6,13 @@ from datetime import timedelta
 
 from support import NOW, OLD, run, snapshot, status
 
-from bot.core.base import MergeBase, merge_base_of_payload, merge_base_payload, with_base
+from bot.core.base import (
+    MergeBase,
+    judged,
+    merge_base_of_payload,
+    merge_base_payload,
+    with_base,
+)
 from bot.core.facts import facts_key
 from bot.core.model import Policy, State
 from bot.core.reconcile import reconcile
@@ -85,3 +91,34 @@ def test_a_kept_merge_base_reads_back_the_same() -> None:
     merge = MergeBase(BASE, (run("tests", "failure", workflow="ci", event="push"),), truncated=True)
     assert merge_base_of_payload(BASE, merge_base_payload(merge)) == merge
     assert not MergeBase(BASE, (run("tests", "in_progress"),)).final  # pending: not kept
+
+
+def test_a_failed_re_read_is_said_only_once_it_lasted_the_limit() -> None:
+    on_base = (run("tests", "failure", event="push", completed_at=OLD),)
+    since = NOW - timedelta(minutes=10)
+    last = MergeBase(
+        BASE,
+        on_base,
+        read_at=NOW - timedelta(minutes=11),
+        failing_since=since,
+        failure="GitHub answered 502",
+    )
+    limit = timedelta(minutes=30)
+    shown, turns = judged(last, now=NOW, unverified_after=limit)
+    assert turns == since + limit
+    clean = report_of(run("tests", "failure"), merge=MergeBase(BASE, on_base))
+    early = report_of(run("tests", "failure"), merge=shown)
+    assert facts_key(early) == facts_key(clean)  # before the limit: no new fact
+    shown, turns = judged(last, now=since + limit, unverified_after=limit)
+    assert turns is None
+    late = report_of(run("tests", "failure"), merge=shown)
+    assert facts_key(late) != facts_key(clean)
+    finding = report_dict(late)["signals"][0]["finding"]
+    assert "could not be verified since" in finding and "GitHub answered 502" in finding
+    # the kept payload carries the failure and round-trips it
+    again = merge_base_of_payload(BASE, merge_base_payload(last))
+    assert (again.failing_since, again.failure, again.read_at) == (
+        since,
+        "GitHub answered 502",
+        last.read_at,
+    )
