@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from github.Requester import Requester
 from support import LOGIN, REPO, TOKEN, bot_comments, write_config
 
 from bot.app import build_clients, make_cycle
@@ -41,6 +42,7 @@ def test_a_refresh_asks_the_failing_runs_annotations_in_one_batched_query(tmp_pa
                 summary = refresh(cycle, {REPO: numbers}, {REPO: settings.repos[0]}, inbox=Inbox())
         finally:
             clients.close()
+            Requester.resetConnectionClasses()  # the bot's guard was installed process-wide
         queries = [r for r in sandbox.requests if b"query CheckRunAnnotations" in r.body]
     assert summary.created == len(numbers), summary.line()
     assert len(queries) == 1, f"{len(queries)} annotation queries for {len(numbers)} heads"
