@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from github.Requester import Requester
 from hypothesis import settings
 from support import Env, clean_env, sandbox_env
 
@@ -26,6 +27,14 @@ from bot_sandbox import Sandbox, World
 settings.register_profile("suite", deadline=None)
 settings.register_profile("ci", parent=settings.get_profile("suite"), derandomize=True)
 settings.load_profile("ci" if os.environ.get("CI") else "suite")
+
+
+@pytest.fixture(autouse=True)
+def _no_guard_left_behind() -> Iterator[None]:
+    """The bot's guard is installed process-wide by a cycle run in process; a later test of
+    the same worker on another sandbox would be refused as a foreign host: reset after each."""
+    yield
+    Requester.resetConnectionClasses()
 
 
 @pytest.fixture
