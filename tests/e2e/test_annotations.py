@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from github.Requester import Requester
 from support import LOGIN, REPO, TESTS, TOKEN, Env, bot_comments, write_config
 
 from bot.app import build_clients, make_cycle
@@ -221,6 +222,7 @@ def test_annotations_read_later_rebuild_a_reused_report(tmp_path: Path) -> None:
                 assert built.report.rows[0].annotations is not None
         finally:
             clients.close()
+            Requester.resetConnectionClasses()  # the bot's guard was installed process-wide
     assert "`tests/test_parser.py:42`" in bot_comments(world, 1)[0]["body"]
 
 
