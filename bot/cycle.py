@@ -377,14 +377,15 @@ class Cycle:
         self._left_stored: dict[tuple[str, int], StoredComment] = {}
         # The merge bases (and their signals) read for this pass's failing heads, by head.
         self._bases: dict[tuple[str, str], MergeBase] = {}
-        self._base_reader = BaseReader(github, store, clock=clock)
+        # The readers tell time by the cycle's clock as it is when they ask (one clock per pass)
+        self._base_reader = BaseReader(github, store, clock=lambda: self.clock())
         # The failing check runs' annotations read for this pass's failing heads, by head.
         self._annotations: dict[tuple[str, str], Found] = {}
         # Failing pull requests whose runs' annotations are not known yet: planned at the end
         # of their repository, after one batched read of all of them.
         self._waiting: list[PullSnapshot] = []
         self._annotation_reader = AnnotationReader(
-            github, store, clock=clock, runs_of=self.reports.failing_runs
+            github, store, clock=lambda: self.clock(), runs_of=self.reports.failing_runs
         )
         # The lease generation a write to a repository's comments carries (0: no lease).
         self.generation = generation

@@ -186,3 +186,24 @@ def test_a_triage_row_is_written_again_when_its_report_changes(tmp_path: Path) -
     assert rows[2].verdict == "failing"
     assert "ci/extra" in rows[2].details
     assert rows[1].verdict == rows[3].verdict == "passing"
+
+
+def test_the_readers_of_a_cycle_tell_time_by_its_clock(tmp_path: Path) -> None:
+    """The merge-base and annotations readers ask the cycle's clock when they read, so what
+    they keep is dated by it (a cycle whose clock is set after it was made included)."""
+    import sqlite3
+
+    from bot.state.store import to_text
+
+    world = pending_world()
+    world.add_check_run(REPO, SHA, name="tests", conclusion="failure",
+                        started_at=STARTED, completed_at=STARTED)  # fmt: skip
+    world.set_merge_base(REPO, "main", SHA, "b" * 40)
+    at = STARTED + timedelta(minutes=5)
+    with bot(world, tmp_path) as b:
+        b.cycle(at)
+    with sqlite3.connect(tmp_path / "state.sqlite3") as db:
+        kept = {row[0] for row in db.execute("SELECT read_at FROM merge_bases")}
+        noted = {row[0] for row in db.execute("SELECT read_at FROM run_annotations")}
+    assert kept == {to_text(at)}
+    assert noted == {to_text(at)}
