@@ -775,13 +775,13 @@ class Cycle:
             return Plan(report, "create", "", self._comment_key(report, key), None)
         listed = (name, number) in self._listed
         own = self._listed.pop((name, number)) if listed else self._find_own(name, number)
-        report, key = self.report_for(snapshot, repo, stamp=self._trusted_stamp(own))
+        stamp = self._trusted_stamp(own)
+        report, key = self.report_for(snapshot, repo, stamp=stamp)
         comment_key = self._comment_key(report, key)
         if own is None:
             self.store.note_no_comment(name, number, now=self.clock())
             return Plan(report, "create", "", comment_key, None, looked=True)
         body = self.body(report)
-        stamp = self._trusted_stamp(own)
         if own.body != body and stamp is not None and unread_only(report, stamp):
             # Only a failed read would change it: no new fact, the comment is left as it is and
             # not recorded (the next pass reads its stamp again, until the read succeeds).
