@@ -57,13 +57,9 @@ def judged(
     for less than `unverified_after` reads as that answer alone (the failure is no new fact);
     also the first time this judgement would change (None: never)."""
     since = merge.failing_since
-    if since is None:
+    if since is None or now - since >= unverified_after:
         return merge, None
-    if now - since < unverified_after:
-        return replace(merge, failing_since=None, failure=None, read_at=None), (
-            since + unverified_after
-        )
-    return merge, None
+    return replace(merge, failing_since=None, failure=None, read_at=None), since + unverified_after
 
 
 def needs_base(row: Row) -> bool:

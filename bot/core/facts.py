@@ -78,8 +78,9 @@ def _row_facts(row: Row) -> tuple[Any, ...]:
     base = row.base
     on_base: tuple[Any, ...] | None = None
     if base is not None:
-        on_base = (base.commit, base.state and base.state.value, base.url, _ts(base.since))
-        on_base = (*on_base, base.error)
+        on_base = (
+            base.commit, base.state and base.state.value, base.url, _ts(base.since), base.error
+        )  # fmt: skip
         if base.unverified_since is not None:  # appended only when said: the key stays
             on_base = (*on_base, _ts(base.unverified_since), base.failure, _ts(base.read_at))
     plain = (

@@ -12,7 +12,8 @@ from typing import Final
 from bot.core.model import Row, State
 
 DCO_APP: Final = "dco"  # the DCO app's slug (dcoapp/app)
-READTHEDOCS: Final = "readthedocs"  # the second source's provider name on a reconciled row
+# The second source's provider name on a reconciled row (bot/docs/readthedocs writes it).
+READTHEDOCS: Final = "readthedocs"
 
 
 @dataclass(frozen=True, slots=True)

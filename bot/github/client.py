@@ -265,6 +265,7 @@ def _error_message(exc: GithubException) -> str:
 # a comment may say (GitHub's own messages carry request ids; error pages differ per request).
 _CATEGORIES: Final = (
     ("secondary rate limit", "secondary rate limit"),
+    ("abuse detection", "secondary rate limit"),  # its older wording (recorded 2018)
     ("rate limit", "rate limit"),
     ("resource not accessible", "not accessible to the bot's token"),
     ("bad credentials", "bad credentials"),

@@ -449,20 +449,16 @@ def base_clause(base: BaseCheck, repo_url: str) -> Md:
     link = _link(f"{repo_url}/commit/{base.commit}") if repo_url else None
     commit = f"[{sha}]({link})" if link else sha
     if base.state is None:
-        return _unverified_clause(Md(f"not run on the merge base {commit}"), base)
-    if not base.also_failing:
-        return _unverified_clause(Md(f"{STATE_WORDS[base.state]} on the merge base {commit}"), base)
-    since = f" since {utc(base.since)}" if base.since is not None else ""
-    return _unverified_clause(
-        Md(f"also {STATE_WORDS[base.state]} on the merge base {commit}{since}"), base
-    )
-
-
-def _unverified_clause(clause: Md, base: BaseCheck) -> Md:
-    """The clause, and, once a re-read of the merge base's checks has failed for the policy's
-    limit, since when (what the clause says is GitHub's last good answer)."""
+        clause = f"not run on the merge base {commit}"
+    elif not base.also_failing:
+        clause = f"{STATE_WORDS[base.state]} on the merge base {commit}"
+    else:
+        since = f" since {utc(base.since)}" if base.since is not None else ""
+        clause = f"also {STATE_WORDS[base.state]} on the merge base {commit}{since}"
+    # once a re-read of the merge base's checks has failed for the policy's limit: since when
+    # (what the clause says is GitHub's last good answer)
     said = unverified_finding(base)
-    return clause if said is None else Md(f"{clause}. {prose(said, FINDING_LIMIT)}")
+    return Md(clause if said is None else f"{clause}. {prose(said, FINDING_LIMIT)}")
 
 
 def first_meaningful_line(text: str | None, *, said: frozenset[str] = frozenset()) -> str | None:

@@ -104,7 +104,7 @@ def clean(value: object, limit: int = TEXT_LIMIT) -> str:
 def is_blank(value: object) -> bool:
     """Whether untrusted text shows nothing once cleaned: empty, or spaces and blanks only."""
     text = "" if value is None else str(value)
-    return all(c.isspace() or c == BRAILLE_BLANK for c in clean(text, len(text)))
+    return _shows_nothing(clean(text, len(text)))
 
 
 def code(value: object, limit: int = TEXT_LIMIT) -> Md:
@@ -112,9 +112,13 @@ def code(value: object, limit: int = TEXT_LIMIT) -> Md:
     text that shows nothing is said as such, "(empty)" or "(blank: U+3164)", never a span
     that looks empty."""
     text = clean(value, limit)
-    if all(c.isspace() or c == BRAILLE_BLANK for c in text):
+    if _shows_nothing(text):
         return Md(_blank_words(value))
     return Md(_span(text))
+
+
+def _shows_nothing(cleaned: str) -> bool:
+    return all(c.isspace() or c == BRAILLE_BLANK for c in cleaned)
 
 
 def first_line(value: object) -> str:

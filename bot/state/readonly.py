@@ -295,17 +295,10 @@ class ReadOnlyState(Closing):
 def _old_comment(reads: s.Store, repo: str, number: int) -> StoredComment | None:
     """A comment row of an older schema: the columns it has (the others as a new row has them)."""
     c = schema.comments.c
-    query = select(
-        c.comment_id, c.body_hash, c.facts_key, c.observed_at, c.head_sha, c.updated_at, c.node_id
-    ).where(c.repo == repo, c.number == number)
+    query = select(*s.comment_columns(checked=False)).where(c.repo == repo, c.number == number)
     with reads.reading() as conn:
         row = conn.execute(query).first()
-    if row is None:
-        return None
-    return StoredComment(
-        repo, number, row.comment_id, row.body_hash, row.facts_key, s.from_text(row.observed_at),
-        row.head_sha, s.from_text(row.updated_at), row.node_id,
-    )  # fmt: skip
+    return None if row is None else s.stored_comment(repo, number, row)
 
 
 def _check(engine: Engine, where: str) -> tuple[frozenset[str], int]:

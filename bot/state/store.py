@@ -342,26 +342,10 @@ class Store(Closing):
     def get_comment(self, repo: str, number: int) -> StoredComment | None:
         """The bot's comment on this pull request, if one is recorded."""
         c = t.comments.c
-        query = select(
-            c.comment_id, c.body_hash, c.facts_key, c.observed_at, c.head_sha, c.updated_at,
-            c.node_id, c.checked_at,
-        ).where(c.repo == repo, c.number == number)  # fmt: skip
+        query = select(*comment_columns()).where(c.repo == repo, c.number == number)
         with self._read() as conn:
             row = conn.execute(query).first()
-        if row is None:
-            return None
-        return StoredComment(
-            repo=repo,
-            number=number,
-            comment_id=row.comment_id,
-            body_hash=row.body_hash,
-            facts_key=row.facts_key,
-            observed_at=from_text(row.observed_at),
-            head_sha=row.head_sha,
-            updated_at=from_text(row.updated_at),
-            node_id=row.node_id,
-            checked_at=None if row.checked_at is None else from_text(row.checked_at),
-        )
+        return None if row is None else stored_comment(repo, number, row)
 
     def mark_checked(self, comments: Iterable[tuple[str, int]], *, now: datetime) -> None:
         """These (repo, number) comments were re-read and found as the bot wrote them."""
@@ -442,25 +426,11 @@ class Store(Closing):
         with self._read() as conn:
             for start in range(0, len(wanted), RECORDS_BATCH):
                 chunk = wanted[start : start + RECORDS_BATCH]
-                rows = conn.execute(
-                    select(
-                        c.number, c.comment_id, c.body_hash, c.facts_key, c.observed_at,
-                        c.head_sha, c.updated_at, c.node_id, c.checked_at,
-                    ).where(c.repo == repo, c.number.in_(chunk))
-                )  # fmt: skip
-                for row in rows:
-                    comments[row.number] = StoredComment(
-                        repo=repo,
-                        number=row.number,
-                        comment_id=row.comment_id,
-                        body_hash=row.body_hash,
-                        facts_key=row.facts_key,
-                        observed_at=from_text(row.observed_at),
-                        head_sha=row.head_sha,
-                        updated_at=from_text(row.updated_at),
-                        node_id=row.node_id,
-                        checked_at=None if row.checked_at is None else from_text(row.checked_at),
-                    )
+                query = select(c.number, *comment_columns()).where(
+                    c.repo == repo, c.number.in_(chunk)
+                )
+                for row in conn.execute(query):
+                    comments[row.number] = stored_comment(repo, row.number, row)
                 query = select(nc.number).where(nc.repo == repo, nc.number.in_(chunk))
                 without.update(conn.execute(query).scalars())
                 query = select(f.number, f.facts_key, f.observed_at).where(
@@ -983,6 +953,35 @@ class Store(Closing):
                     from_text(r.marked_at))
             for r in rows
         ]  # fmt: skip
+
+
+def comment_columns(*, checked: bool = True) -> list[Any]:
+    """The comments columns a StoredComment is made of (`checked`: with `checked_at`, which
+    a state from before schema version 8 lacks)."""
+    c = t.comments.c
+    columns = [
+        c.comment_id, c.body_hash, c.facts_key, c.observed_at, c.head_sha, c.updated_at,
+        c.node_id,
+    ]  # fmt: skip
+    return [*columns, c.checked_at] if checked else columns
+
+
+def stored_comment(repo: str, number: int, row: Any) -> StoredComment:
+    """The StoredComment of a row selected with `comment_columns` (a row without
+    `checked_at`: not checked since written)."""
+    checked_at = row._mapping.get("checked_at")
+    return StoredComment(
+        repo=repo,
+        number=number,
+        comment_id=row.comment_id,
+        body_hash=row.body_hash,
+        facts_key=row.facts_key,
+        observed_at=from_text(row.observed_at),
+        head_sha=row.head_sha,
+        updated_at=from_text(row.updated_at),
+        node_id=row.node_id,
+        checked_at=None if checked_at is None else from_text(checked_at),
+    )
 
 
 def triage_rows(conn: Connection) -> list[StoredTriage]:

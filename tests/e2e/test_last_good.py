@@ -14,10 +14,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from support import LOGIN, REPO, TOKEN, Env, bot_comments, writes
+from support import REPO, Env, bot_comments, repo_world, writes
 
 from bot.cli import main
-from bot_sandbox import World
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 HOUR_AGO = NOW - timedelta(hours=1)
@@ -29,12 +28,7 @@ SECONDARY = (
 )
 
 
-@pytest.fixture
-def world() -> World:
-    world = World()
-    world.add_user(login=LOGIN, token=TOKEN)
-    world.add_repo(REPO)
-    return world
+world = pytest.fixture(repo_world, name="world")
 
 
 def head(n: int) -> str:
@@ -79,12 +73,28 @@ def body(env: Env, number: int = 1) -> str:
     return text.replace("\u00a0", " ").replace("\u2011", "-")
 
 
-def quiet(env: Env, runs: int = 1) -> None:
-    """More runs write nothing."""
+def answered(env: Env, read: str, *, failing: bool) -> int:
+    """How many requests of `read` (a GraphQL operation or a REST path part) since the last
+    clear were answered with a failure (5xx/403) or with 200."""
+    return sum(
+        1
+        for r in env.sandbox.requests
+        if (read.encode() in r.body or read in r.path)
+        and (r.status >= 500 or r.status == 403 if failing else r.status == 200)
+    )
+
+
+def quiet(env: Env, runs: int = 1, *, failed: str | None = None, read: str | None = None) -> None:
+    """More runs write nothing; `failed`: that read was asked and failed in them (else the test
+    proves nothing), `read`: it was asked and answered."""
     env.sandbox.clear_requests()
     for _ in range(runs):
         once(env)
     assert writes(env.sandbox) == [], "the comment was edited for a failed read"
+    if failed is not None:
+        assert answered(env, failed, failing=True), f"{failed} was never asked and failed"
+    if read is not None:
+        assert answered(env, read, failing=False), f"{read} was never read"
 
 
 # --- error text in a row is stable ---------------------------------------------------------------
@@ -101,7 +111,7 @@ def test_a_request_id_in_github_s_answer_never_edits_the_comment(env: Env) -> No
     said = body(env)
     assert "GitHub answered 403 (secondary rate limit)" in said, said
     assert "request ID" not in said and "0C2D" not in said
-    quiet(env, 2)
+    quiet(env, 2, failed="/compare/")
 
 
 def test_an_error_page_that_differs_per_request_is_never_quoted(env: Env) -> None:
@@ -114,7 +124,7 @@ def test_an_error_page_that_differs_per_request_is_never_quoted(env: Env) -> Non
     once(env)
     said = body(env)
     assert "GitHub answered 502" in said and "ray" not in said and "html" not in said, said
-    quiet(env, 2)
+    quiet(env, 2, failed="/compare/")
 
 
 def test_the_required_checks_unread_say_a_stable_reason(env: Env) -> None:
@@ -127,7 +137,7 @@ def test_the_required_checks_unread_say_a_stable_reason(env: Env) -> None:
     once(env)
     said = body(env)
     assert "could not be read (GitHub answered 502)" in said, said
-    quiet(env, 2)
+    quiet(env, 2, failed="query RequiredChecks")
 
 
 # --- the merge base's checks: the last good answer stands ----------------------------------------
@@ -140,9 +150,9 @@ def test_a_failed_re_read_of_the_merge_base_s_checks_edits_nothing(env: Env) -> 
     first = body(env)
     assert "also failed on the merge base" in first, first
     env.sandbox.fail("POST", "/graphql", 502, when="CommitContexts", times=3)
-    quiet(env)  # the last good answer stands
+    quiet(env, failed="query CommitContexts")  # the last good answer stands
     assert body(env) == first
-    quiet(env)  # read again, the same answer
+    quiet(env, read="query CommitContexts")  # read again, the same answer
 
 
 def test_a_long_failure_of_the_merge_base_s_checks_says_since_when(env: Env) -> None:
@@ -150,7 +160,7 @@ def test_a_long_failure_of_the_merge_base_s_checks_says_since_when(env: Env) -> 
     base_fails_and_never_settles(env)
     once(env)
     env.sandbox.fail("POST", "/graphql", 502, when="CommitContexts", times=-1)
-    quiet(env)
+    quiet(env, failed="query CommitContexts")
     with sqlite3.connect(env.tmp / "state.sqlite3") as db:
         (payload,) = db.execute("SELECT payload FROM base_contexts").fetchone()
         assert '"failing_since"' in payload
@@ -165,7 +175,7 @@ def test_a_long_failure_of_the_merge_base_s_checks_says_since_when(env: Env) -> 
     since = moment.strftime("%Y-%m-%d %H:%M UTC")
     assert f"could not be verified since {since}" in said, said
     assert "GitHub answered 502" in said
-    quiet(env)
+    quiet(env, failed="query CommitContexts")
 
 
 def test_without_a_state_a_failed_read_of_the_merge_base_s_checks_edits_nothing(env: Env) -> None:
@@ -176,9 +186,9 @@ def test_without_a_state_a_failed_read_of_the_merge_base_s_checks_edits_nothing(
     first = body(env)
     assert "also failed on the merge base" in first, first
     env.sandbox.fail("POST", "/graphql", 502, when="CommitContexts", times=3)
-    quiet(env)
+    quiet(env, failed="query CommitContexts")
     assert body(env) == first
-    quiet(env)
+    quiet(env, read="query CommitContexts")
 
 
 def test_a_lost_state_and_a_failing_read_of_the_merge_base_s_checks_edit_nothing(env: Env) -> None:
@@ -191,7 +201,8 @@ def test_a_lost_state_and_a_failing_read_of_the_merge_base_s_checks_edit_nothing
     for path in env.tmp.glob("state.sqlite3*"):
         path.unlink()
     env.sandbox.fail("POST", "/graphql", 502, when="CommitContexts", times=6)
-    quiet(env, 3)  # two cycles failing, then read again
+    quiet(env, 3, failed="query CommitContexts", read="query CommitContexts")
+    # two cycles failing, then read again
     assert body(env) == first
 
 
@@ -208,7 +219,7 @@ def test_without_a_state_a_failed_annotations_read_edits_nothing(env: Env) -> No
     first = body(env)
     assert QUOTE in first, first
     env.sandbox.fail("POST", "/graphql", 502, when="CheckRunAnnotations", times=5)
-    quiet(env)
+    quiet(env, failed="query CheckRunAnnotations")
     assert body(env) == first
     quiet(env)
 

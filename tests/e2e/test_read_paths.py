@@ -12,12 +12,20 @@ import pytest
 from support import CONTEXT, LOGIN, REPO, RTD, TESTS, TOKEN, Env, writes
 
 from bot.cli import main
+from bot.github import query as queries
 from bot.github.query import (
+    ANNOTATIONS_QUERY,
     COMMENTS_QUERY,
     MORE_LABELS_QUERY,
+    VIEWER_QUERY,
+    commits_query,
+    more_annotations_query,
     more_contexts_query,
+    pull_comments_query,
     pull_query,
+    pulls_by_number_query,
     pulls_page_query,
+    required_sets_query,
 )
 from bot_sandbox import World
 
@@ -235,6 +243,18 @@ def schema() -> graphql.GraphQLSchema:
         more_contexts_query(20, required=True),
         MORE_LABELS_QUERY,
         COMMENTS_QUERY,
+        ANNOTATIONS_QUERY,
+        more_annotations_query(1),
+        more_annotations_query(3),
+        commits_query([SHA]),
+        commits_query([SHA, "d" * 40]),
+        pulls_by_number_query([1], with_labels=False),
+        pulls_by_number_query([1, 2], with_labels=True),
+        required_sets_query(1),
+        required_sets_query(2),
+        VIEWER_QUERY,
+        pull_comments_query(1),
+        pull_comments_query(3),
     ],
 )
 def test_every_query_validates_against_the_real_schema(
@@ -246,3 +266,20 @@ def test_every_query_validates_against_the_real_schema(
         getattr(d, "operation", graphql.OperationType.QUERY) is graphql.OperationType.QUERY
         for d in document.definitions
     )
+
+
+VALIDATED = {
+    "pulls_page_query", "pull_query", "more_contexts_query", "MORE_LABELS_QUERY",
+    "COMMENTS_QUERY", "ANNOTATIONS_QUERY", "more_annotations_query", "commits_query",
+    "pulls_by_number_query", "required_sets_query", "VIEWER_QUERY", "pull_comments_query",
+}  # fmt: skip
+
+
+def test_every_query_the_bot_sends_is_in_the_schema_check() -> None:
+    """A query added to bot.github.query is validated above too, not only by the sandbox."""
+    sent = {
+        name
+        for name in vars(queries)
+        if name.endswith("_QUERY") or (name.endswith("_query") and callable(getattr(queries, name)))
+    }
+    assert sent == VALIDATED

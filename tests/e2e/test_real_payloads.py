@@ -695,6 +695,15 @@ def test_recorded_secondary_rate_limit_waits_as_github_asked() -> None:
     assert github_io.rate_limit_wait(denied.headers, now=time.time()) is None
 
 
+def test_recorded_secondary_rate_limit_body_is_said_as_one() -> None:
+    # The same recorded 403: GitHub's body then said "abuse detection mechanism" (today's says
+    # "secondary rate limit", as the sandbox's does); a row says the category either way.
+    limited = replay("SpecificExceptions.testAuthenticatedRateLimitExceeded.txt")[1]
+    assert "abuse detection" in limited.json()["message"]
+    said = github_io.error_reason(limited.status, limited.json())
+    assert said == "GitHub answered 403 (secondary rate limit)"
+
+
 def test_recorded_error_bodies_are_named_in_the_message() -> None:
     # The recorded 422s (status "422" as a STRING in the 2024 shape; octokit's
     # Validation Failed) and the 401: the bot's message carries GitHub's own message.

@@ -12,6 +12,7 @@ from typing import Final, NamedTuple
 from bot.core.evidence import Judge, Since
 from bot.core.model import Reconciliation, Row, Signal, State, format_utc
 from bot.core.reconcile import github_finding, github_state
+from bot.core.remedies import READTHEDOCS
 from bot.docs.readthedocs.rules import RtdBuild, Settled, named_build, settling
 
 RTD_SKIP_NOTIFICATION: Final = "build:user:exit-code-183"
@@ -159,7 +160,7 @@ def _unsettled(ev: _Ev, clock: Judge) -> Reconciliation:
     if lookup.error is None:
         finding += _as_last_read(lookup, clock)
     return Reconciliation(
-        provider="readthedocs",
+        provider=READTHEDOCS,
         project=lookup.project,
         build_id=None,
         build_state=None,
@@ -204,7 +205,7 @@ def _evidence(ev: _Ev, *, divergent: bool, finding: str, clock: Judge) -> Reconc
     build, lookup = ev.build, ev.lookup
     finding += _others(ev.settled) + _as_last_read(lookup, clock)
     return Reconciliation(
-        provider="readthedocs",
+        provider=READTHEDOCS,
         project=lookup.project,
         build_id=build.id,
         build_state=build.state,
