@@ -824,29 +824,29 @@ class GitHubApi:
             cursors = {n: c for n, c in cursors.items() if c is not None}
         return found
 
+    def _by_ids(
+        self, query: str, node_ids: Sequence[str], *, tolerate: Callable[[dict[str, Any]], bool]
+    ) -> Iterator[tuple[list[str], list[Any], list[dict[str, Any]]]]:
+        """`query`'s `nodes(ids: $ids)`, PAGE ids per GraphQL query: each query's ids, the
+        nodes answered for them (one per id, in order) and the errors it tolerated."""
+        for start in range(0, len(node_ids), PAGE):
+            chunk = list(node_ids[start : start + PAGE])
+            data, errors = self._graphql(query, {"ids": chunk}, tolerate=tolerate)
+            nodes = _get(data, "nodes")
+            if not isinstance(nodes, list) or len(nodes) != len(chunk):
+                raise MalformedAnswer("nodes(ids:) did not answer one entry per id")
+            yield chunk, nodes, errors
+
     def read_comments(self, node_ids: Sequence[str]) -> dict[str, Comment | None]:
         """Re-read comments, 100 per GraphQL query (one point each); None for one that no
         longer exists."""
         found: dict[str, Comment | None] = {}
-        for start in range(0, len(node_ids), PAGE):
-            found.update(self._read_comments(node_ids[start : start + PAGE]))
-        return found
-
-    def _read_comments(self, node_ids: Sequence[str]) -> dict[str, Comment | None]:
-        if not node_ids:
-            return {}
-        data, errors = self._graphql(
-            COMMENTS_QUERY, {"ids": list(node_ids)}, tolerate=_is_not_found
-        )
-        missing = {tuple(_path(e)) for e in errors}
-        nodes = _get(data, "nodes")
-        if not isinstance(nodes, list) or len(nodes) != len(node_ids):
-            raise MalformedAnswer("nodes(ids:) did not answer one entry per id")
-        found: dict[str, Comment | None] = {}
-        for index, (node_id, node) in enumerate(zip(node_ids, nodes, strict=True)):
-            if node is None and ("nodes", index) not in missing:
-                raise MalformedAnswer(f"comment {node_id} came back empty without an error")
-            found[node_id] = None if node is None else _graphql_comment(node, node_id)
+        for chunk, nodes, errors in self._by_ids(COMMENTS_QUERY, node_ids, tolerate=_is_not_found):
+            missing = {tuple(_path(e)) for e in errors}
+            for index, (node_id, node) in enumerate(zip(chunk, nodes, strict=True)):
+                if node is None and ("nodes", index) not in missing:
+                    raise MalformedAnswer(f"comment {node_id} came back empty without an error")
+                found[node_id] = None if node is None else _graphql_comment(node, node_id)
         return found
 
     def get_comment(self, repo: str, comment_id: int) -> Comment | None:
@@ -923,12 +923,7 @@ class GitHubApi:
         found: dict[str, tuple[Annotation, ...]] = {}
         more: dict[str, str] = {}  # node id -> the cursor of its next page
         wanted = list(dict.fromkeys(node_ids))
-        for start in range(0, len(wanted), PAGE):
-            chunk = wanted[start : start + PAGE]
-            data, errors = self._graphql(ANNOTATIONS_QUERY, {"ids": chunk}, tolerate=_in_nodes)
-            nodes = _get(data, "nodes")
-            if not isinstance(nodes, list) or len(nodes) != len(chunk):
-                raise MalformedAnswer("nodes(ids:) did not answer one entry per id")
+        for chunk, nodes, errors in self._by_ids(ANNOTATIONS_QUERY, wanted, tolerate=_in_nodes):
             broken = {_path(e)[1] for e in errors}
             for index, (node_id, node) in enumerate(zip(chunk, nodes, strict=True)):
                 if node is None or index in broken:
