@@ -774,14 +774,18 @@ class Cycle:
             report, key = self.report_for(snapshot, repo)
             return Plan(report, "create", "", self._comment_key(report, key), None)
         listed = (name, number) in self._listed
-        own = self._listed.pop((name, number)) if listed else self._find_own(name, number)
-        report, key = self.report_for(snapshot, repo, stamp=self._trusted_stamp(own))
+        own = (
+            self._listed.pop((name, number))
+            if listed
+            else self._find_own(name, number, editor=True)
+        )
+        stamp = self._trusted_stamp(own)
+        report, key = self.report_for(snapshot, repo, stamp=stamp)
         comment_key = self._comment_key(report, key)
         if own is None:
             self.store.note_no_comment(name, number, now=self.clock())
             return Plan(report, "create", "", comment_key, None, looked=True)
         body = self.body(report)
-        stamp = self._trusted_stamp(own)
         if own.body != body and stamp is not None and unread_only(report, stamp):
             # Only a failed read would change it: no new fact, the comment is left as it is and
             # not recorded (the next pass reads its stamp again, until the read succeeds).
@@ -1016,14 +1020,17 @@ class Cycle:
                 f"{plan.label}: the comment is stamped by generation {stamped}, newer than {held}"
             )
 
-    def _find_own(self, repo: str, number: int) -> Comment | None:
-        """The bot's oldest own comment on the pull request, if any, with its last editor: REST
-        does not say who edited a comment, so it is asked of GraphQL before a stamp is trusted
-        (where it cannot be asked, the editor is unknown and the stamp is not trusted)."""
+    def _find_own(self, repo: str, number: int, *, editor: bool = False) -> Comment | None:
+        """The bot's oldest own comment on the pull request, if any. With `editor`, also its
+        last editor: REST does not say who edited a comment, so it is asked of GraphQL before a
+        stamp is trusted (where it cannot be asked, the editor is unknown and the stamp is not
+        trusted); a write, which trusts no stamp, does not ask it."""
         own = [c for c in self.github.list_comments(repo, number) if is_own(c, self.login)]
         if not own:
             return None
         found = own[0]
+        if not editor:
+            return found
         try:
             read = (
                 self.github.read_comments([found.node_id]).get(found.node_id)

@@ -46,6 +46,15 @@ SEED_SHA = "eb46d06c1f3a9b25e8d7c4f0a6b3e9d2c5f8a1b4"
 CONTEXT = f"docs/readthedocs.org:{RTD}"
 
 
+def repo_world() -> World:
+    """The bot's user and its one repository, nothing else: what most e2e modules start from
+    (`world = pytest.fixture(repo_world, name="world")` overrides conftest's empty World)."""
+    world = World()
+    world.add_user(login=LOGIN, token=TOKEN)
+    world.add_repo(REPO)
+    return world
+
+
 def seed_case(world: World, *, now: datetime, number: int = 7430, sha: str = SEED_SHA) -> str:
     """The core issue's seed case: four green runs, RTD status pending, build cancelled on RTD."""
     world.add_user(login=LOGIN, token=TOKEN)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from github.Requester import Requester
-from support import LOGIN, REPO, TESTS, TOKEN, Env, bot_comments, write_config
+from support import REPO, TESTS, Env, bot_comments, repo_world, write_config
 
 from bot.app import build_clients, make_cycle
 from bot.cli import main
@@ -22,7 +22,7 @@ from bot.core.model import Annotation
 from bot.cycle import Reports, Summary
 from bot.settings import load_settings
 from bot.state.store import Store
-from bot_sandbox import Sandbox, World
+from bot_sandbox import Sandbox
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 HOUR_AGO = NOW - timedelta(hours=1)
@@ -39,12 +39,7 @@ def head(n: int) -> str:
     return f"{n:07x}" + "c" * 33
 
 
-@pytest.fixture
-def world() -> World:
-    world = World()
-    world.add_user(login=LOGIN, token=TOKEN)
-    world.add_repo(REPO)
-    return world
+world = pytest.fixture(repo_world, name="world")
 
 
 def pull(env: Env, number: int) -> str:
@@ -192,9 +187,7 @@ def test_recorded_annotations_at_failure_level_are_quoted_as_github_gave_them(
 def test_annotations_read_later_rebuild_a_reused_report(tmp_path: Path) -> None:
     """In one process (`run` keeps reports between cycles), a report reused because nothing
     else changed is rebuilt when its run's annotations are read at last, and edited once."""
-    world = World()
-    world.add_user(login=LOGIN, token=TOKEN)
-    world.add_repo(REPO)
+    world = repo_world()
     sha = head(1)
     world.add_pull(REPO, 1, title="PR 1", author="alice", head_sha=sha)
     world.add_check_run(REPO, sha, name="tests", workflow="ci", conclusion="failure",

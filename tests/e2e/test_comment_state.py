@@ -303,3 +303,22 @@ def test_a_stateless_run_finds_its_comment_past_the_first_hundred(stateless: Env
     listings = [r for r in env.sandbox.requests if b"PullComments" in r.body]
     assert len(listings) == 2  # both pull requests' first pages, then 7430's second
     assert not [r for r in env.sandbox.requests if r.path.endswith("/comments")]
+
+
+def test_a_write_that_finds_its_comment_over_rest_asks_no_editor(env: Env) -> None:
+    """The recorded comment is gone and another of the bot's is there: the write finds that one
+    (REST) and edits it; it trusts no stamp, so it asks GraphQL for no editor (only the check's
+    one nodes(ids:) read)."""
+    if env.stateless:
+        pytest.skip("a write after a recorded comment: the state's path")
+    once(env)
+    first = own(env)
+    second = env.world.add_comment(REPO, 7430, author=LOGIN, body=f"{MARKER}\nan older one")
+    env.world.delete_comment(int(str(first["id"])))
+    env.sandbox.clear_requests()
+    once(env)
+    assert own(env)["id"] == second["id"]  # edited in place, not posted again
+    assert str(own(env)["body"]) == str(first["body"])
+    graphql = [r for r in env.sandbox.requests if r.graphql_operation is not None]
+    reads = [r for r in graphql if b"nodes(ids:" in r.body and b"Comments(" in r.body]
+    assert len(reads) == 1, [r.graphql_operation for r in graphql]

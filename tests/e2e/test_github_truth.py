@@ -18,10 +18,9 @@ from typing import Any
 
 import httpx
 import pytest
-from support import LOGIN, REPO, TESTS, TOKEN, Env, bot_comments
+from support import REPO, TESTS, TOKEN, Env, bot_comments, repo_world
 
 from bot.cli import main
-from bot_sandbox import World
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 HOUR_AGO = NOW - timedelta(hours=1)
@@ -31,12 +30,7 @@ def sha(n: int) -> str:
     return f"{n:07x}" + "a" * 33
 
 
-@pytest.fixture
-def world() -> World:
-    world = World()
-    world.add_user(login=LOGIN, token=TOKEN)
-    world.add_repo(REPO)
-    return world
+world = pytest.fixture(repo_world, name="world")
 
 
 def pull(env: Env, number: int, *, author: str = "alice", **kw: Any) -> str:

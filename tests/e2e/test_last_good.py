@@ -14,10 +14,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from support import LOGIN, REPO, TOKEN, Env, bot_comments, writes
+from support import REPO, Env, bot_comments, repo_world, writes
 
 from bot.cli import main
-from bot_sandbox import World
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 HOUR_AGO = NOW - timedelta(hours=1)
@@ -29,12 +28,7 @@ SECONDARY = (
 )
 
 
-@pytest.fixture
-def world() -> World:
-    world = World()
-    world.add_user(login=LOGIN, token=TOKEN)
-    world.add_repo(REPO)
-    return world
+world = pytest.fixture(repo_world, name="world")
 
 
 def head(n: int) -> str:

@@ -11,11 +11,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from support import LOGIN, REPO, TESTS, TOKEN, Env, bot_comments
+from support import REPO, TESTS, Env, bot_comments, repo_world
 
 from bot.cli import main
 from bot.github.client import MalformedAnswer, merge_base_of
-from bot_sandbox import World
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 HOUR_AGO = NOW - timedelta(hours=1)
@@ -27,12 +26,7 @@ def head(n: int) -> str:
     return f"{n:07x}" + "a" * 33
 
 
-@pytest.fixture
-def world() -> World:
-    world = World()
-    world.add_user(login=LOGIN, token=TOKEN)
-    world.add_repo(REPO)
-    return world
+world = pytest.fixture(repo_world, name="world")
 
 
 def pull(env: Env, number: int) -> str:

@@ -7,13 +7,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from github.Requester import Requester
-from support import LOGIN, REPO, TOKEN, bot_comments, write_config
+from support import REPO, bot_comments, repo_world, write_config
 
 from bot.app import build_clients, make_cycle
 from bot.service.webhooks import Inbox, refresh
 from bot.settings import load_settings
 from bot.state.store import Store
-from bot_sandbox import Sandbox, World
+from bot_sandbox import Sandbox
 
 HOUR_AGO = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)
 ASSERT = {"path": "tests/test_parser.py", "start_line": 42, "end_line": 42,
@@ -22,9 +22,7 @@ ASSERT = {"path": "tests/test_parser.py", "start_line": 42, "end_line": 42,
 
 def test_a_refresh_asks_the_failing_runs_annotations_in_one_batched_query(tmp_path: Path) -> None:
     """Twelve marked pull requests, each with a failing run: one annotations query, not 12."""
-    world = World()
-    world.add_user(login=LOGIN, token=TOKEN)
-    world.add_repo(REPO)
+    world = repo_world()
     numbers = list(range(1, 13))
     for number in numbers:
         sha = f"{number:07x}" + "d" * 33
