@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Final, Self
+from typing import Any, Final, Self, TypeVar
 
 from sqlalchemy import (
     Connection,
@@ -55,6 +55,7 @@ _WRITE_ACTIONS = ("created", "edited")
 # Pull requests whose records are read (or whose triage rows are touched) in one statement:
 # well under SQLite's and PostgreSQL's limits on bound parameters.
 RECORDS_BATCH = 500
+_Key = TypeVar("_Key", int, str)  # what is batched: pull request numbers, head commits
 # What `prune` keeps (issue 17): webhook deliveries (ids and body digests) a day, the write
 # audit 30 days (the write budget looks back an hour), triage rows and first sightings of
 # pull requests no cycle has seen for 7 days (closed, or their repository unconfigured),
@@ -418,14 +419,13 @@ class Store(Closing):
     def pull_records(self, repo: str, numbers: Iterable[int]) -> dict[int, PullRecord]:
         """Comments, listings that found none, and facts of many pull requests: three
         queries per RECORDS_BATCH numbers instead of three per pull request."""
-        wanted = sorted(set(numbers))
+        wanted = _batches(numbers)
         comments: dict[int, StoredComment] = {}
         without: set[int] = set()
         facts: dict[int, tuple[str, datetime]] = {}
         c, nc, f = t.comments.c, t.no_comment.c, t.facts.c
         with self._read() as conn:
-            for start in range(0, len(wanted), RECORDS_BATCH):
-                chunk = wanted[start : start + RECORDS_BATCH]
+            for chunk in wanted:
                 query = select(c.number, *comment_columns()).where(
                     c.repo == repo, c.number.in_(chunk)
                 )
@@ -438,7 +438,11 @@ class Store(Closing):
                 )
                 for row in conn.execute(query):
                     facts[row.number] = (row.facts_key, from_text(row.observed_at))
-        return {n: PullRecord(comments.get(n), n in without, facts.get(n)) for n in wanted}
+        return {
+            n: PullRecord(comments.get(n), n in without, facts.get(n))
+            for chunk in wanted
+            for n in chunk
+        }
 
     def forget_comment(self, repo: str, number: int) -> None:
         """Drop the recorded comment (it was deleted on GitHub); the audit is kept."""
@@ -636,12 +640,11 @@ class Store(Closing):
 
     def touch_triage(self, repo: str, numbers: Iterable[int], *, now: datetime) -> None:
         """These rows were read again and found as they are: only their read time is new."""
-        wanted, tr, at = sorted(set(numbers)), t.triage.c, to_text(now)
+        wanted, tr, at = _batches(numbers), t.triage.c, to_text(now)
         if not wanted:
             return
         with self._write() as conn:
-            for start in range(0, len(wanted), RECORDS_BATCH):
-                chunk = wanted[start : start + RECORDS_BATCH]
+            for chunk in wanted:
                 conn.execute(
                     update(t.triage)
                     .where(tr.repo == repo, tr.number.in_(chunk))
@@ -703,12 +706,11 @@ class Store(Closing):
     ) -> dict[tuple[str, str], str]:
         """The kept merge bases of many (base branch, head) pairs, RECORDS_BATCH heads a query."""
         wanted = set(pairs)
-        heads = sorted({head for _, head in wanted})
         m, found = t.merge_bases.c, {}
         with self._read() as conn:
-            for start in range(0, len(heads), RECORDS_BATCH):
+            for heads in _batches(head for _, head in wanted):
                 query = select(m.base, m.head_sha, m.merge_base).where(
-                    m.repo == repo, m.head_sha.in_(heads[start : start + RECORDS_BATCH])
+                    m.repo == repo, m.head_sha.in_(heads)
                 )
                 for row in conn.execute(query):
                     if (row.base, row.head_sha) in wanted:
@@ -953,6 +955,12 @@ class Store(Closing):
                     from_text(r.marked_at))
             for r in rows
         ]  # fmt: skip
+
+
+def _batches(values: Iterable[_Key]) -> list[list[_Key]]:
+    """The distinct values, sorted, RECORDS_BATCH a list (one statement each)."""
+    wanted = sorted(set(values))
+    return [wanted[start : start + RECORDS_BATCH] for start in range(0, len(wanted), RECORDS_BATCH)]
 
 
 def comment_columns(*, checked: bool = True) -> list[Any]:

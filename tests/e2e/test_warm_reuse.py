@@ -166,7 +166,7 @@ def test_a_warm_cycle_reads_the_state_in_batches_and_rewrites_no_unchanged_triag
         # a pull request's comment, listing and facts: a few queries per chunk, not per PR
         for table in ("FROM COMMENTS", "FROM NO_COMMENT", "FROM FACTS"):
             reads = [s for s in seen if s.startswith("SELECT") and table in s]
-            assert len(reads) <= 2, (table, len(reads))
+            assert 1 <= len(reads) <= 2, (table, len(reads))  # 0: counting the wrong thing
         assert not [s for s in seen if s.startswith("INSERT INTO TRIAGE")]
         rows = b.store.triage_rows()
     assert len(rows) == count

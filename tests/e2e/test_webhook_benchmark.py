@@ -87,4 +87,8 @@ def test_a_first_cycle_that_writes_fails_the_benchmark(wb: ModuleType, tmp_path:
     assert message.startswith("FAIL: the service's first cycle")
     assert "edited 1," in message
     assert f"logged: {SCALE_REPO}#{number}" in message, message
-    assert "+" in message and "(settled)" in message  # the diff of the changed body
+    lines = message.splitlines()  # the diff of the changed body: settled line out, bot's in
+    removed = [line[3:] for line in lines if line.startswith("  -") and "(settled)" in line]
+    added = {line[3:] for line in lines if line.startswith("  +") and not line.startswith("  +++")}
+    assert removed and removed[0].replace("passing (settled)", "passing", 1) in added, message
+    assert f"  --- settled #{number}" in lines, message

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from support import ROOT, TESTS
 
-from bot.state.ports import AuditRow, RtdRead, StoredComment
+from bot.state.ports import AuditRow, PullRecord, RtdRead, StoredComment
 from bot.state.readonly import ReadOnlyState
-from bot.state.store import SCHEMA_VERSION, Store, StoreError
+from bot.state.store import RECORDS_BATCH, SCHEMA_VERSION, Store, StoreError
 
 LEGACY = TESTS / "data" / "legacy_state"  # states the hand-rolled migrations wrote
 
@@ -477,3 +477,34 @@ def test_merge_bases_and_annotations_of_heads_no_open_pull_request_has_are_prune
     assert store.get_base_contexts("o/r", base_gone) == "{}"  # the new head still names it
     assert store.get_base_contexts("o/r", "f" * 40) is None
     assert store.get_annotations("o/r", [11, 12, 13]) == {11: "[]", 13: "[]"}
+
+
+def test_batched_reads_and_touches_span_more_than_one_statement(store: Store) -> None:
+    """pull_records, merge_bases and touch_triage answer for every item asked, also past the
+    RECORDS_BATCH items one statement takes (the items are split across statements)."""
+    last = RECORDS_BATCH + 5  # in the second batch
+    for number in (1, last):
+        write(store, number)
+        store.put_triage(
+            "owner/repo", number, title="t", author=None, draft=False, head_sha=SHA_A,
+            verdict="passing", url="u", details="{}", observed_at=T0, now=T0,
+        )  # fmt: skip
+    store.note_no_comment("owner/repo", last - 1, now=T0)
+    store.set_facts("owner/repo", last + 1, facts_key="k", observed_at=T0)
+    records = store.pull_records("owner/repo", range(1, last + 3))
+    assert sorted(records) == list(range(1, last + 3))
+    assert records[1].comment == store.get_comment("owner/repo", 1) is not None
+    assert records[last].comment == store.get_comment("owner/repo", last) is not None
+    assert records[last - 1] == PullRecord(None, True, None)
+    assert records[last + 1] == PullRecord(None, False, ("k", T0))
+    assert sum(r.comment is not None for r in records.values()) == 2
+
+    heads = [f"{i:040x}" for i in range(RECORDS_BATCH + 2)]
+    for head in heads:
+        store.put_merge_base("owner/repo", "main", head, SHA_B, now=T0)
+    found = store.merge_bases("owner/repo", [*(("main", h) for h in heads), ("dev", heads[-1])])
+    assert found == {("main", h): SHA_B for h in heads}  # ("dev", …) was never kept
+
+    later = T0 + timedelta(minutes=1)
+    store.touch_triage("owner/repo", range(1, last + 3), now=later)
+    assert [(r.number, r.updated_at) for r in store.triage_rows()] == [(1, later), (last, later)]
