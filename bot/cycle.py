@@ -508,23 +508,27 @@ class Cycle:
         self.read_annotations(repo.name, failing, ask=False)
         unread = [s for s in failing if (repo.name, s.head_sha) not in self._annotations]
         self._waiting.extend(unread)
-        for snapshot in chunk:
-            if any(snapshot is s for s in unread):
-                continue
-            plan = self._plan_one(snapshot, repo, summary)
-            if isinstance(snapshot, PullSnapshot):  # planned: the state may differ now
-                self._records.pop((repo.name, snapshot.number), None)
-            if plan is not None:
-                yield plan
+        waiting = {id(s) for s in unread}
+        yield from self._plan_each([s for s in chunk if id(s) not in waiting], repo, summary)
 
     def _plan_waiting(self, repo: RepoSettings, summary: Summary) -> Iterator[Plan]:
         """Plan the failing pull requests whose annotations were not kept: all of the
         repository's asked in one batch (100 runs a query), not one query per 50 pulls."""
         waiting, self._waiting = self._waiting, []
         self.read_annotations(repo.name, waiting)
-        for snapshot in waiting:
+        yield from self._plan_each(waiting, repo, summary)
+
+    def _plan_each(
+        self,
+        snapshots: Sequence[PullSnapshot | PullFailure],
+        repo: RepoSettings,
+        summary: Summary,
+    ) -> Iterator[Plan]:
+        """Plan each in turn, dropping what its chunk read of the state (planned: it may
+        differ now)."""
+        for snapshot in snapshots:
             plan = self._plan_one(snapshot, repo, summary)
-            if isinstance(snapshot, PullSnapshot):  # planned: the state may differ now
+            if isinstance(snapshot, PullSnapshot):
                 self._records.pop((repo.name, snapshot.number), None)
             if plan is not None:
                 yield plan
