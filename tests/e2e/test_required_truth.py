@@ -604,7 +604,15 @@ def test_a_stamp_someone_else_edited_is_not_trusted_on_the_rest_path(
     body = "\n".join([marker, line.replace(data, forged.decode().rstrip("=")), rest])
     env.world.edit_comment(comment["id"], body, editor="mallory")
     (env.tmp / "state.sqlite3").unlink()
-    assert "2001" not in show_markdown(env, capsys, 72)
+    from bot.render.stamp import parse_stamp
+
+    shown = show_markdown(env, capsys, 72)
+    assert "2001" not in shown
+    stamp_shown = parse_stamp(shown)  # dated now, not by the forged stamp
+    assert stamp_shown is not None and stamp_shown.observed_at >= NOW - timedelta(minutes=5)
     env.sandbox.fail("POST", "/graphql", 502, times=-1, when="query PullComments")
     once(env, capsys)
-    assert "2001" not in comment_of(env, 72)
+    kept = comment_of(env, 72)
+    assert "2001" not in kept
+    stamp_kept = parse_stamp(kept)
+    assert stamp_kept is not None and stamp_kept.observed_at >= NOW - timedelta(minutes=5)
