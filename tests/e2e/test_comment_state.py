@@ -305,12 +305,12 @@ def test_a_stateless_run_finds_its_comment_past_the_first_hundred(stateless: Env
     assert not [r for r in env.sandbox.requests if r.path.endswith("/comments")]
 
 
+@pytest.mark.parametrize("env", ["stateful"], indirect=True)  # a recorded comment: a state's
 def test_a_write_that_finds_its_comment_over_rest_asks_no_editor(env: Env) -> None:
     """The recorded comment is gone and another of the bot's is there: the write finds that one
     (REST) and edits it; it trusts no stamp, so it asks GraphQL for no editor (only the check's
     one nodes(ids:) read)."""
-    if env.stateless:
-        pytest.skip("a write after a recorded comment: the state's path")
+    assert not env.stateless
     once(env)
     first = own(env)
     second = env.world.add_comment(REPO, 7430, author=LOGIN, body=f"{MARKER}\nan older one")
