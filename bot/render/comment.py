@@ -52,6 +52,7 @@ from bot.render.escape import (
     short_sha,
     utc,
 )
+from bot.render.history import history_clauses
 from bot.render.stamp import Stamp, stamp_of, with_stamp
 
 COMMENT_LIMIT: Final = 65_536
@@ -349,6 +350,7 @@ def row_view(
         said.append(prose(row.finding, FINDING_LIMIT))
     if row.base is not None:
         said.append(base_clause(row.base, repo_url))
+    said.extend(history_clauses(row.history, repo_url))
     details = _link(signal.url)
     if rec is not None:
         finding = rec.finding
