@@ -1169,6 +1169,8 @@ def _branch_commits(branch: str, node: Any) -> tuple[MergeBase, ...] | str:
     """A branch's last commits with their contexts, or why they cannot be read."""
     if node is None:
         return f"GitHub did not find the branch {branch}"
+    if isinstance(node, dict) and node.get("target") is None:
+        return f"GitHub gave no commit of the branch {branch}"
     try:
         commits = get(node, "target", "history", "nodes")
     except Unreadable:
