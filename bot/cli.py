@@ -183,7 +183,7 @@ def cmd_report(settings: Settings, args: argparse.Namespace, sleep: Sleep | None
         return EXIT_FAIL
     view = rows.ordered(entries, filters)
     tty = sys.stdout.isatty() and not args.output
-    text = _triage_text(view, args.format, tty=tty)
+    text = _triage_text(view, args.format, tty=tty, by=args.by)
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
         print(f"wrote the triage view ({len(view)} pull requests) to {args.output}")
@@ -235,10 +235,15 @@ def _live_entries(
         clients.close()
 
 
-def _triage_text(view: Sequence[rows.TriageEntry], fmt: str, *, tty: bool) -> str:
+def _triage_text(view: Sequence[rows.TriageEntry], fmt: str, *, tty: bool, by: str = "pull") -> str:
+    import bot.triage.bycheck as bycheck
     import bot.triage.formats as formats
 
     now = datetime.now(UTC)
+    if by == "check" and fmt != "html":  # the page groups by check in the browser
+        grouped = {"json": bycheck.checks_json, "markdown": bycheck.checks_markdown}
+        text = grouped.get(fmt, bycheck.checks_table)(view, now=now)
+        return text if text.endswith("\n") else text + "\n"
     if fmt == "json":
         return formats.triage_json(view, now=now) + "\n"
     if fmt == "markdown":
@@ -280,6 +285,10 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--format", choices=("table", "json", "markdown", "html"), default="table")
     report.add_argument("--output", metavar="FILE", help="write to FILE instead of stdout")
     report.add_argument("--live", action="store_true", help="read GitHub first (read-only)")
+    report.add_argument(
+        "--by", choices=("pull", "check"), default="pull",
+        help="one line per pull request, or per failing check with the pull requests it fails",
+    )  # fmt: skip
     return parser
 
 

@@ -14,6 +14,7 @@ import jinja2
 from bot.core.model import as_utc, format_utc
 from bot.render.comment import default_template_dir
 from bot.render.escape import cell_code, iso_utc, md, safe_url, short_sha
+from bot.triage.bycheck import by_check, row_checks
 from bot.triage.rows import (
     COUNT_GROUPS,
     VERDICTS,
@@ -279,8 +280,11 @@ class PageRenderer:
         says so before the first cycle, after a failed one and while GitHub's budget is out.
         """
         as_of = now if freshness is None else data_time(entries, freshness)
+        groups = by_check(entries)  # the failing checks, each with its pull requests
         return self._env.get_template(PAGE_TEMPLATE).render(
             entries=entries,
+            checks=groups,
+            row_checks=row_checks(groups),
             unread=unread_repos(entries),
             totals=totals(entries),
             verdicts=VERDICTS,

@@ -59,6 +59,7 @@ def show(env: Env, capsys: pytest.CaptureFixture[str], number: int) -> Any:
 def once(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["once", "--config", str(env.configure())], sleep=env.waits)
     assert code == 0, capsys.readouterr().err
+    capsys.readouterr()
 
 
 def by_name(report: Any) -> dict[str, Any]:
@@ -190,3 +191,31 @@ def test_history_off_asks_nothing_and_says_nothing(
     assert main(["once", "--config", str(config)], sleep=env.waits) == 0
     assert not [r for r in env.sandbox.requests if b"CheckAttempts" in r.body]
     assert "earlier attempt" not in bot_comments(env.world, 1)[0]["body"]
+
+
+def test_report_by_check_groups_failures_with_the_count_of_pull_requests(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A broken base shows as one line, not forty: `report --by check`."""
+    for number in (1, 2, 3):
+        check(env, pull(env, number), "tests", "failure", HOUR_AGO)
+    check(env, head(2), "lint", "failure", HOUR_AGO, workflow_path=".github/workflows/lint.yml")
+    check(env, pull(env, 4), "tests", "success", HOUR_AGO)
+    once(env, capsys)
+    config = str(env.config)
+    assert main(["report", "--config", config, "--by", "check", "--format", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["schema"] == "ci-status-bot.triage-checks/v1"
+    assert [(c["name"], c["count"], sorted(c["pulls"])) for c in document["checks"]] == [
+        ("tests", 3, [1, 2, 3]),
+        ("lint", 1, [2]),
+    ]
+    assert main(["report", "--config", config, "--by", "check"]) == 0
+    table = capsys.readouterr().out
+    assert f"    3  {REPO}: tests" in table and "#1" in table and "#4" not in table
+    assert "2 failing checks across 4 open pull requests" in table
+    assert main(["report", "--config", config, "--by", "check", "--format", "markdown"]) == 0
+    assert f"| `tests` | {REPO} | 3 |" in capsys.readouterr().out.replace("\\/", "/")
+    assert main(["report", "--config", config, "--format", "html"]) == 0
+    page = capsys.readouterr().out
+    assert 'data-filter="check"' in page and "<code>tests</code> · 3" in page
