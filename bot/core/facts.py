@@ -37,8 +37,7 @@ def core_key(report: Report) -> str:
     failed read of the merge base's checks or of annotations, is no new fact (the comment is
     left as it is)."""
     if all(
-        row.base is None and row.annotations is None and row.history is None
-        for row in report.rows
+        row.base is None and row.annotations is None and row.history is None for row in report.rows
     ):
         return facts_key(report)
     rows = tuple(row._replace(base=None, annotations=None, history=None) for row in report.rows)

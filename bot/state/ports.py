@@ -286,9 +286,7 @@ class HistoryKeeper(Protocol):
     def get_history(self, repo: str, keys: Iterable[str]) -> dict[str, tuple[str, datetime]]:
         """The kept payloads (opaque JSON) of those of these keys that were read, with when."""
 
-    def put_history(
-        self, repo: str, rows: Mapping[str, tuple[str, str]], *, now: datetime
-    ) -> None:
+    def put_history(self, repo: str, rows: Mapping[str, tuple[str, str]], *, now: datetime) -> None:
         """Keep history reads: key -> (its head commit, or "" for a branch; the JSON)."""
 
 

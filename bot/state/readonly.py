@@ -265,9 +265,7 @@ class ReadOnlyState(Closing):
     ) -> None:
         """Record nothing."""
 
-    def put_history(
-        self, repo: str, rows: Mapping[str, tuple[str, str]], *, now: datetime
-    ) -> None:
+    def put_history(self, repo: str, rows: Mapping[str, tuple[str, str]], *, now: datetime) -> None:
         """Record nothing."""
 
     def put_triage(

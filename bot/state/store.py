@@ -793,9 +793,7 @@ class Store(Closing):
                     found[str(r.key)] = (str(r.payload), from_text(str(r.read_at)))
         return found
 
-    def put_history(
-        self, repo: str, rows: Mapping[str, tuple[str, str]], *, now: datetime
-    ) -> None:
+    def put_history(self, repo: str, rows: Mapping[str, tuple[str, str]], *, now: datetime) -> None:
         """Keep history reads: key -> (head commit, or "" for a branch; payload)."""
         if not rows:
             return
