@@ -1151,10 +1151,9 @@ def test_pygithub_recorded_rerun_attempt_is_found_whichever_suite_it_sits_in(
     first = at(attempt["created_at"]) - timedelta(days=5)
     second = at(attempt["run_started_at"])
     for name, new_suite in (("analyze (same suite)", False), ("analyze (new suite)", True)):
-        seeded.world.add_check_run(REPO, SHA, name=name, conclusion="success", started_at=first,
-                                   completed_at=first, **workflow)  # fmt: skip
-        seeded.world.add_check_run(REPO, SHA, name=name, conclusion="failure", started_at=second,
-                                   completed_at=second, new_suite=new_suite, **workflow)  # fmt: skip
+        add = partial(seeded.world.add_check_run, REPO, SHA, name=name, **workflow)
+        add(conclusion="success", started_at=first, completed_at=first)
+        add(conclusion="failure", started_at=second, completed_at=second, new_suite=new_suite)
     signals = by_name(seeded.show())
     for name in ("analyze (same suite)", "analyze (new suite)"):
         attempts = signals[name]["history"]["attempts"]
