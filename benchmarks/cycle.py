@@ -4,6 +4,8 @@
     python benchmarks/cycle.py --prs 50 --checks 10 --latency-ms 0      # the CI size
     python benchmarks/cycle.py --prs 2000 --checks 60 --skip-naive --failing-fraction 0.05
                                         # 5 % of heads failing (default: most heads fail)
+    python benchmarks/cycle.py ... --no-history   # the same without a failure's history
+                                        # (issue 27: its warm cycle within +5 points)
 
 It starts the sandbox in its own process (`python -m bot_sandbox serve --scenario scale`,
 every answer delayed by --latency-ms), writes a temporary TOML configuration pointing the
@@ -227,6 +229,9 @@ def bot_commit() -> str | None:
     return last.stdout.strip() + ("+dirty" if diff.returncode != 0 else "")
 
 
+POLICY: dict[str, str] = {}  # [policy] keys every configuration written carries (--no-history)
+
+
 def write_config(info: dict[str, Any], folder: Path, *, stateless: bool = False) -> Path:
     """A TOML configuration pointing the bot at the sandbox, its state in `folder` (none at
     all with `stateless`)."""
@@ -238,7 +243,9 @@ def write_config(info: dict[str, Any], folder: Path, *, stateless: bool = False)
         f"business_api_url = {q(info['rtd_url'])}\n\n"
         f"[state]\npath = {q(state)}\n\n"
         '[log]\nformat = "text"\nlevel = "INFO"\n\n'
-        f"[[repos]]\nname = {q(info['repo'])}\n"
+        "[policy]\n"
+        + "".join(f"{k} = {v}\n" for k, v in POLICY.items())
+        + f"\n[[repos]]\nname = {q(info['repo'])}\n"
     )
     path = folder / ("bot-stateless.toml" if stateless else "bot.toml")
     path.write_text(text, encoding="utf-8")
@@ -805,6 +812,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )  # fmt: skip
     parser.add_argument("--skip-naive", action="store_true", help="do not run the naive poller")
     parser.add_argument(
+        "--no-history", action="store_true",
+        help="run the bot with `[policy] history = false` (issue 27: compare the points)",
+    )  # fmt: skip
+    parser.add_argument(
         "--keep-rate-limit",
         action="store_true",
         help="run the naive poller within what is left of the sandbox's 5,000/h REST limit "
@@ -864,6 +875,8 @@ def run_all(args: argparse.Namespace, folder: Path) -> dict[str, dict[str, Any] 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point."""
     args = parse_args(argv)
+    if args.no_history:  # every configuration written says so
+        POLICY["history"] = "false"
     commit = bot_commit()
     print(f"bot: {sys.executable} -m bot, code of commit {commit}", flush=True)
     with tempfile.TemporaryDirectory(prefix="ci-status-bot-bench-") as tmp:
@@ -881,6 +894,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("\n".join(service_report(results)))
     line: dict[str, Any] = {"prs": args.prs, "checks": args.checks, "latency_ms": args.latency_ms}
     line["failing_fraction"] = args.failing_fraction
+    line["history"] = not args.no_history
     line["bot_commit"] = commit
     line.update(results)
     line.update(naive_ratio(results))

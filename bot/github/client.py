@@ -1170,7 +1170,7 @@ def _branch_commits(branch: str, node: Any) -> tuple[MergeBase, ...] | str:
     if node is None:
         return f"GitHub did not find the branch {branch}"
     if isinstance(node, dict) and node.get("target") is None:
-        return f"GitHub gave no commit of the branch {branch}"
+        return ()  # a branch with no commit: no history (kept like any answer)
     try:
         commits = get(node, "target", "history", "nodes")
     except Unreadable:
