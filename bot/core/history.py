@@ -102,6 +102,8 @@ class FailingIndex:
     def add(self, snapshot: PullSnapshot) -> None:
         """Count one open pull request and the checks failing on its head now."""
         self.pulls.add(snapshot.number)
+        if not any(github_state(s) in FAILING_STATES for s in snapshot.signals):
+            return  # most heads: nothing to index (and nothing to dedupe)
         for signal in dedupe(snapshot.signals):
             if signal.kind is Kind.EXPECTED or github_state(signal) not in FAILING_STATES:
                 continue
@@ -118,7 +120,8 @@ class FailingIndex:
         if not others:
             return None
         times = [t for t in others.values() if t is not None]
-        return Elsewhere(len(others), len(self.pulls - {number}), min(times) if times else None)
+        of = len(self.pulls) - (number in self.pulls)
+        return Elsewhere(len(others), of, min(times) if times else None)
 
 
 @dataclass(frozen=True, slots=True)
