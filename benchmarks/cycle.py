@@ -712,6 +712,12 @@ def feature_rows(got: dict[str, dict[str, Any]], runs: list[str]) -> list[tuple[
          [count(n, "CommitContexts", "graphql_by_query") for n in runs]),
         ("annotations (issue 16): CheckRunAnnotations (GraphQL)",
          [count(n, "CheckRunAnnotations", "graphql_by_query") for n in runs]),
+        ("history (issue 27): CheckAttempts (GraphQL)",
+         [count(n, "CheckAttempts", "graphql_by_query") for n in runs]),
+        ("  history: BranchHistory (GraphQL)",
+         [count(n, "BranchHistory", "graphql_by_query") for n in runs]),
+        ("  history: statuses (REST)",
+         [count(n, "GET statuses.list", "requests_by_kind") for n in runs]),
     ]  # fmt: skip
 
 
