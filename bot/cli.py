@@ -18,7 +18,7 @@ from bot.settings import ConfigError, RepoSettings, Settings, describe, load_set
 from bot.state.lock import StateBusy
 from bot.state.ports import StoreError
 from bot.state.readonly import ReadOnlyState
-from bot.triage import rows
+from bot.triage import bycheck, rows
 from bot.triage.keeper import stored_entries
 
 if TYPE_CHECKING:
@@ -236,7 +236,6 @@ def _live_entries(
 
 
 def _triage_text(view: Sequence[rows.TriageEntry], fmt: str, *, tty: bool, by: str = "pull") -> str:
-    import bot.triage.bycheck as bycheck
     import bot.triage.formats as formats
 
     now = datetime.now(UTC)
