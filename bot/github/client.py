@@ -26,7 +26,14 @@ from github.GithubException import GithubException
 from bot.core.annotations import GENERIC, QUOTED
 from bot.core.base import MergeBase
 from bot.core.merge_queue import QueueConfig
-from bot.core.model import Annotation, PullSnapshot, RequiredChecks, Signal
+from bot.core.model import (
+    Annotation,
+    PullSnapshot,
+    QueueEntry,
+    QueueState,
+    RequiredChecks,
+    Signal,
+)
 from bot.github.parse import Comment as Comment
 from bot.github.parse import (
     Partial,
@@ -528,13 +535,20 @@ class GitHubApi:
             nodes = _get(page, "nodes")
             if not isinstance(nodes, list):
                 raise MalformedAnswer("pullRequests.nodes is not a list")
-            broken = {_path(e)[3]: _message(e) for e in errors}
+            unqueued = {_path(e)[3]: _stable_message(e) for e in errors if _in_queue_entry(e)}
+            broken = {_path(e)[3]: _message(e) for e in errors if not _in_queue_entry(e)}
             more = _get(page, "pageInfo", "hasNextPage")
             total, cursor = _get(page, "totalCount"), _get(page, "pageInfo", "endCursor")
             # Without the required cache `required` is GitHub's own: nothing is reused then.
-            digests = [node_digest(node) if required is not None else None for node in nodes]
+            digests = [
+                node_digest(node) if required is not None and index not in unqueued else None
+                for index, node in enumerate(nodes)
+            ]
             items = [
-                self._pull_item(repo, node, broken.get(index), digests[index], now=now)
+                _queue_unread(
+                    self._pull_item(repo, node, broken.get(index), digests[index], now=now),
+                    unqueued.get(index),
+                )
                 for index, node in enumerate(nodes)
             ]
             whole = [isinstance(p, Partial) and p.whole() for p in items]
@@ -577,14 +591,16 @@ class GitHubApi:
         data, errors = self._graphql(
             pull_query(with_labels=self._with_labels),
             {"owner": owner, "name": name, "number": number},
-            tolerate=_in_base_ref,
+            tolerate=lambda e: _in_base_ref(e) or _in_queue_entry(e),
         )
         if _get(data, "repository") is None:
             raise NotFound(f"repository {repo} not found or not visible", status=404)
         node = _get(data, "repository", "pullRequest")
         if node is None:
             raise NotFound(f"pull request {repo}#{number} not found", status=404)
-        partial = parse_pull(repo, node, now=now)
+        unqueued = next((_stable_message(e) for e in errors if _in_queue_entry(e)), None)
+        errors = [e for e in errors if not _in_queue_entry(e)]
+        partial = _queue_unread(parse_pull(repo, node, now=now), unqueued)
         if isinstance(partial, PullFailure):
             raise MalformedAnswer(f"{partial.label}: {partial.reason}")
         self._complete(owner, name, [partial], required=True)
@@ -1026,6 +1042,8 @@ class GitHubApi:
             repository = _get(data, "repository")
             if repository is None:
                 raise NotFound(f"repository {repo} not found or not visible", status=404)
+            unqueued = {str(_path(e)[1]): _stable_message(e) for e in errors if _in_queue_entry(e)}
+            errors = [e for e in errors if not _in_queue_entry(e)]
             gone = {str(_path(e)[1]) for e in errors if e.get("type") == "NOT_FOUND"}
             broken = {str(_path(e)[1]): _message(e) for e in errors if e.get("type") != "NOT_FOUND"}
             items: list[Partial | PullFailure] = []
@@ -1035,7 +1053,9 @@ class GitHubApi:
                     continue
                 if isinstance(node, dict) and node.get("state") not in (None, "OPEN"):
                     continue  # closed or merged: its comment is left as it is
-                item = _pull_item(repo, node, broken.get(alias), now=now)
+                item = _queue_unread(
+                    _pull_item(repo, node, broken.get(alias), now=now), unqueued.get(alias)
+                )
                 if isinstance(item, PullFailure) and item.number is None:
                     item = PullFailure(repo, number, item.reason)
                 items.append(item)
@@ -1187,6 +1207,22 @@ def _pull_item(repo: str, node: Any, error: str | None, *, now: datetime) -> Par
     if node is None:
         return PullFailure(repo, None, "GitHub answered null for a pull request")
     return parse_pull(repo, node, now=now)
+
+
+def _in_queue_entry(error: dict[str, Any]) -> bool:
+    """An error on a pull request's merge-queue entry only (the rest of it is read)."""
+    path = _path(error)
+    return "mergeQueueEntry" in path or "isInMergeQueue" in path
+
+
+def _queue_unread(item: Partial | PullFailure, error: str | None) -> Partial | PullFailure:
+    """The pull request read, its merge-queue entry unknown where GitHub answered an error."""
+    if error is None or not isinstance(item, Partial):
+        return item
+    why = f"GitHub answered an error on its merge-queue entry: {error}"
+    entry = QueueEntry(QueueState.UNKNOWN, "", error=why)
+    item.snapshot = replace(item.snapshot, queue=entry)
+    return item
 
 
 def _extend(partial: Partial, connection: Any, *, missing: bool) -> None:
