@@ -30,7 +30,7 @@ from bot.core.model import (
     parse_optional_time,
 )
 from bot.core.reconcile import dedupe, github_state
-from bot.core.required import expected_signals, satisfies
+from bot.core.required import expected_signals, satisfies, with_required
 
 QUEUE_STATES: Final[Mapping[str, QueueState]] = {
     s.value: s for s in QueueState if s is not QueueState.UNKNOWN
@@ -125,7 +125,7 @@ def judge_queue(
     error = _commit_error(entry, group)
     if error is not None or group is None:
         return replace(found, commit_error=error or "its checks were not read")
-    signals = dedupe(group.signals)
+    signals = dedupe(with_required(group.signals, checks))
     names = tuple(dict.fromkeys(expected))
     wanted = [s for s in signals if _counts(s, checks, names)]
     states = [(s, github_state(s)) for s in wanted]

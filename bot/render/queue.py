@@ -63,7 +63,7 @@ def queue_view(report: Report, repo_url: str = "") -> QueueView | None:
     state = STATE_WORDS.get(entry.state) or f"in state {code(entry.raw_state or 'unknown')}"
     parts = [f"{GLYPHS[verdict]} **Merge queue**: {state}"]
     if entry.enqueued_at is not None:
-        parts[0] += f" since {utc(entry.enqueued_at)}"
+        parts[0] += f", queued {utc(entry.enqueued_at)}"
     commit = _commit(entry.commit, repo_url) if entry.commit else None
     if commit:
         parts.append(f"merge-group commit {commit}")
@@ -123,7 +123,7 @@ def _missing_row(
     link = safe_url(documented.source) if documented is not None else None
     if documented is not None and link is not None:
         words = quoted(documented.words, QUOTE_WORDS)
-        second.append(f"{words} ([{documented.source_name}]({link}))")
+        second.append(f"{words} ([{code(documented.source_name)}]({link}))")
     mark = " · required" if signal.required else ""
     line = f"⏳ {code(signal.name)}{mark} · {said}"
     return Md(line + ("  \n  " + " ".join(second) if second else ""))
