@@ -626,10 +626,6 @@ class Cycle:
         for number, read in self._group_reader.read(repo, wanted).items():
             self._groups[(repo, number)] = read
 
-    def forget_queues(self, repo: str) -> None:
-        """The repository's rules changed: its merge queues' configurations are read again."""
-        self._group_reader.forget(repo)
-
     def read_annotations(
         self, repo: str, snapshots: Sequence[PullSnapshot], *, ask: bool = True
     ) -> None:

@@ -20,8 +20,8 @@ from bot.github.client import MERGE_GROUP, GitHubApi, GitHubError
 
 log = logging.getLogger(__name__)
 
-# A queue's configuration is read again after this long (it changes rarely; a rules webhook
-# makes it be read again at once).
+# A queue's configuration is read again after this long by one reader (it changes rarely, and
+# is asked inside the query that reads the merge groups anyway: no point of its own).
 CONFIG_KEPT: Final = timedelta(hours=1)
 
 
@@ -32,11 +32,6 @@ class MergeGroupReader:
     def __init__(self, github: GitHubApi, *, clock: Callable[[], datetime]) -> None:
         self.github, self.clock = github, clock
         self._configs: dict[tuple[str, str], tuple[QueueConfig, datetime]] = {}
-
-    def forget(self, repo: str) -> None:
-        """The repository's rules changed: its queues' configurations are read again."""
-        for key in [k for k in self._configs if k[0] == repo]:
-            del self._configs[key]
 
     def read(self, repo: str, snapshots: Sequence[PullSnapshot]) -> dict[int, QueueRead]:
         """Each queued pull request's read, by number (none for one not queued). A failed
@@ -73,9 +68,7 @@ class MergeGroupReader:
         kept = self._configs.get((repo, base))
         return kept is not None and now - kept[1] < CONFIG_KEPT and now >= kept[1]
 
-    def _config(
-        self, repo: str, base: str, read: dict[str, QueueConfig]
-    ) -> QueueConfig | None:
+    def _config(self, repo: str, base: str, read: dict[str, QueueConfig]) -> QueueConfig | None:
         """What this read said of the queue, else what is kept (a failed read says why)."""
         if base in read and read[base].error is None:
             return read[base]

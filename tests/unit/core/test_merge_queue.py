@@ -59,25 +59,59 @@ CONFIG = QueueConfig(60)
     ("signals", "checks", "expected", "missing", "failing", "pending", "verdict"),
     [
         # RTD and DCO never report on merge_group: both missing, the entry waits
-        ((run("tests", "success"),), required("tests", RTD, "DCO"), (), (RTD, "DCO"), (), (),
-         Verdict.PENDING),
+        (
+            (run("tests", "success"),),
+            required("tests", RTD, "DCO"),
+            (),
+            (RTD, "DCO"),
+            (),
+            (),
+            Verdict.PENDING,
+        ),
         # 0 checks on the merge-group commit: every required context is missing, never passing
         ((), required("tests", "DCO"), (), ("tests", "DCO"), (), (), Verdict.PENDING),
         # one failing there
-        ((run("tests", "failure"), run("DCO", "success", app="dco")), required("tests", "DCO"),
-         (), (), ("tests",), (), Verdict.FAILING),
+        (
+            (run("tests", "failure"), run("DCO", "success", app="dco")),
+            required("tests", "DCO"),
+            (),
+            (),
+            ("tests",),
+            (),
+            Verdict.FAILING,
+        ),
         # a cancelled required run keeps the entry from merging too
-        ((run("tests", "cancelled"),), required("tests"), (), (), ("tests",), (),
-         Verdict.FAILING),
+        ((run("tests", "cancelled"),), required("tests"), (), (), ("tests",), (), Verdict.FAILING),
         # everything required passed there (an optional failure does not count)
-        ((run("tests", "success"), run("lint", "failure")), required("tests"), (), (), (), (),
-         Verdict.PASSING),
+        (
+            (run("tests", "success"), run("lint", "failure")),
+            required("tests"),
+            (),
+            (),
+            (),
+            (),
+            Verdict.PASSING,
+        ),
         # still running there
-        ((run("tests", "in_progress"),), required("tests"), (), (), (), ("tests",),
-         Verdict.PENDING),
+        (
+            (run("tests", "in_progress"),),
+            required("tests"),
+            (),
+            (),
+            (),
+            ("tests",),
+            Verdict.PENDING,
+        ),
         # a name of `[[repos]] expected` counts there too
-        ((run("tests", "success"),), required("tests"), ("DCO",), ("DCO",), (), (),
-         Verdict.PENDING),
+        (
+            (run("tests", "success"),),
+            required("tests"),
+            ("DCO",),
+            ("DCO",),
+            (),
+            (),
+            Verdict.PENDING,
+        ),
         ((status("DCO", "failure"),), required(), ("DCO",), (), ("DCO",), (), Verdict.FAILING),
         # the required set unread: the configured names still count, the verdict is unverified
         ((run("tests", "success"),), required(read=False), (), (), (), (), Verdict.INCOMPLETE),
@@ -107,11 +141,17 @@ def test_what_the_merge_group_commit_lacks(
     ("entry", "read", "error"),
     [
         # the commit could not be read (a GraphQL error, a failed query)
-        (ENTRY, QueueRead(MergeBase(GROUP, error="GitHub GraphQL error on x: FORBIDDEN"), CONFIG),
-         "GitHub GraphQL error on x: FORBIDDEN"),
+        (
+            ENTRY,
+            QueueRead(MergeBase(GROUP, error="GitHub GraphQL error on x: FORBIDDEN"), CONFIG),
+            "GitHub GraphQL error on x: FORBIDDEN",
+        ),
         # the entry named a commit GitHub no longer finds (it left the queue between the reads)
-        (ENTRY, QueueRead(MergeBase(GROUP, error="GitHub did not find the merge-group commit"),
-                          None), "GitHub did not find the merge-group commit"),
+        (
+            ENTRY,
+            QueueRead(MergeBase(GROUP, error="GitHub did not find the merge-group commit"), None),
+            "GitHub did not find the merge-group commit",
+        ),
         # no commit named at all
         (QueueEntry(QueueState.QUEUED, "QUEUED", 2, AT), QueueRead(None, CONFIG), NO_COMMIT),
         # not read this pass

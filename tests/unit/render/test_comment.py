@@ -1334,7 +1334,8 @@ def test_merge_queue_json() -> None:
     }
     assert report_dict(not_queued_report())["merge_queue"] is None
     failing = report_dict(one_failing_in_queue_report())["merge_queue"]
-    assert (failing["failing"], failing["missing"], failing["verdict"]) == (["tests"], [], "failing")
+    said = (failing["failing"], failing["missing"], failing["verdict"])
+    assert said == (["tests"], [], "failing")
 
 
 def test_the_merge_queue_is_in_the_facts_key_only_when_queued() -> None:
