@@ -67,7 +67,8 @@ def show(env: Env, capsys: pytest.CaptureFixture[str], number: int) -> Any:
 
 def once(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["once", "--config", str(env.config)], sleep=env.waits)
-    assert code == 0, capsys.readouterr().err
+    out = capsys.readouterr()  # what `once` printed is read here, not by the next command
+    assert code == 0, out.err
 
 
 def commit_queries(env: Env) -> list[bytes]:
@@ -220,3 +221,29 @@ def test_an_entry_that_vanished_between_two_reads(
     assert body.count("GitHub did not find the merge-group commit") == 1
     assert "not reported on merge-group commit" not in body
     assert bot_comments(env.world, 2)
+
+
+def test_report_and_the_page_filter_those_stuck_in_the_merge_queue(
+    queued_world: World, env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for number in (1, 2, 3):
+        green_pull(env, number)
+    queue(env, 1)  # DCO and RTD never report there: stuck
+    queue(env, 2, checks=("tests", "DCO"))
+    env.world.add_status(REPO, group(2), context=RTD, state="success", created_at=NOW)  # passed
+    once(env, capsys)
+    args = ["report", "--config", str(env.config), "--format", "json"]
+    assert main([*args, "--stuck-in-merge-queue"]) == 0
+    pulls = json.loads(capsys.readouterr().out)["pulls"]
+    assert [(p["number"], p["merge_queue_stuck"]) for p in pulls] == [(1, ["DCO", RTD])]
+    assert main(args) == 0
+    every = {p["number"]: p for p in json.loads(capsys.readouterr().out)["pulls"]}
+    assert [every[n]["in_merge_queue"] for n in (1, 2, 3)] == [True, True, False]
+    page = env.tmp / "triage.html"
+    assert main(["report", "--config", str(env.config), "--format", "html",
+                 "--output", str(page)]) == 0  # fmt: skip
+    html = page.read_text(encoding="utf-8")
+    assert 'data-value="queue-stuck"' in html and "stuck in the merge queue" in html
+    assert html.count('data-queue-stuck="1"') == 1
+    body = bot_comments(env.world, 2)[0]["body"]
+    assert "✅ **Merge queue**" in body and "every required check passed there (3)" in body
