@@ -755,9 +755,7 @@ class Cycle:
             said = self._annotations[(repo.name, snapshot.head_sha)]
             report = with_annotations(report, said)
         if snapshot.queue is not None:
-            group = self._queue_read(repo, snapshot)
-            found = judge_queue(snapshot.queue, group, snapshot.required_checks, repo.expected)
-            report = replace(report, merge_queue=found)
+            report, group = self._with_queue(report, snapshot, repo)
         key = facts_key(report)
         failing = last.failing if last is not None and same else has_failing(snapshot)
         built = Built(
@@ -775,11 +773,17 @@ class Cycle:
         self.reports.put(replace(built, report=report))
         return report, key
 
-    def _queue_read(self, repo: RepoSettings, snapshot: PullSnapshot) -> QueueRead | None:
-        """The queued pull request's merge-group read of this pass (read now if not yet)."""
+    def _with_queue(
+        self, report: Report, snapshot: PullSnapshot, repo: RepoSettings
+    ) -> tuple[Report, QueueRead | None]:
+        """The report with what the queued pull request's merge-group commit carries (read now
+        if this pass has not yet), and that read."""
         if (repo.name, snapshot.number) not in self._groups:
             self.read_groups(repo.name, [snapshot])
-        return self._groups.get((repo.name, snapshot.number))
+        group = self._groups.get((repo.name, snapshot.number))
+        entry, checks = snapshot.queue, snapshot.required_checks
+        found = None if entry is None else judge_queue(entry, group, checks, repo.expected)
+        return replace(report, merge_queue=found), group
 
     def plan(self, snapshot: PullSnapshot, repo: RepoSettings) -> Plan:
         """Decide create / edit / leave / adopt for one pull request (reads only).

@@ -176,6 +176,11 @@ def stuck(found: QueueFinding | None) -> bool:
     return found is not None and bool(found.failing or found.missing)
 
 
+def stuck_names(found: QueueFinding | None) -> tuple[str, ...]:
+    """The required contexts failing, then those never reported, on the merge-group commit."""
+    return () if found is None else tuple(s.name for s in (*found.failing, *found.missing))
+
+
 def required_words(signal: Signal) -> bool:
     """Whether a missing or failing context is required by a rule (not only configured)."""
     return any(rule.source != CONFIGURATION for rule in signal.rules) or (

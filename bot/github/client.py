@@ -535,22 +535,19 @@ class GitHubApi:
             nodes = _get(page, "nodes")
             if not isinstance(nodes, list):
                 raise MalformedAnswer("pullRequests.nodes is not a list")
-            unqueued = {_path(e)[3]: _stable_message(e) for e in errors if _in_queue_entry(e)}
-            broken = {_path(e)[3]: _message(e) for e in errors if not _in_queue_entry(e)}
+            broken, unqueued = _by_pull(errors)
             more = _get(page, "pageInfo", "hasNextPage")
             total, cursor = _get(page, "totalCount"), _get(page, "pageInfo", "endCursor")
             # Without the required cache `required` is GitHub's own: nothing is reused then.
-            digests = [
-                node_digest(node) if required is not None and index not in unqueued else None
-                for index, node in enumerate(nodes)
-            ]
+            digests = [node_digest(n) if required is not None else None for n in nodes]
+            digests = [None if i in unqueued else d for i, d in enumerate(digests)]
             items = [
-                _queue_unread(
-                    self._pull_item(repo, node, broken.get(index), digests[index], now=now),
-                    unqueued.get(index),
-                )
+                self._pull_item(repo, node, broken.get(index), digests[index], now=now)
                 for index, node in enumerate(nodes)
             ]
+            for index, why in unqueued.items():  # GitHub's index: only one of this page
+                if isinstance(index, int) and 0 <= index < len(items):
+                    _queue_unread(items[index], why)
             whole = [isinstance(p, Partial) and p.whole() for p in items]
             partials = [p for p in items if isinstance(p, Partial)]
             self._complete(owner, name, partials)
@@ -1207,6 +1204,14 @@ def _pull_item(repo: str, node: Any, error: str | None, *, now: datetime) -> Par
     if node is None:
         return PullFailure(repo, None, "GitHub answered null for a pull request")
     return parse_pull(repo, node, now=now)
+
+
+def _by_pull(errors: list[dict[str, Any]]) -> tuple[dict[Any, str], dict[Any, str]]:
+    """A page's errors by pull request (its index): those that fail it, and those on its
+    merge-queue entry only (stable words: the rest of it is read)."""
+    broken = {_path(e)[3]: _message(e) for e in errors if not _in_queue_entry(e)}
+    unqueued = {_path(e)[3]: _stable_message(e) for e in errors if _in_queue_entry(e)}
+    return broken, unqueued
 
 
 def _in_queue_entry(error: dict[str, Any]) -> bool:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, Literal
 
+from bot.core.merge_queue import stuck_names
 from bot.core.model import (
     FAILING_STATES,
     INCOMPLETE_STATES,
@@ -153,8 +154,6 @@ def entry_for(
         if row.state in INCOMPLETE_STATES and any(d.recognises(row.signal) for d in docs):
             docs_stuck += 1
     oldest = min(unsettled, key=_since_key, default=None)
-    queue = report.merge_queue
-    stuck = () if queue is None else tuple(s.name for s in (*queue.failing, *queue.missing))
     never.sort(key=lambda s: s.required is not True)  # required first, GitHub's order kept
     return TriageEntry(
         repo=report.repo,
@@ -176,8 +175,8 @@ def entry_for(
         never_reported=tuple(s.name for s in never),
         required_never_reported=tuple(s.name for s in never if s.required is True),
         failing_on_base=tuple(on_base),
-        in_merge_queue=queue is not None,
-        merge_queue_stuck=stuck,
+        in_merge_queue=report.merge_queue is not None,
+        merge_queue_stuck=stuck_names(report.merge_queue),
     )
 
 
