@@ -13,9 +13,13 @@ from typing import Any
 
 import pytest
 from support import REPO, Env, bot_comments, repo_world
+from test_webhook_service import SECRET, Service, body_of, service, wait_for
 
 from bot.cli import main
 from bot_sandbox import World
+from bot_sandbox.webhook_sender import WebhookSender
+
+__all__ = ["service"]  # the fixture of the real service with webhooks (test_webhook_service)
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 QUEUED = NOW - timedelta(minutes=41)
@@ -247,3 +251,33 @@ def test_report_and_the_page_filter_those_stuck_in_the_merge_queue(
     assert html.count('data-queue-stuck="1"') == 1
     body = bot_comments(env.world, 2)[0]["body"]
     assert "✅ **Merge queue**" in body and "every required check passed there (3)" in body
+
+
+def test_a_merge_group_delivery_refreshes_the_queued_pull_request(service: Service) -> None:
+    """`run` with webhooks: GitHub's `merge_group` `checks_requested` (the sandbox's delivery,
+    shaped as GitHub documents it) marks the pull request, refreshed within the debounce."""
+    world = service.world
+    world.set_required_checks(REPO, ["DCO"])
+    world.set_merge_queue(REPO, timeout_minutes=45)
+    service.start()
+    assert "Merge queue" not in body_of(world)
+    sender = WebhookSender(service.url, SECRET).attach(world)
+    try:
+        service.sandbox.clear_requests()
+        world.enqueue(REPO, 7430, group_sha=group(7430))
+        wait_for(lambda: "**Merge queue**" in body_of(world), 30, "the merge-queue section")
+        assert sender.wait_idle()
+    finally:
+        sender.close()
+    assert [(d.event, d.action, d.numbers, d.status) for d in sender.sent] == [
+        ("merge_group", "checks_requested", (7430,), 202)
+    ]
+    body = body_of(world)
+    assert f"`DCO` · required · not reported on merge-group commit `{group(7430)[:7]}`" in body
+    assert "the queue gives up after 45 min" in body
+    reads = [r.body for r in service.sandbox.requests if r.graphql_operation == "query"]
+    assert sum(b"PullsByNumber" in r for r in reads) == 1  # the refresh, not a cycle
+    assert sum(b"CommitContexts" in r for r in reads) == 1
+    assert not [r for r in reads if b"PullPage" in r]
+    err = service.stop()
+    assert service.proc is not None and service.proc.returncode == 0, err
