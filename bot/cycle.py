@@ -782,7 +782,10 @@ class Cycle:
             self.read_groups(repo.name, [snapshot])
         group = self._groups.get((repo.name, snapshot.number))
         entry, checks = snapshot.queue, snapshot.required_checks
-        found = None if entry is None else judge_queue(entry, group, checks, repo.expected)
+        head = snapshot.head_sha
+        found = (
+            None if entry is None else judge_queue(entry, group, checks, repo.expected, head=head)
+        )
         return replace(report, merge_queue=found), group
 
     def plan(self, snapshot: PullSnapshot, repo: RepoSettings) -> Plan:

@@ -42,6 +42,9 @@ _SHA: Final = re.compile(r"[0-9a-f]{40}")
 _BLOCKING: Final = FAILING_STATES | {State.CANCELLED}
 _PASSED: Final = frozenset({State.SUCCESS, State.SKIPPED, State.NEUTRAL})
 NO_COMMIT: Final = "GitHub named no merge-group commit for the queue entry"
+HEAD_COMMIT: Final = (
+    "GitHub named the pull request's own head as the queue entry's commit, not a merge-group commit"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,8 +113,11 @@ def judge_queue(
     read: QueueRead | None,
     checks: RequiredChecks | None,
     expected: Iterable[str] = (),
+    *,
+    head: str | None = None,
 ) -> QueueFinding:
-    """What the merge-group commit carries of the required (and `expected`) contexts."""
+    """What the merge-group commit carries of the required (and `expected`) contexts; an entry
+    naming the pull request's `head` as its commit is not taken for a merge group's."""
     config = None if read is None else read.config
     found = QueueFinding(
         entry,
@@ -122,7 +128,8 @@ def judge_queue(
     if entry.error is not None:
         return found
     group = None if read is None else read.group
-    error = _commit_error(entry, group)
+    error = HEAD_COMMIT if head is not None and entry.commit == head else None
+    error = error or _commit_error(entry, group)
     if error is not None or group is None:
         return replace(found, commit_error=error or "its checks were not read")
     signals = dedupe(with_required(group.signals, checks))

@@ -8,6 +8,7 @@ import pytest
 
 from bot.core.base import MergeBase
 from bot.core.merge_queue import (
+    HEAD_COMMIT,
     NO_COMMIT,
     QueueConfig,
     QueueRead,
@@ -33,6 +34,7 @@ from bot.core.queue_sources import documented_for
 
 AT = datetime(2026, 10, 5, 13, 22, tzinfo=UTC)
 GROUP = "a" * 40
+HEAD = "e" * 40
 RTD = "docs/readthedocs.org:proj"
 MAIN = (Rule(BRANCH_PROTECTION, "main"),)
 
@@ -156,12 +158,18 @@ def test_what_the_merge_group_commit_lacks(
         (QueueEntry(QueueState.QUEUED, "QUEUED", 2, AT), QueueRead(None, CONFIG), NO_COMMIT),
         # not read this pass
         (ENTRY, None, "its checks were not read"),
+        # the entry names the head itself (not a merge group's commit): never judged as one
+        (
+            QueueEntry(QueueState.QUEUED, "QUEUED", 1, AT, HEAD),
+            QueueRead(MergeBase(HEAD, (run("tests", "success"),)), CONFIG),
+            HEAD_COMMIT,
+        ),
     ],
 )
 def test_an_unread_commit_is_said_never_guessed(
     entry: QueueEntry, read: QueueRead | None, error: str
 ) -> None:
-    found = judge_queue(entry, read, required("tests"), ())
+    found = judge_queue(entry, read, required("tests"), (), head=HEAD)
     assert found.commit_error == error
     assert found.missing == () and found.failing == ()
     assert queue_verdict(found) is Verdict.INCOMPLETE
