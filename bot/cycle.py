@@ -524,9 +524,8 @@ class Cycle:
         self.read_bases(repo.name, failing)
         self.read_annotations(repo.name, failing, ask=False)
         unread = [s for s in failing if (repo.name, s.head_sha) not in self._annotations]
-        waiting = {id(s) for s in unread}
         # queued ones wait too: the repository's merge groups are read in one query at its end
-        unread += [s for s in queued(chunk, self.policy) if id(s) not in waiting]
+        unread += [s for s in queued(chunk, self.policy) if all(s is not u for u in unread)]
         self._waiting.extend(unread)
         waiting = {id(s) for s in unread}
         yield from self._plan_each([s for s in chunk if id(s) not in waiting], repo, summary)
@@ -1140,6 +1139,7 @@ class Cycle:
         failing heads' merge bases and annotations are asked first, batched, as a pass does."""
         summary = Summary()
         self._left = []  # a refresh checks no comment: the pass does
+        self._groups = {}  # merge groups change by the minute: read again for this refresh
         gh_before, points_before = self.github.usage.total, self.github.usage.graphql_points
         rtd_before = self._docs_requests()
         failing: dict[str, list[PullSnapshot]] = {}  # asked together, as a pass does
