@@ -22,7 +22,6 @@ from bot_sandbox.webhook_sender import WebhookSender
 __all__ = ["service"]  # the fixture of the real service with webhooks (test_webhook_service)
 
 NOW = datetime.now(UTC).replace(microsecond=0)
-QUEUED = NOW - timedelta(minutes=41)
 RTD = "docs/readthedocs.org:omni-docs"
 
 
@@ -53,7 +52,8 @@ def green_pull(env: Env, number: int) -> str:
 def queue(env: Env, number: int, *, checks: tuple[str, ...] = ("tests",)) -> str:
     """Queue the pull request; its merge-group commit carries `checks` (passed)."""
     sha = group(number)
-    env.world.enqueue(REPO, number, group_sha=sha, enqueued_at=QUEUED)
+    queued_at = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=41)  # not NOW:
+    env.world.enqueue(REPO, number, group_sha=sha, enqueued_at=queued_at)  # a slow run ages it
     at = NOW - timedelta(minutes=30)
     for name in checks:
         env.world.add_check_run(REPO, sha, name=name, workflow="ci", conclusion="success",
@@ -95,7 +95,8 @@ def test_rtd_and_dco_never_report_on_the_merge_group_commit(
     assert report["verdict"] == "passing"  # the head's own verdict
     queue_report = report["merge_queue"]
     assert queue_report["state"] == "AWAITING_CHECKS"
-    assert queue_report["enqueued_at"] == QUEUED.strftime("%Y-%m-%dT%H:%M:%SZ")
+    queued_at = env.world.repo(REPO).queue_entries[1].enqueued_at
+    assert queue_report["enqueued_at"] == queued_at.strftime("%Y-%m-%dT%H:%M:%SZ")
     assert queue_report["commit"] == sha
     assert queue_report["timeout_minutes"] == 60
     assert queue_report["missing"] == ["DCO", RTD]
