@@ -1,5 +1,7 @@
-# ci-status-bot: the same install steps as the README's pip steps.
-FROM python:3.12-slim
+# ci-status-bot: the same install steps as the pip install (docs/running/pip.md).
+# BASE: CI builds this file from a Debian-bootstrapped stand-in (scripts/build-image.sh).
+ARG BASE=python:3.12-slim
+FROM ${BASE}
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
@@ -26,7 +28,7 @@ RUN pip install --no-deps . \
 COPY config/bot.example.toml /app/config/bot.example.toml
 
 # A numeric user, so that Kubernetes' runAsNonRoot can verify it: bind-mounted state folders
-# must be writable by uid 10001 (README, "Docker").
+# must be writable by uid 10001 (docs/running/docker.md).
 USER 10001:10001
 # Mount your configuration at /app/config/bot.toml and keep the state on a volume.
 VOLUME ["/app/state"]
