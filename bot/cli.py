@@ -16,7 +16,7 @@ from bot.logs import redact, register_secrets, setup_logging
 from bot.render.report import report_json
 from bot.settings import ConfigError, RepoSettings, Settings, describe, load_settings
 from bot.state.lock import StateBusy
-from bot.state.ports import StoreError
+from bot.state.ports import StoreError, TriageRows
 from bot.state.readonly import ReadOnlyState
 from bot.triage import rows
 from bot.triage.keeper import stored_entries
@@ -130,6 +130,8 @@ def cmd_once(settings: Settings, args: argparse.Namespace, sleep: Sleep | None) 
                 summary = make_cycle(settings, clients, store, dry_run=True).run(repos)
             else:
                 summary = run_once(settings, clients, store, repos)
+            if args.summary:
+                _write_summary(args.summary, store, repos)
         finally:
             store.close()
             clients.close()
@@ -137,11 +139,51 @@ def cmd_once(settings: Settings, args: argparse.Namespace, sleep: Sleep | None) 
         if lock is not None:
             lock.release()
     print(summary.line())
-    if summary.failed:
-        failed = "; ".join(f"{k}: {v}" for k, v in summary.failed.items())
-        _error(f"could not process {len(summary.failed)}: {failed}")
-        return EXIT_FAIL
-    return EXIT_OK
+    return _once_failures(summary.failed, summary.heads)
+
+
+def _write_summary(path: str, store: TriageRows, repos: Sequence[RepoSettings]) -> None:
+    """Append the triage table of what the run saw to `path` (a job summary: markdown)."""
+    import bot.triage.formats as formats
+
+    entries = stored_entries(store)
+    view = rows.ordered(entries, rows.Filters(frozenset(r.name for r in repos)))
+    text = formats.markdown(view, now=datetime.now(UTC))
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(text if text.endswith("\n") else text + "\n")
+
+
+# GitHub's 403 for a token (a workflow's GITHUB_TOKEN) whose permissions lack what is asked
+_NOT_ACCESSIBLE = "Resource not accessible by integration"
+
+
+def _once_failures(failed: dict[str, str], heads: dict[str, str]) -> int:
+    """Say what could not be processed; a missing workflow permission as one line naming it."""
+    if not failed:
+        return EXIT_OK
+    refused = {k: v for k, v in failed.items() if _NOT_ACCESSIBLE in v}
+    reading = sorted(k for k in refused if "#" not in k)  # a repository: its pull requests
+    writing = sorted(k for k in refused if k in heads)  # read, then refused: its comment
+    for names, what, permission in (
+        (reading, "to read the pull requests of", "pull-requests: read"),
+        (writing, "to write the comment on", "issues: write"),
+    ):
+        if names:
+            _error(
+                f"GitHub refused {what} {_names(names)} (403 {_NOT_ACCESSIBLE}): "
+                f'add "{permission}" to the workflow\'s permissions:'
+            )
+    rest = {k: v for k, v in failed.items() if k not in reading and k not in writing}
+    if rest:
+        listed = "; ".join(f"{k}: {v}" for k, v in rest.items())
+        _error(f"could not process {len(rest)}: {listed}")
+    return EXIT_FAIL
+
+
+def _names(names: Sequence[str]) -> str:
+    """At most three names, then how many more."""
+    shown = ", ".join(names[:3])
+    return shown if len(names) <= 3 else f"{shown} and {len(names) - 3} more"
 
 
 def cmd_run(settings: Settings, _: argparse.Namespace, __: Sleep | None) -> int:
@@ -262,6 +304,9 @@ def _parser() -> argparse.ArgumentParser:
     once = sub.add_parser("once", parents=[common], help="one cycle, then exit")
     once.add_argument("--repo", action="append", metavar="OWNER/NAME", help="only these")
     once.add_argument("--dry-run", action="store_true", help="print what would be written")
+    once.add_argument(
+        "--summary", metavar="FILE", help="append the triage table of what it saw (markdown)"
+    )
     show = sub.add_parser("show", parents=[common], help="print one pull request's report")
     show.add_argument("pull", metavar="OWNER/NAME#N")
     show.add_argument("--format", choices=("markdown", "json"), default="markdown")

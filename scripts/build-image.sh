@@ -84,7 +84,7 @@ grep -F 'requests to the sandbox:' /tmp/cisb-image-demo.txt
 # 4. `run` against the sandbox (one process inside the image), until /livez answers through
 #    the image's own HEALTHCHECK command; then SIGTERM, which must end it with exit 0.
 say "ci-status-bot run inside the image against the sandbox, probing /livez"
-probe=$(bah inspect --type image --format '{{index .Docker.Config.Healthcheck.Test 2}}' "$image")
+probe=$(bah inspect --type image --format '{{index .Docker.Config.Healthcheck.Test 3}}' "$image")
 inside sh -c '
   set -eu
   cd /tmp
@@ -95,7 +95,7 @@ inside sh -c '
   export CI_STATUS_BOT_READTHEDOCS__API_URL=$rtd CI_STATUS_BOT_READTHEDOCS__BUSINESS_API_URL=$rtd
   export CI_STATUS_BOT_GITHUB__TOKEN=$(python -c "import json; print(json.load(open(\"sandbox.json\"))[\"token\"])")
   export CI_STATUS_BOT_REPOS="[{\"name\": \"$(python -c "import json; print(json.load(open(\"sandbox.json\"))[\"repo\"])")\"}]"
-  export CI_STATUS_BOT_STATE__PATH=/tmp/state.sqlite3 CI_STATUS_BOT_SERVER__HOST=127.0.0.1
+  export CI_STATUS_BOT_STATE__PATH=/tmp/state.sqlite3 CI_STATUS_BOT_SERVER__HOST=127.0.0.1 TZ=UTC
   ci-status-bot run > run.log 2>&1 & bot=$!
   ok=""
   for _ in $(seq 60); do
