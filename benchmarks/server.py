@@ -1,6 +1,6 @@
 """Load benchmark of `run`'s HTTP server under hostile and busy clients (a script, not a test).
 
-    python benchmarks/server.py                 # 2,000 PRs, a minute of load (benchmarks/RESULTS.md)
+    python benchmarks/server.py                 # 2,000 PRs, a minute of load (RESULTS.md)
     python benchmarks/server.py --prs 50 --seconds 5 --slow 20 --rate 20 --pages 4   # CI size
 
 The sandbox runs in its own process (`python -m bot_sandbox serve --scenario scale`, as in

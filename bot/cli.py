@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from bot.logs import redact, register_secrets, setup_logging
 from bot.render.report import report_json
@@ -173,11 +174,19 @@ def _once_failures(failed: dict[str, str], heads: dict[str, str]) -> int:
                 f"GitHub refused {what} {_names(names)} (403 {_NOT_ACCESSIBLE}): "
                 f'add "{permission}" to the workflow\'s permissions:'
             )
-    rest = {k: v for k, v in failed.items() if k not in reading and k not in writing}
+    rest = {k: _unseen(v) for k, v in failed.items() if k not in reading and k not in writing}
     if rest:
         listed = "; ".join(f"{k}: {v}" for k, v in rest.items())
         _error(f"could not process {len(rest)}: {listed}")
     return EXIT_FAIL
+
+
+def _unseen(reason: str) -> str:
+    """GitHub answers the same for a repository that does not exist and one the token cannot
+    see (GraphQL NOT_FOUND, REST 404): say both."""
+    if "Could not resolve to a Repository" in reason:
+        return f"does not exist, or this token cannot see it ({reason})"
+    return reason
 
 
 def _names(names: Sequence[str]) -> str:
@@ -242,6 +251,12 @@ def _report_filters(settings: Settings, args: argparse.Namespace) -> rows.Filter
         ]
     except ValueError as exc:
         raise UsageError(f"report: {exc}") from exc
+    unknown = [n for n in args.repo or () if settings.configured_repo(n) is None]
+    if unknown:
+        raise UsageError(
+            f"report --repo: {', '.join(unknown)} is not a configured repository (the view "
+            f"holds only [[repos]]: {', '.join(r.name for r in settings.repos) or 'none'})"
+        )
     configured = [r.name for r in settings.repos]
     return rows.Filters(frozenset(named or configured), verdicts, args.drafts)
 
@@ -299,6 +314,7 @@ def _parser() -> argparse.ArgumentParser:
         description="One factual CI-status comment per pull request. Retriggers nothing.",
         parents=[common],
     )
+    parser.add_argument("--version", action="version", version=f"ci-status-bot {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("run", parents=[common], help="the service: poll on the schedule")
     once = sub.add_parser("once", parents=[common], help="one cycle, then exit")
@@ -337,6 +353,23 @@ COMMANDS = {
 }
 
 
+def _version() -> str:
+    """The installed distribution's version."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ci-status-bot")
+    except PackageNotFoundError:  # run from a tree that was never installed
+        return "(not installed)"
+
+
+def _quiet_migrations(level: str) -> None:
+    """Alembic says every migration step at INFO (a dozen lines before a stateless run's
+    first real output): held at WARNING unless DEBUG is asked for."""
+    if level.upper() != "DEBUG":
+        logging.getLogger("alembic").setLevel(logging.WARNING)
+
+
 def main(argv: Sequence[str] | None = None, *, sleep: Sleep | None = None) -> int:
     """Entry point of the console script and of python -m bot.
 
@@ -348,6 +381,7 @@ def main(argv: Sequence[str] | None = None, *, sleep: Sleep | None = None) -> in
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
+    settings: Settings | None = None
     try:
         if args.command == "demo":
             setup_logging("text", "WARNING")
@@ -355,6 +389,7 @@ def main(argv: Sequence[str] | None = None, *, sleep: Sleep | None = None) -> in
         settings = load_settings(args.config)
         register_secrets(settings.secret_values())
         setup_logging(settings.log.format, settings.log.level)
+        _quiet_migrations(settings.log.level)
         return COMMANDS[args.command](settings, args, sleep)
     except (ConfigError, UsageError) as exc:
         _error(f"{exc}")
@@ -371,14 +406,18 @@ def main(argv: Sequence[str] | None = None, *, sleep: Sleep | None = None) -> in
     except KeyboardInterrupt:
         return EXIT_FAIL
     except Exception as exc:
-        return _failed(exc)
+        return _failed(exc, settings)
 
 
-def _failed(exc: Exception) -> int:
+def _failed(exc: Exception, settings: Settings | None) -> int:
     """Exit 1 with one line for an error of the GitHub clients (imported only if they were)."""
     github_io = sys.modules.get("bot.github.client")
     pygithub = sys.modules.get("github.GithubException")
-    if github_io is not None and isinstance(exc, github_io.NotFound):
+    if github_io is not None and isinstance(exc, github_io.GitHubError) and exc.status is None:
+        api = settings.github.api_url if settings is not None else "github.api_url"
+        where = urlsplit(api).netloc or api
+        _error(f"{exc} (no answer from {where}: github.api_url = {api})")
+    elif github_io is not None and isinstance(exc, github_io.NotFound):
         _error(f"not found or not readable: {exc}")
     elif github_io is not None and isinstance(exc, github_io.GitHubError) and exc.status == 401:
         _error(
