@@ -10,12 +10,13 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 
-# Dependencies first (cached while only the source changes).
-COPY pyproject.toml README.md ./
+# Dependencies first (cached while only the source and the README change).
+COPY pyproject.toml ./
 RUN python -c "import tomllib; d = tomllib.load(open('pyproject.toml', 'rb')); print('\n'.join(d['project']['dependencies']))" > /tmp/requirements.txt \
  && pip install -r /tmp/requirements.txt
 
-# Then the project itself.
+# Then the project itself (pyproject.toml names README.md as its readme).
+COPY README.md ./
 COPY bot/ bot/
 COPY bot_sandbox/ bot_sandbox/
 COPY templates/ templates/
