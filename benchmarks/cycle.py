@@ -412,6 +412,7 @@ def settle(sandbox: SandboxProcess, config: Path, state: Path) -> int:
     passed. Nothing of this is measured.
     """
     from bot.app import build_clients, make_cycle, now_utc
+    from bot.core.history import FailingIndex
     from bot.core.model import PullSnapshot
     from bot.cycle import sha256
     from bot.settings import load_settings
@@ -424,6 +425,10 @@ def settle(sandbox: SandboxProcess, config: Path, state: Path) -> int:
         cycle = make_cycle(settings, clients, store, dry_run=False)
         read = clients.github.open_pulls(repo.name, now=now_utc(), required=store)
         snapshots = [s for s in read if isinstance(s, PullSnapshot)]
+        index = FailingIndex()  # as a pass has it: every open head (a failure's `elsewhere`)
+        for snapshot in snapshots:
+            index.add(snapshot)
+        cycle.reports.index[repo.name] = index
         plans = [
             cycle.rendered(p) for s in snapshots if (p := cycle.plan(s, repo)).action != "leave"
         ]
