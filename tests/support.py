@@ -30,10 +30,10 @@ from bot import logs
 from bot.cli import main
 from bot.core.model import MARKER, Kind, Policy, PullSnapshot, Report, Signal
 from bot.core.reconcile import reconcile
-from bot.docs.readthedocs.rows import RtdLookup
-from bot.docs.readthedocs.rules import RtdBuild
 from bot.guard import Guard
 from bot.logs import HEADER_LOGGERS
+from bot.sources.readthedocs.rows import RtdLookup
+from bot.sources.readthedocs.rules import RtdBuild
 from bot_sandbox import Recorded, Sandbox, World
 
 TESTS = Path(__file__).resolve().parent  # tests/: data/ and golden/ live here

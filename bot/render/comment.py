@@ -357,7 +357,7 @@ def row_view(
         said.append(prose(finding, FINDING_LIMIT))
         build = _link(rec.build_url)
         if build and details and build != details:
-            said.append(f"[RTD build]({build})")
+            said.append(f"[{rec.link_label or 'record'}]({build})")
         details = details or build
     name = code(signal.name)
     glyph = GLYPHS[group_of(row.state)]
