@@ -41,6 +41,7 @@ def config(
     rtd_token: str = "",
     business_token: str = "",
     rtd_projects: tuple[str, ...] = (),
+    codecov_token: str = "",
 ) -> str:
     """A configuration file pointing at the sandbox."""
     lines = [
@@ -52,6 +53,11 @@ def config(
         f'business_api_url = "{sandbox.rtd_url}"',
         f'token = "{rtd_token}"',
         f'business_token = "{business_token}"',
+        "[codecov]",
+        f'api_url = "{sandbox.codecov_url}"',
+        f'token = "{codecov_token}"',
+        "[azure_pipelines]",
+        f'api_url = "{sandbox.azure_url}"',
     ]
     for index, name in enumerate(repos):
         lines += ["[[repos]]", f'name = "{name}"']
