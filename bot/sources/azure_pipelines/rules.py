@@ -18,7 +18,7 @@ NAME: Final = "azure-pipelines"
 LABEL: Final = "Azure Pipelines"
 APP: Final = "azure-pipelines"  # the Azure Pipelines GitHub App's slug
 _ORG: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,49}")
-_PROJECT: Final = re.compile(r"[^/\\\x00-\x1f#?&%]{1,64}")
+_PROJECT: Final = re.compile(r"(?!\.\.?$)[^/\\\x00-\x1f#?&%]{1,64}")  # never . or ..
 _SHA: Final = re.compile(r"[0-9a-f]{40}")
 # the build's status (BuildStatus) and result (BuildResult), as the API spells them
 FINAL_STATUS: Final = "completed"
