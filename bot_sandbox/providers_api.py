@@ -292,3 +292,33 @@ def azure_build_json(
         "keepForever": False,
         "retainedByRelease": False,
     }
+
+
+def stick_codecov(world: World, fraction: float, *, seed: int = 0) -> list[int]:
+    """Give `fraction` of the open heads a stuck Codecov status: `codecov/patch` pending on
+    GitHub for three hours, Codecov's record pending with one upload (the benchmark's case)."""
+    import random
+    from datetime import timedelta
+
+    rng = random.Random(seed)
+    with world.lock:
+        pulls = [
+            (name, pull)
+            for name in sorted(world.repos)
+            for pull in sorted(world.repo(name).pulls.values(), key=lambda p: p.number)
+            if pull.state == "open"
+        ]
+        if not pulls or fraction <= 0:
+            return []
+        chosen = rng.sample(pulls, min(len(pulls), max(1, round(fraction * len(pulls)))))
+        since = world.now() - timedelta(hours=3)
+        for name, pull in chosen:
+            world.add_status(
+                name, pull.head_sha, context="codecov/patch", state="pending",
+                description="Waiting for status to be reported", created_at=since,
+                target_url=f"https://app.codecov.io/gh/{name}/commit/{pull.head_sha}",
+                creator="codecov[bot]",
+            )  # fmt: skip
+            upload = [("uploaded", since + timedelta(minutes=2), None)]
+            add_codecov_commit(world, name, pull.head_sha, state="pending", uploads=upload)
+        return sorted(pull.number for _, pull in chosen)

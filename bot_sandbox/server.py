@@ -876,6 +876,15 @@ def _control(sandbox: Sandbox, method: str, path: str, body: bytes) -> _Reply:
         except (ValueError, TypeError) as exc:
             return reply(400, {"error": str(exc)})
         return reply(200, {"changed": changed})
+    if method == "POST" and path == "/_sandbox/codecov":
+        try:
+            args = json.loads(body or b"{}")
+            stuck = providers_api.stick_codecov(
+                sandbox.world, float(args.get("fraction", 0.05)), seed=int(args.get("seed", 0))
+            )
+        except (ValueError, TypeError) as exc:
+            return reply(400, {"error": str(exc)})
+        return reply(200, {"stuck": stuck})
     if method == "POST" and path == "/_sandbox/comments":
         # Seeds or edits comments directly (a benchmark's settled state); not a GitHub write.
         try:
