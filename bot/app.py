@@ -133,7 +133,7 @@ def build_clients(
     sleep: Sleep | None = None,
     kinds: Sequence[Kind] = SOURCES,
 ) -> Clients:
-    """Install the request guard, then build the GitHub and Read the Docs clients.
+    """Install the request guard, then build the GitHub client and each enabled source's.
 
     `sleep` is how they (and a cycle made from them) wait: retry backoff, a server's
     Retry-After, write pacing; None waits on `stop`, so that a stop request ends every wait.

@@ -60,9 +60,8 @@ class Allowance:
 
     source: str  # the provider's name ("codecov")
     label: str  # its name in words ("Codecov"), for the refusal
-    roots: tuple[
-        str, ...
-    ]  # origin + path of each API root, e.g. "https://api.codecov.io:443/api/v2"
+    # origin + path of each API root, e.g. "https://api.codecov.io:443/api/v2"
+    roots: tuple[str, ...]
     paths: tuple[re.Pattern[str], ...]
 
     @classmethod

