@@ -11,6 +11,7 @@ are the server's `fail(...)` rules or `transform`s, as for every service.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -68,7 +69,7 @@ def add_codecov_commit(
     sha: str,
     *,
     state: str,
-    uploads: list[tuple[str, datetime, datetime | None]] = (),  # type: ignore[assignment]
+    uploads: Sequence[tuple[str, datetime, datetime | None]] = (),
     private: bool = False,
 ) -> None:
     """Codecov's record of `sha`: its state and uploads as (state, created_at, updated_at)."""
