@@ -109,4 +109,7 @@ inside sh -c '
   [ "$code" = 0 ] || { cat run.log; echo "run exited $code on SIGTERM" >&2; exit 1; }
   echo "/livez answered the HEALTHCHECK command; run stopped with exit 0 on SIGTERM"
 ' probe "$probe"
+# vfs keeps a full copy of every layer: drop the images no tag or newer layer refers to any
+# more (an earlier build's), so the cache holds one build's layers, not every build's.
+bah rmi --prune >/dev/null 2>&1 || true
 say "done"
