@@ -8,7 +8,7 @@ import json
 import math
 import threading
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -329,6 +329,8 @@ class Context:
     login: str
     rate: JSON
     errors: list[JSON] = field(default_factory=list)
+    # a fine-grained or installation token's permissions (None: not limited), as REST's
+    permissions: Mapping[str, str] | None = None
 
 
 class Objects:
@@ -439,7 +441,13 @@ class Objects:
     def repo(self, rec: RepoRec) -> JSON:
         """A Repository."""
 
-        def pull_requests(info: Any, **args: Any) -> JSON:
+        def pull_requests(info: Any, **args: Any) -> JSON | None:
+            if self.ctx.permissions is not None and not self.ctx.permissions.get("pull_requests"):
+                # GitHub's answer to a workflow token whose `permissions:` lack pull-requests
+                path = list(info.path) if isinstance(info, Info) else info.path.as_list()
+                message = "Resource not accessible by integration"
+                self.ctx.errors.append({"type": "FORBIDDEN", "path": path, "message": message})
+                return None
             states = args.get("states")
             pulls = [p for p in rec.pulls.values() if not states or p.state.upper() in states]
             order = args.get("orderBy") or {}
@@ -471,6 +479,7 @@ class Objects:
             "pullRequests": pull_requests,
             "pullRequest": pull_request,
             "object": obj,
+            "mergeQueue": lambda info, branch=None: self.merge_queue(info, rec, branch),
             "ref": lambda info, qualifiedName: self.ref(
                 rec, qualifiedName.removeprefix("refs/heads/")
             ),
@@ -592,6 +601,58 @@ class Objects:
             "commits": commits,
             "comments": comments,
             "statusCheckRollup": lambda info: self.rollup(rec, pull.head_sha),
+            "isInMergeQueue": pull.number in rec.queue_entries,
+            "isMergeQueueEnabled": pull.base_ref in rec.merge_queues,
+            "mergeQueueEntry": lambda info: self.queue_entry(info, rec, pull.number),
+        }
+
+    def queue_entry(self, info: Any, rec: RepoRec, number: int) -> JSON | None:
+        """PullRequest.mergeQueueEntry (an error where the world refuses it)."""
+        error = rec.entry_errors.get(number)
+        if error is not None:
+            path = list(info.path) if isinstance(info, Info) else info.path.as_list()
+            self.ctx.errors.append({"type": "FORBIDDEN", "path": path, "message": error})
+            return None
+        entry = rec.queue_entries.get(number)
+        if entry is None:
+            return None
+        return {
+            "__typename": "MergeQueueEntry",
+            "id": node_id("MergeQueueEntry", zlib.crc32(f"{rec.full_name}:{number}".encode())),
+            "state": entry.state,
+            "position": entry.position,
+            "enqueuedAt": iso(entry.enqueued_at),
+            "jump": False,
+            "solo": False,
+            "headCommit": self.commit(rec, entry.head_sha) if entry.head_sha else None,
+            "baseCommit": self.commit(rec, entry.base_sha) if entry.base_sha else None,
+        }
+
+    def merge_queue(self, info: Any, rec: RepoRec, branch: str | None) -> JSON | None:
+        """Repository.mergeQueue(branch:) (the default branch's without one; null: none)."""
+        name = branch or rec.default_branch
+        error = rec.queue_errors.get(name)
+        if error is not None:
+            path = list(info.path) if isinstance(info, Info) else info.path.as_list()
+            self.ctx.errors.append({"type": "FORBIDDEN", "path": path, "message": error})
+            return None
+        if name not in rec.merge_queues:
+            return None
+        return {
+            "__typename": "MergeQueue",
+            "id": node_id("MergeQueue", zlib.crc32(f"{rec.full_name}:{name}".encode())),
+            "url": f"{WEB}/{rec.full_name}/queue/{name}",
+            "resourcePath": f"/{rec.full_name}/queue/{name}",
+            "configuration": {
+                "__typename": "MergeQueueConfiguration",
+                "checkResponseTimeout": rec.merge_queues[name],
+                "maximumEntriesToBuild": 5,
+                "maximumEntriesToMerge": 5,
+                "minimumEntriesToMerge": 1,
+                "minimumEntriesToMergeWaitTime": 5,
+                "mergeMethod": "MERGE",
+                "mergingStrategy": "ALLGREEN",
+            },
         }
 
     def commit(self, rec: RepoRec, sha: str) -> JSON:
@@ -838,6 +899,7 @@ def run_query(
     *,
     login: str,
     charge: Callable[[int], JSON],
+    permissions: Mapping[str, str] | None = None,
 ) -> Outcome:
     """Validate, refuse mutations, charge, execute; `charge(points)` returns rateLimit fields."""
     if not isinstance(body, dict) or not isinstance(body.get("query"), str):
@@ -881,7 +943,7 @@ def run_query(
         return Outcome({"errors": problems}, 1, kind)
     rate = charge(cost.points)
     rate = {**rate, "cost": cost.points, "nodeCount": cost.nodes, "__typename": "RateLimit"}
-    ctx = Context(world=world, login=login, rate=rate)
+    ctx = Context(world=world, login=login, rate=rate, permissions=permissions)
     with world.lock:
         for hook in list(world.graphql_hooks):
             hook(world, operation.name.value if operation.name else None)
