@@ -290,3 +290,23 @@ def test_a_merge_group_delivery_refreshes_the_queued_pull_request(service: Servi
     assert not [r for r in reads if b"PullPage" in r]
     err = service.stop()
     assert service.proc is not None and service.proc.returncode == 0, err
+
+
+def test_without_a_state_a_second_run_writes_nothing(
+    queued_world: World, env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run with no state (the Action) tells the same story from the comment's stamp: the
+    minutes since queued are said as of the facts' first observation, so nothing is edited."""
+    stateless = env.config.read_text().replace(f'path = "{env.tmp / "state.sqlite3"}"', 'path = ""')
+    assert stateless != env.config.read_text()
+    env.config.write_text(stateless)
+    green_pull(env, 1)
+    queue(env, 1)
+    once(env, capsys)
+    first = bot_comments(env.world, 1)[0]["body"]
+    assert "not reported on merge-group commit" in first
+    env.sandbox.clear_requests()
+    once(env, capsys)
+    assert [r for r in env.sandbox.requests if r.method in ("POST", "PATCH", "DELETE")
+            and "/comments" in r.path] == []  # fmt: skip
+    assert bot_comments(env.world, 1)[0]["body"] == first
