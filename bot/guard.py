@@ -42,6 +42,30 @@ GITHUB_REST_ALLOWED: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     )
 )
 
+# The one DELETE: of an issue comment, and only of one the bot admitted just before (its own
+# later comment: marker AND its login), once. Nothing else is ever deleted.
+OWN_COMMENT_DELETE = re.compile(rf"/{_OWNER_REPO}/issues/comments/\d+")
+_admitted: set[str] = set()
+_admitted_lock = threading.Lock()
+
+
+def admit_delete(path: str) -> None:
+    """Let one DELETE of `path` (below the REST root) pass: the caller checked that the comment
+    is the bot's own."""
+    if OWN_COMMENT_DELETE.fullmatch(path) is None:
+        raise RefusedRequest(f"refused: DELETE {path} is not of an issue comment")
+    with _admitted_lock:
+        _admitted.add(path)
+
+
+def _take_delete(path: str) -> bool:
+    with _admitted_lock:
+        if path in _admitted:
+            _admitted.discard(path)
+            return True
+    return False
+
+
 RTD_ALLOWED: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     ("GET", re.compile(pattern))
     for pattern in (
@@ -252,6 +276,8 @@ class Guard:
         prefix = self.github_rest_prefix
         if prefix and path.startswith(prefix + "/"):
             path = path[len(prefix) :]
+        if method == "DELETE" and OWN_COMMENT_DELETE.fullmatch(path) and _take_delete(path):
+            return
         if not any(m == method and p.fullmatch(path) for m, p in GITHUB_REST_ALLOWED):
             raise RefusedRequest(f"refused: {method} {path} is not on the bot's allowlist")
 

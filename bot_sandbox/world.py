@@ -250,6 +250,9 @@ class CommentRec:
     deleted: bool = False
     last_edited_at: datetime | None = None  # GraphQL lastEditedAt: None until someone edits it
     editor: str | None = None  # GraphQL editor: who made the last edit
+    # GraphQL userContentEdits, oldest first: (editor, editedAt); the first edit also records
+    # the original text's entry (its author, when it was created), as GitHub's history shows
+    edits: list[tuple[str, datetime]] = field(default_factory=list)
 
 
 @dataclass
@@ -348,6 +351,9 @@ class World:
         self.repos_by_id: dict[int, RepoRec] = {}
         self.check_runs: dict[int, CheckRunRec] = {}
         self.comment_recs: dict[int, CommentRec] = {}
+        # Creates answered as if another run of the bot created the same comment a moment
+        # before (two stateless runs at once): each of the next `twin_creates` creates makes two.
+        self.twin_creates = 0
         self.rtd_projects: dict[str, RtdProjectRec] = {}
         self.rtd_tokens: set[str] = set()
         # called (under the lock) on changes GitHub sends webhooks for: (world, event, action,
@@ -935,6 +941,9 @@ class World:
             rec.body = body
             rec.updated_at = self.now()
             rec.last_edited_at, rec.editor = rec.updated_at, editor or rec.author
+            if not rec.edits:
+                rec.edits.append((rec.author, rec.created_at))
+            rec.edits.append((rec.editor, rec.updated_at))
             pull = self.repo(rec.repo).pulls.get(rec.number)
             if pull is not None:
                 pull.updated_at = max(pull.updated_at, rec.updated_at)

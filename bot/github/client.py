@@ -5,6 +5,7 @@ Query text lives in bot/github_query.py, parsing into the model in bot/github_pa
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import re
@@ -26,6 +27,7 @@ from github.GithubException import GithubException
 from bot.core.annotations import GENERIC, QUOTED
 from bot.core.base import MergeBase
 from bot.core.model import Annotation, PullSnapshot, RequiredChecks, Signal
+from bot.github.ownership import is_own
 from bot.github.parse import Comment as Comment
 from bot.github.parse import (
     Partial,
@@ -58,7 +60,7 @@ from bot.github.query import (
     pulls_page_query,
     required_sets_query,
 )
-from bot.guard import Page, Pages, last_page, link_url, same_origin
+from bot.guard import Page, Pages, RefusedRequest, admit_delete, last_page, link_url, same_origin
 from bot.retry import (
     TRANSIENT_STATUSES,
     Retryable,
@@ -879,6 +881,17 @@ class GitHubApi:
             body={"body": body},
         )
         return _comment(data)
+
+    def delete_own_comment(self, repo: str, comment: Comment, *, login: str) -> None:
+        """Delete one of the bot's own later comments (never two on a pull request): only a
+        comment `login` wrote that carries the marker, and the allowlist admits this one DELETE
+        for its id alone. A comment already gone is no failure."""
+        if not is_own(comment, login):
+            raise RefusedRequest(f"refused: comment {comment.id} is not the bot's own")
+        path = f"/repos/{repo}/issues/comments/{comment.id}"
+        admit_delete(path)
+        with contextlib.suppress(NotFound):
+            self._send("DELETE", path, kind="rest_write", retry=False)
 
     # -- the merge base --------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from bot.core.model import (
     BRANCH_PROTECTION,
@@ -387,6 +387,9 @@ class Comment:
     body: str
     node_id: str = ""
     editor: str | None = None  # who made the last edit (GraphQL only; None: never edited)
+    # whether `editor` was read (GraphQL); a REST answer does not say who edited a comment
+    editor_read: bool = False
+    created_at: str = ""  # ISO UTC as GitHub gave it ("" where not given)
 
 
 def parse_rest_comment(data: Any) -> Comment:
@@ -394,12 +397,13 @@ def parse_rest_comment(data: Any) -> Comment:
     comment_id = get(data, "id")
     if not isinstance(comment_id, int):
         raise Unreadable("a comment has no id")
-    node_id = get(data, "node_id")
+    node_id, created = get(data, "node_id"), get(data, "created_at")
     return Comment(
         id=comment_id,
         author=normal_login(get(data, "user", "login"), get(data, "user", "type")),
-        body=get(data, "body") or "",
+        body=_body(get(data, "body")),
         node_id=node_id if isinstance(node_id, str) else "",
+        created_at=created if isinstance(created, str) else "",
     )
 
 
@@ -409,6 +413,48 @@ def parse_graphql_comment(node: Any, node_id: str) -> Comment:
     if not isinstance(comment_id, int):
         raise Unreadable("an IssueComment has no databaseId")
     author = normal_login(get(node, "author", "login"), get(node, "author", "__typename"))
-    editor = normal_login(get(node, "editor", "login"), get(node, "editor", "__typename"))
-    body = get(node, "body") or ""
-    return Comment(id=comment_id, author=author, body=body, node_id=node_id, editor=editor)
+    created = get(node, "createdAt")
+    return Comment(
+        id=comment_id,
+        author=author,
+        body=_body(get(node, "body")),
+        node_id=node_id,
+        editor=last_editor(node),
+        editor_read=True,
+        created_at=created if isinstance(created, str) else "",
+    )
+
+
+UNNAMED_EDITOR: Final = "(an editor GitHub did not name)"  # never a login: not the bot's edit
+
+
+def last_editor(node: Any) -> str | None:
+    """Who edited an IssueComment last (None: nobody since it was written).
+
+    The editor of the newest of the edits asked (`firstEdit`/`lastEdit`: both ends of
+    `userContentEdits`, the later `editedAt` wins), else `editor`; an edited comment
+    (`lastEditedAt`) whose editor GitHub does not name (a deleted account) was not edited by
+    the bot."""
+    edits = [
+        edit
+        for end in ("firstEdit", "lastEdit")
+        if isinstance(nodes := get(node, end, "nodes"), list)
+        for edit in nodes
+        if isinstance(edit, dict) and isinstance(edit.get("editedAt"), str)
+    ]
+    if edits:  # the newest; edits of the same time naming different editors name nobody
+        at = max(str(edit["editedAt"]) for edit in edits)
+        names = {_editor(edit) for edit in edits if edit["editedAt"] == at}
+        return names.pop() or UNNAMED_EDITOR if len(names) == 1 else UNNAMED_EDITOR
+    login = _editor(node)
+    if login is None and get(node, "lastEditedAt") is not None:
+        return UNNAMED_EDITOR
+    return login
+
+
+def _editor(node: Any) -> str | None:
+    return normal_login(get(node, "editor", "login"), get(node, "editor", "__typename"))
+
+
+def _body(value: Any) -> str:
+    return value if isinstance(value, str) else ""
