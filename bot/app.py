@@ -188,6 +188,7 @@ def make_cycle(
         generation=_no_lease if leases is None else leases.generation,
         fence=None if leases is None else leases.valid,
         reports=clients.reports,
+        epoch=store.epoch,
     )
 
 

@@ -354,6 +354,7 @@ class Cycle:
         generation: Callable[[str], int] = lambda _repo: 0,
         fence: Callable[[str], int | None] | None = None,
         reports: Reports | None = None,
+        epoch: str = "",
     ) -> None:
         self.github, self.docs, self.store, self.renderer = github, tuple(docs), store, renderer
         self.reports = reports or Reports()  # the service shares one across its cycles
@@ -394,6 +395,9 @@ class Cycle:
         # Several replicas: the generation this replica may write under now, read from the
         # state just before each write (None: its lease is lost: no write). None: one process.
         self.fence = fence
+        # The state's identity, stamped beside the generation: a stamp of another epoch (a
+        # recreated or swapped database) is never newer than this state's lease.
+        self.epoch = epoch
         self.observers = tuple(observers)
 
     # -- the pass ------------------------------------------------------------------------
@@ -818,7 +822,9 @@ class Cycle:
 
     def body(self, report: Report) -> str:
         """The comment body of a report, stamped with its repository's lease generation."""
-        return self.renderer.markdown(report, generation=self.generation(report.repo))
+        return self.renderer.markdown(
+            report, generation=self.generation(report.repo), epoch=self.epoch
+        )
 
     # -- the comment stays true ----------------------------------------------------------------
 
@@ -1053,7 +1059,7 @@ class Cycle:
             raise LeaseLost(f"{plan.label}: the lease of {plan.report.repo} is not held")
         if generation_of(plan.body) not in (None, held):
             raise LeaseLost(f"{plan.label}: rendered under another lease generation")
-        stamped = None if current is None else generation_of(current.body)
+        stamped = None if current is None else generation_of(current.body, epoch=self.epoch)
         if stamped is not None and stamped > held and current is not None:
             if self._edited_by_the_bot(current):
                 raise LeaseLost(

@@ -347,6 +347,7 @@ def _shared_state(settings: Settings) -> Iterator[Finding]:
     try:
         with engine.connect() as conn:
             version = store.schema_version(conn)
+            epoch = store.read_epoch(conn) if version >= store.EPOCH_SINCE else ""
     except SQLAlchemyError as exc:
         reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
         yield Finding("problem", "state.url", f"{shown}: cannot connect and read ({reason})")
@@ -357,6 +358,11 @@ def _shared_state(settings: Settings) -> Iterator[Finding]:
     finally:
         engine.dispose()
     yield _schema_finding(shown, version, store.HEAD)
+    if epoch:
+        yield Finding(
+            "ok", "state.url", f"{shown}: state epoch {epoch} (written in every comment's stamp; "
+            "another database is another epoch)",
+        )  # fmt: skip
 
 
 def _schema_finding(shown: str, version: int, head: int) -> Finding:

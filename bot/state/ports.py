@@ -343,7 +343,16 @@ class MarkState(Protocol):
         """Take the marks left for these repositories."""
 
 
+class StateIdentity(Protocol):
+    """Which state this is: its epoch, written in every stamp beside the lease generation."""
+
+    @property
+    def epoch(self) -> str:
+        """The state's identity ("" with no state kept)."""
+
+
 class CycleState(
+    StateIdentity,
     CommentState,
     FactsState,
     PacingState,

@@ -230,7 +230,12 @@ def test_readyz_names_the_leases_and_a_webhook_to_either_replica_is_refreshed_by
     wait_for(lambda: current(world, "tests"), 90, "every pull request commented once")
     base = f"http://127.0.0.1:{first.port}"
     answer = httpx.get(base + "/readyz", timeout=5)
-    assert answer.status_code == 200 and answer.text == f"ready; leases held: {', '.join(REPOS)}\n"
+    from bot.state.store import Store
+
+    with Store.open(postgres_url) as store:
+        epoch = store.epoch
+    held = f"ready; leases held: {', '.join(REPOS)}; state epoch {epoch}\n"
+    assert answer.status_code == 200 and answer.text == held, answer.text
     assert "ci_status_bot_leases_held 3.0" in httpx.get(base + "/metrics", timeout=5).text
     second = Replica(tmp_path / "second", sandbox, postgres_url)
     replicas.append(second)

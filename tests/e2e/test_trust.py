@@ -187,3 +187,53 @@ def test_two_runs_creating_at_once_leave_one_by_the_next_run(env: Env) -> None:
     once(env)
     [left] = bot_comments(env.world, 7430)
     assert "`lint`" in str(left["body"])
+
+
+# -- an epoch per state ---------------------------------------------------------------------------
+
+
+def restamped(body: str, **fields: object) -> str:
+    """The body with its stamp's fields replaced (what an older or another state wrote)."""
+    lines = body.split("\n")
+    prefix = "<!-- ci-status-bot:stamp v2 "
+    data = lines[1][len(prefix) : -len(" -->")]
+    value = json.loads(base64.urlsafe_b64decode(data + "=" * (-len(data) % 4)))
+    value.update(fields)
+    raw = json.dumps(value, separators=(",", ":"), sort_keys=True).encode("ascii")
+    lines[1] = f"{prefix}{base64.urlsafe_b64encode(raw).decode('ascii').rstrip('=')} -->"
+    return "\n".join(lines)
+
+
+def _stamp_of(comment: dict[str, object]) -> tuple[str, int]:
+    from bot.render.stamp import parse_stamp
+
+    stamp = parse_stamp(str(comment["body"]))
+    assert stamp is not None
+    return stamp.epoch, stamp.generation
+
+
+@pytest.mark.parametrize("env", ["postgres"], indirect=True)
+def test_a_stamp_of_another_epoch_is_never_newer(env: Env) -> None:
+    """Issue 24 item 2: the bot's own comment stamped by a higher generation of another state
+    (a recreated database: its generations started again at 1) is overwritten by the current
+    lease holder; one of this state's epoch still fences (a newer lease of this state wrote it)."""
+    once(env)
+    first = the_one(env)
+    epoch, generation = _stamp_of(first)
+    assert len(epoch) == 16 and generation >= 1  # the state's epoch is in every stamp
+    ident = int(str(first["id"]))
+    body = str(first["body"])
+    env.world.edit_comment(ident, restamped(body, g=generation + 50, e="ab" * 8), editor=LOGIN)
+    sha = env.world.repo(REPO).pulls[7430].head_sha
+    env.world.add_check_run(REPO, sha, name="lint", workflow="ci", conclusion="failure")
+    out = once(env)
+    after = the_one(env)
+    assert "`lint`" in str(after["body"]), out
+    assert _stamp_of(after)[0] == epoch
+    # the same epoch and a newer generation: a newer lease of this very state wrote it
+    env.world.edit_comment(ident, restamped(str(after["body"]), g=2**40), editor=LOGIN)
+    env.world.add_check_run(REPO, sha, name="lint2", workflow="ci", conclusion="failure")
+    result = cli("once", "--config", str(env.config), cwd=env.run_dir, sleep=Waits())
+    assert result.returncode == 1
+    assert "newer than" in result.stderr
+    assert "`lint2`" not in str(the_one(env)["body"])
