@@ -25,7 +25,13 @@ from bot.docs.provider import DocsProvider
 from bot.github.annotations import AnnotationReader, Found, failing_runs
 from bot.github.bases import BaseReader
 from bot.github.client import Comment, GitHubApi, GitHubError, RateLimited
-from bot.github.ownership import is_claimed, kept_and_later, last_edit_is_the_bots
+from bot.github.ownership import (
+    foreign_marked,
+    foreign_words,
+    is_claimed,
+    kept_and_later,
+    last_edit_is_the_bots,
+)
 from bot.github.parse import PullFailure
 from bot.render.comment import Renderer
 from bot.render.stamp import Stamp, generation_of, parse_stamp
@@ -196,6 +202,8 @@ class Summary:
     deferred: int = 0
     refused: int = 0  # planned writes GitHub refused (a rate limit on a write or its re-read)
     deleted: int = 0  # the bot's own later comments deleted (never two comments on a PR)
+    # marked comments another login wrote (a changed token's old ones), by login: never edited
+    foreign: dict[str, int] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)  # owner/name[#N] -> what went wrong
     rate_limited_s: float | None = None
     verdicts: dict[str, str] = field(default_factory=dict)  # owner/name#N -> verdict
@@ -218,6 +226,8 @@ class Summary:
             text += f"; {self.deferred} writes carried to the next cycle (write pacing)"
         if self.refused:
             text += f"; GitHub refused {self.refused} planned writes (rate limit)"
+        if self.foreign:
+            text += "; " + foreign_words(self.foreign)
         if self.failed:
             text += f"; could not process: {', '.join(self.failed)}"
         return text
@@ -374,6 +384,8 @@ class Cycle:
         # The bot's own comments found beside the one it keeps (two runs at once, a lost create
         # answer), by PR: deleted once the kept one is written.
         self._later: dict[tuple[str, int], list[Comment]] = {}
+        # Marked comments other logins wrote, seen by this pass's listings: login -> ids.
+        self._foreign: dict[str, set[int]] = {}
         # What the state holds for the pull requests being planned, read a chunk at a time.
         self._records: dict[tuple[str, int], PullRecord] = {}
         # The recorded comments this pass leaves as they are, as read when planned.
@@ -412,7 +424,7 @@ class Cycle:
         summary = Summary()
         plans: list[Plan] = []
         self._left, self._listed, self._bases, self._annotations = [], {}, {}, {}
-        self._later = {}
+        self._later, self._foreign = {}, {}
         self._waiting = []
         self._records, self._left_stored = {}, {}
         gh_before, points_before = self.github.usage.total, self.github.usage.graphql_points
@@ -424,6 +436,7 @@ class Cycle:
             plans.extend(self._check_left(summary))
         self._publish_all(plans, summary)
         self._delete_later(summary)
+        summary.foreign = {login: len(ids) for login, ids in sorted(self._foreign.items())}
         summary.github_requests = self.github.usage.total - gh_before
         summary.graphql_points = self.github.usage.graphql_points - points_before
         summary.rtd_requests = self._docs_requests() - rtd_before
@@ -1116,6 +1129,9 @@ class Cycle:
         """The bot's comment to keep among a pull request's comments; its own later ones are
         noted, to be deleted once the kept one is written."""
         kept, later = kept_and_later(comments, self.login)
+        for comment in comments:
+            if foreign_marked([comment], self.login):
+                self._foreign.setdefault(comment.author or "", set()).add(comment.id)
         if later:
             self._later[(repo, number)] = later
         else:

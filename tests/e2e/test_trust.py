@@ -237,3 +237,29 @@ def test_a_stamp_of_another_epoch_is_never_newer(env: Env) -> None:
     assert result.returncode == 1
     assert "newer than" in result.stderr
     assert "`lint2`" not in str(the_one(env)["body"])
+
+
+# -- a changed token ------------------------------------------------------------------------------
+
+
+def test_a_changed_token_names_the_old_logins_comments_in_once_and_check_config(env: Env) -> None:
+    """Issue 24 item 4: a new token (a new login) makes the old login's marked comment foreign:
+    never edited nor deleted, and `once` and `check-config` say how many such comments which
+    login wrote, so a maintainer can delete them."""
+    from support import TOKEN
+
+    env.world.add_user(login="old-bot", token="old-token")
+    new = env.config.read_text(encoding="utf-8")
+    env.config.write_text(new.replace(f'token = "{TOKEN}"', 'token = "old-token"'), "utf-8")
+    once(env)
+    [old] = bot_comments(env.world, 7430, login="old-bot")
+    env.config.write_text(new, encoding="utf-8")
+    out = once(env)
+    assert "1 marked comments written by another login (old-bot: 1)" in out, out
+    assert bot_comments(env.world, 7430, login="old-bot") == [old]  # never edited nor deleted
+    assert len(bot_comments(env.world, 7430)) == 1  # the new login's own
+    checked = cli("check-config", "--config", str(env.config), cwd=env.run_dir)
+    assert "1 marked comments written by another login (old-bot: 1)" in checked.stdout, (
+        checked.stdout + checked.stderr
+    )
+    assert f"this login is {LOGIN}" in checked.stdout
