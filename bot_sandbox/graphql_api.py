@@ -552,7 +552,8 @@ class Objects:
                 "id": node_id("RepositoryRuleset", ruleset.id),
                 "databaseId": ruleset.id,
                 "name": ruleset.name,
-                "enforcement": "ACTIVE",
+                "enforcement": ruleset.enforcement,
+                "source": {"__typename": ruleset.source},
             },
         }
 

@@ -199,6 +199,8 @@ class RulesetRec:
     name: str
     branches: tuple[str, ...]  # the branch names it targets
     checks: tuple[tuple[str, int | None], ...]  # (context, integrationId or None)
+    enforcement: str = "ACTIVE"  # or EVALUATE (insights only) or DISABLED: GraphQL's enum
+    source: str = "Repository"  # or "Organization": an organisation ruleset on this branch
 
 
 @dataclass
@@ -287,7 +289,7 @@ class RepoRec:
             (c, None, "protection") for c in self.required_checks.get(branch, ())
         ]
         for ruleset in self.rulesets:
-            if branch in ruleset.branches:
+            if branch in ruleset.branches and ruleset.enforcement == "ACTIVE":
                 found.extend((c, app, ruleset.name) for c, app in ruleset.checks)
         return found
 
@@ -686,8 +688,11 @@ class World:
         checks: Iterable[str | tuple[str, int | None]],
         *,
         branches: Iterable[str] | None = None,
+        enforcement: str = "ACTIVE",
+        source: str = "Repository",
     ) -> RulesetRec:
-        """An active ruleset requiring `checks` (a name, or (name, app id)) on `branches`."""
+        """A ruleset requiring `checks` (a name, or (name, app id)) on `branches`: active, or
+        in `evaluate` mode or disabled; the repository's own or its organisation's."""
         with self.lock:
             rec = self.repo(repo)
             ruleset = RulesetRec(
@@ -695,6 +700,8 @@ class World:
                 name=name,
                 branches=tuple(branches or (rec.default_branch,)),
                 checks=tuple((c, None) if isinstance(c, str) else c for c in checks),
+                enforcement=enforcement,
+                source=source,
             )
             rec.rulesets.append(ruleset)
             self._changed("repository_ruleset", "created", repo, ruleset)

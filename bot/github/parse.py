@@ -343,6 +343,7 @@ def required_of(connection: Any) -> dict[str, bool]:
 
 
 REQUIRED_STATUS_CHECKS = "REQUIRED_STATUS_CHECKS"
+ACTIVE = "ACTIVE"  # a ruleset's enforcement that requires; EVALUATE and DISABLED do not
 
 
 def parse_required(base: str, node: Any) -> RequiredChecks:
@@ -366,6 +367,9 @@ def parse_required(base: str, node: Any) -> RequiredChecks:
     for rule in rules["nodes"]:
         if not isinstance(rule, dict) or rule.get("type") != REQUIRED_STATUS_CHECKS:
             continue
+        enforcement = get(rule, "repositoryRuleset", "enforcement")
+        if enforcement is not None and enforcement != ACTIVE:
+            continue  # evaluate (insights only) or disabled: it requires nothing
         ruleset = get(rule, "repositoryRuleset", "name")
         where = Rule(RULESET, ruleset if isinstance(ruleset, str) else "")
         for check in get(rule, "parameters", "requiredStatusChecks") or []:

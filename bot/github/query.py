@@ -9,7 +9,7 @@ RATE = "rateLimit { cost remaining resetAt }"
 RULES = (
     "refUpdateRule { pattern requiredStatusCheckContexts }\n"
     f"    rules(first: {PAGE}) {{ pageInfo {{ hasNextPage }} nodes {{ type"
-    " repositoryRuleset { name }\n"
+    " repositoryRuleset { name enforcement }\n"
     "      parameters { ... on RequiredStatusChecksParameters {"
     " requiredStatusChecks { context integrationId } } } } }"
 )

@@ -616,3 +616,32 @@ def test_a_stamp_someone_else_edited_is_not_trusted_on_the_rest_path(
     assert "2001" not in kept
     stamp_kept = parse_stamp(kept)
     assert stamp_kept is not None and stamp_kept.observed_at >= NOW - timedelta(minutes=5)
+
+
+# -- issue 24 item 6: rulesets that require nothing, organisation rulesets ------------------------
+
+
+def test_a_ruleset_in_evaluate_mode_or_disabled_requires_nothing(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    head = pull(env, 24)
+    green(env, head, "lint")
+    env.world.add_ruleset(REPO, "Trial", ["e2e"], enforcement="EVALUATE")
+    env.world.add_ruleset(REPO, "Old", ["integration"], enforcement="DISABLED")
+    report = show(env, capsys, 24)
+    assert expected_of(report) == []
+    assert report["required_checks"]["contexts"] == []
+    assert report["verdict"] == "passing"
+
+
+def test_an_organisation_ruleset_on_the_base_branch_counts_like_a_repository_one(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    head = pull(env, 25)
+    green(env, head, "lint")
+    env.world.add_ruleset(REPO, "Org policy", ["security"], source="Organization")
+    report = show(env, capsys, 25)
+    [never] = expected_of(report)
+    assert never["name"] == "security" and never["required"] is True
+    assert never["finding"] == "Not reported on this commit; required by ruleset `Org policy`."
+    assert report["verdict"] == "pending"
