@@ -35,6 +35,7 @@ GITHUB_REST_ALLOWED: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("GET", rf"/{_OWNER_REPO}/pulls(?:/\d+)?"),
         ("GET", rf"/{_OWNER_REPO}/commits/[^/]+/(?:check-runs|status|statuses)"),
         ("GET", rf"/{_OWNER_REPO}/compare/[^?#]+\.\.\.[0-9a-f]{{40}}"),
+        ("GET", rf"/{_OWNER_REPO}/branches/[^?#/]+"),  # branch protection's app pins
         ("GET", rf"/{_OWNER_REPO}/issues/\d+/comments"),
         ("POST", rf"/{_OWNER_REPO}/issues/\d+/comments"),
         ("GET", rf"/{_OWNER_REPO}/issues/comments/\d+"),

@@ -279,14 +279,19 @@ class RepoRec:
     merge_bases: dict[tuple[str, str], str] = field(default_factory=dict)
     # branch protection: base branch -> names of required checks and statuses
     required_checks: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # branch protection's app pins ("expected source"): base branch -> context -> app id
+    required_apps: dict[str, dict[str, int]] = field(default_factory=dict)
+    # base branch -> the status REST answers on GET .../branches/{branch} (pins unreadable)
+    branch_errors: dict[str, int] = field(default_factory=dict)
     rulesets: list[RulesetRec] = field(default_factory=list)
     # base branch -> the error GitHub gives on that ref's `rules` (a token that may not read them)
     rules_errors: dict[str, str] = field(default_factory=dict)
 
     def required_for(self, branch: str) -> list[tuple[str, int | None, str]]:
         """(context, integrationId, where) GitHub requires on `branch`: protection, rulesets."""
+        pins = self.required_apps.get(branch, {})
         found: list[tuple[str, int | None, str]] = [
-            (c, None, "protection") for c in self.required_checks.get(branch, ())
+            (c, pins.get(c), "protection") for c in self.required_checks.get(branch, ())
         ]
         for ruleset in self.rulesets:
             if branch in ruleset.branches and ruleset.enforcement == "ACTIVE":
@@ -673,12 +678,16 @@ class World:
             self._changed("pull_request", "closed", repo, pull)
 
     def set_required_checks(
-        self, repo: str, names: Iterable[str], *, branch: str | None = None
+        self, repo: str, names: Iterable[str | tuple[str, int]], *, branch: str | None = None
     ) -> None:
-        """Branch protection: the check and status names required on `branch` (default branch)."""
+        """Branch protection: the check and status names required on `branch` (default branch);
+        a (name, app id) is pinned to that app ("expected source")."""
         with self.lock:
             rec = self.repo(repo)
-            rec.required_checks[branch or rec.default_branch] = tuple(names)
+            where = branch or rec.default_branch
+            given = [(n, None) if isinstance(n, str) else n for n in names]
+            rec.required_checks[where] = tuple(n for n, _ in given)
+            rec.required_apps[where] = {n: app for n, app in given if app is not None}
             self._changed("branch_protection_rule", "edited", repo, rec)
 
     def add_ruleset(

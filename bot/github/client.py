@@ -26,7 +26,7 @@ from github.GithubException import GithubException
 
 from bot.core.annotations import GENERIC, QUOTED
 from bot.core.base import MergeBase
-from bot.core.model import Annotation, PullSnapshot, RequiredChecks, Signal
+from bot.core.model import BRANCH_PROTECTION, Annotation, PullSnapshot, RequiredChecks, Signal
 from bot.github.ownership import is_own
 from bot.github.parse import Comment as Comment
 from bot.github.parse import (
@@ -39,11 +39,13 @@ from bot.github.parse import (
     parse_contexts,
     parse_graphql_comment,
     parse_labels,
+    parse_pins,
     parse_pull,
     parse_required,
     parse_rest_comment,
     required_of,
     reread,
+    with_pins,
 )
 from bot.github.query import (
     ANNOTATIONS_QUERY,
@@ -579,7 +581,8 @@ class GitHubApi:
             raise MalformedAnswer(f"{partial.label}: {partial.reason}")
         self._complete(owner, name, [partial], required=True)
         if partial.base is not None:
-            partial.required_checks = _required_of_ref(partial.base, node.get("baseRef"), errors)
+            found = _required_of_ref(partial.base, node.get("baseRef"), errors)
+            partial.required_checks = self._pinned(repo, found)
         snapshot = partial.finish()
         if isinstance(snapshot, PullFailure):
             raise MalformedAnswer(f"{snapshot.label}: {snapshot.reason}")
@@ -759,8 +762,31 @@ class GitHubApi:
             for i, base in enumerate(chunk):
                 mine = [e for e in errors if str(_path(e)[1]) == f"b{i}"]
                 node = _get(data, "repository", f"b{i}") if not mine else None
-                found[base] = _required_of_ref(base, node, mine)
+                found[base] = self._pinned(repo, _required_of_ref(base, node, mine))
         return found
+
+    def _pinned(self, repo: str, checks: RequiredChecks) -> RequiredChecks:
+        """Branch protection's contexts tied to the app it pins each to ("expected source"):
+        GraphQL gives names only, REST's branch answer (read access) gives `checks[].app_id`.
+        Asked only where branch protection requires something; where it cannot be read, the
+        set says so (`pins_error`) and its names stand unpinned."""
+        if not checks.read or not any(
+            rule.source == BRANCH_PROTECTION for c in checks.contexts for rule in c.rules
+        ):
+            return checks
+        path = f"/repos/{repo}/branches/{quote(checks.base, safe='')}"
+        try:
+            _, data = self._send("GET", path, kind="rest_get")
+            return with_pins(checks, parse_pins(data))
+        except RateLimited:
+            raise
+        except GitHubError as exc:
+            log.warning(
+                "%s: the apps required checks of %s are pinned to: %s", repo, checks.base, exc
+            )
+            return replace(checks, pins_error=exc.reason or str(exc))
+        except Unreadable as exc:
+            return replace(checks, pins_error=str(exc))
 
     # -- the comment -----------------------------------------------------------------------
 

@@ -382,6 +382,39 @@ def parse_required(base: str, node: Any) -> RequiredChecks:
     return RequiredChecks(base, read=True, contexts=contexts)
 
 
+def parse_pins(data: Any) -> dict[str, int | None]:
+    """Branch protection's app pins from REST `GET /repos/{o}/{r}/branches/{branch}`:
+    `protection.required_status_checks.checks[] {context, app_id}` (context -> app id, None
+    where any app may report it). Raises Unreadable on another shape."""
+    checks = get(data, "protection", "required_status_checks", "checks")
+    if get(data, "protection") is None or checks is None:
+        return {}  # no branch protection (or none requiring checks): nothing pinned
+    if not isinstance(checks, list):
+        raise Unreadable("the branch's required status checks are not a list")
+    pins: dict[str, int | None] = {}
+    for check in checks:
+        context, app = get(check, "context"), get(check, "app_id")
+        if not isinstance(context, str):
+            raise Unreadable("a required status check has no context")
+        pinned = app if isinstance(app, int) and not isinstance(app, bool) and app > 0 else None
+        pins[context] = pinned if pins.get(context, pinned) == pinned else None
+    return pins
+
+
+def with_pins(checks: RequiredChecks, pins: Mapping[str, int | None]) -> RequiredChecks:
+    """The required set with branch protection's contexts tied to the app it pins them to."""
+    found: dict[tuple[str, int | None], list[Rule]] = {}
+    for context in checks.contexts:
+        for rule in context.rules:
+            app = context.app_id
+            if rule.source == BRANCH_PROTECTION and app is None:
+                app = pins.get(context.name)
+            if rule not in found.get((context.name, app), ()):
+                found.setdefault((context.name, app), []).append(rule)
+    contexts = tuple(RequiredContext(name, tuple(why), app) for (name, app), why in found.items())
+    return replace(checks, contexts=contexts)
+
+
 @dataclass(frozen=True, slots=True)
 class Comment:
     """An issue comment: the parts the bot needs (the author in REST's login form)."""

@@ -406,7 +406,7 @@ def _expected_view(row: Row, stale_after: timedelta, *, tell: Md | None) -> RowV
     said = said[:1].upper() + said[1:] + "."
     if signal.app_id is not None:
         app = f"`{signal.app}`" if signal.app else f"the app with id {signal.app_id}"
-        said += f" Only a check of {app} satisfies the ruleset."
+        said += f" Only a check of {app} satisfies the rule."
         if signal.description:
             said += " " + signal.description
     if row.since is None:
