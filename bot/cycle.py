@@ -21,8 +21,8 @@ from bot.core.facts import core_key, facts_key
 from bot.core.merge_queue import QueueRead, judge_queue
 from bot.core.model import FAILING_STATES, Policy, PullSnapshot, Report, Signal, Verdict
 from bot.core.reconcile import github_state, reconcile_until
+from bot.core.remedies import READTHEDOCS
 from bot.core.required import HEAD_SEEN_KEY, expected_signals
-from bot.docs.provider import DocsProvider
 from bot.github.annotations import AnnotationReader, Found, failing_runs
 from bot.github.bases import BaseReader
 from bot.github.client import Comment, GitHubApi, GitHubError, RateLimited
@@ -39,6 +39,7 @@ from bot.render.comment import Renderer
 from bot.render.stamp import Stamp, generation_of, parse_stamp
 from bot.retry import Retryable, RetryPolicy, Stopped, pause, run_with_retries
 from bot.settings import PolicySettings, RepoSettings
+from bot.sources.base import Source
 from bot.state.ports import CycleState, PullRecord, StoredComment
 
 log = logging.getLogger(__name__)
@@ -214,6 +215,9 @@ class Summary:
     github_requests: int = 0
     graphql_points: int = 0
     rtd_requests: int = 0
+    # requests to each second source, by its name, and its name in words (bot.sources)
+    source_requests: dict[str, int] = field(default_factory=dict)
+    source_labels: dict[str, str] = field(default_factory=dict)
 
     def line(self) -> str:
         """The one-line cycle summary."""
@@ -223,6 +227,9 @@ class Summary:
             f"deferred {self.deferred}; GitHub requests {self.github_requests} "
             f"({self.graphql_points} GraphQL points), Read the Docs requests {self.rtd_requests}"
         )
+        for name, count in self.source_requests.items():
+            if count and name != READTHEDOCS:  # Read the Docs' count is said above, always
+                text += f", {self.source_labels.get(name, name)} requests {count}"
         if self.deleted:
             text += f"; deleted {self.deleted} later comments of the bot's own (never two)"
         if self.deferred:
@@ -271,7 +278,7 @@ def selected(snapshot: PullSnapshot, policy: PolicySettings) -> bool:
 
 
 def read_docs(
-    snapshot: PullSnapshot, repo: RepoSettings, docs: Sequence[DocsProvider], *, now: datetime
+    snapshot: PullSnapshot, repo: RepoSettings, docs: Sequence[Source], *, now: datetime
 ) -> dict[str, Evidence]:
     """What every docs provider says about the head's statuses, by context."""
     found: dict[str, Evidence] = {}
@@ -362,7 +369,7 @@ class Cycle:
         self,
         *,
         github: GitHubApi,
-        docs: Sequence[DocsProvider],
+        docs: Sequence[Source],
         store: CycleState,
         renderer: Renderer,
         policy: PolicySettings,
@@ -445,7 +452,7 @@ class Cycle:
         self._waiting, self._groups = [], {}
         self._records, self._left_stored = {}, {}
         gh_before, points_before = self.github.usage.total, self.github.usage.graphql_points
-        rtd_before = self._docs_requests()
+        sources_before = self._source_requests()
         with gc_paused():
             self._plan_all(repos, plans, summary)
             for observer in self.observers:
@@ -456,7 +463,7 @@ class Cycle:
         summary.foreign = {login: len(ids) for login, ids in sorted(self._foreign.items())}
         summary.github_requests = self.github.usage.total - gh_before
         summary.graphql_points = self.github.usage.graphql_points - points_before
-        summary.rtd_requests = self._docs_requests() - rtd_before
+        self._count_sources(summary, sources_before)
         return summary
 
     def _plan_all(self, repos: Sequence[RepoSettings], plans: list[Plan], summary: Summary) -> None:
@@ -484,8 +491,16 @@ class Cycle:
                 self._repo_failed(repo.name, summary, f"{exc.__class__.__name__}: {exc}")
                 log.warning("could not read %s", repo.name, exc_info=True)
 
-    def _docs_requests(self) -> int:
-        return sum(provider.requests for provider in self.docs)
+    def _source_requests(self) -> dict[str, int]:
+        return {source.name: source.requests for source in self.docs}
+
+    def _count_sources(self, summary: Summary, before: Mapping[str, int]) -> None:
+        """What this pass asked each second source (Read the Docs' also as `rtd_requests`)."""
+        for source in self.docs:
+            spent = source.requests - before.get(source.name, 0)
+            summary.source_requests[source.name] = spent
+            summary.source_labels[source.name] = source.label
+        summary.rtd_requests = summary.source_requests.get(READTHEDOCS, 0)
 
     def stopping(self) -> bool:
         """Whether a stop was requested (the service's flag or the Event handed down)."""
@@ -1229,7 +1244,7 @@ class Cycle:
         self._left = []  # a refresh checks no comment: the pass does
         self._groups = {}  # merge groups change by the minute: read again for this refresh
         gh_before, points_before = self.github.usage.total, self.github.usage.graphql_points
-        rtd_before = self._docs_requests()
+        sources_before = self._source_requests()
         failing: dict[str, list[PullSnapshot]] = {}  # asked together, as a pass does
         for snapshot, repo in pulls:
             if not isinstance(snapshot, PullSnapshot) or not selected(snapshot, self.policy):
@@ -1252,5 +1267,5 @@ class Cycle:
         self._delete_later(summary)
         summary.github_requests = self.github.usage.total - gh_before
         summary.graphql_points = self.github.usage.graphql_points - points_before
-        summary.rtd_requests = self._docs_requests() - rtd_before
+        self._count_sources(summary, sources_before)
         return summary

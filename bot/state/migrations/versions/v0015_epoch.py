@@ -1,4 +1,4 @@
-"""14: the state's identity, its epoch (issue 24).
+"""15: the state's identity, its epoch (issue 24).
 
 Lease generations are ordered only within the state that issued them: a new database (lost,
 recreated, another deployment) starts them at 1 again. Every state gets a random epoch when it
@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0014"
-down_revision = "0013"
+revision = "0015"
+down_revision = "0014"
 branch_labels = None
 depends_on = None
 
