@@ -58,7 +58,7 @@ from bot.github.query import (
     pulls_page_query,
     required_sets_query,
 )
-from bot.guard import Page, Pages, last_page, link_url, same_origin
+from bot.guard import MAX_PAGES, Page, Pages, last_page, link_url, same_origin
 from bot.retry import (
     TRANSIENT_STATUSES,
     Retryable,
@@ -488,6 +488,24 @@ class GitHubApi:
         if not isinstance(login, str):
             raise MalformedAnswer("GitHub did not say the token's login")
         return login
+
+    def installation_repositories(self) -> list[str]:
+        """The repositories an installation token reaches (`GET /installation/repositories`,
+        every page), by full name."""
+        names: list[str] = []
+        for page in range(1, MAX_PAGES + 1):
+            params = {"per_page": self._page_size, "page": page}
+            _, data = self._send(
+                "GET", "/installation/repositories", kind="rest_get", parameters=params
+            )
+            found = data.get("repositories") if isinstance(data, dict) else None
+            if not isinstance(found, list):
+                raise MalformedAnswer("GitHub's installation repositories are not a list")
+            names += [r["full_name"] for r in found if isinstance(r.get("full_name"), str)]
+            total = data.get("total_count")
+            if not found or (isinstance(total, int) and len(names) >= total):
+                return names
+        raise PaginationLoop("GitHub's installation repositories ran past the page bound")
 
     def open_pulls(
         self, repo: str, *, now: datetime, required: RequiredCache | None = None
