@@ -112,6 +112,35 @@ def _github(
     return shell, login
 
 
+def installation_github(
+    settings: Settings, clients: Clients, installation: int
+) -> BotGitHub:
+    """A client of one App installation, over that installation's own token (PyGithub renews
+    it before it expires) and with its own budget view; installation 0: the token's client."""
+    found = clients.github.installations
+    if installation == 0 or found is None:
+        return clients.github
+    auth = found.app_auth.get_installation_auth(installation)
+    gh = Github(auth=auth, lazy=True, **pygithub_options(settings))
+    return BotGitHub(
+        gh, with_labels=bool(settings.policy.skip_labels), stop=clients.stop, sleep=clients.sleep
+    )
+
+
+def discovered_repos(settings: Settings, clients: Clients) -> list[RepoSettings]:
+    """`installations = "all"`: every repository of every installation of the App, the
+    [[repos]] entries giving their options; otherwise the [[repos]] entries."""
+    found = clients.github.installations
+    if not settings.every_installation or found is None:
+        return list(settings.repos)
+    directory = found.discover()
+    names = sorted(directory.repos(), key=str.casefold)
+    log.info(
+        "installations: %d, repositories: %d", len(directory.installations), len(names)
+    )
+    return [settings.configured_repo(n) or RepoSettings(name=n) for n in names]
+
+
 def build_clients(
     settings: Settings,
     repos: Sequence[RepoSettings],

@@ -114,6 +114,31 @@ class Installations:
             self.by_owner.clear()  # routed by the directory from now on
         return directory
 
+    def discover_one(self, iid: int, *, account: str, action: str) -> Directory:
+        """The directory with one installation read again (after its webhook): gone when
+        deleted, suspended when suspended, else its repositories asked of its token."""
+        with self._lock:
+            found = dict((self.directory or Directory()).installations)
+        if action == "deleted":
+            found.pop(iid, None)
+        elif action == "suspend":
+            found[iid] = Installed(iid, account, suspended=True)
+        else:
+            try:
+                found[iid] = Installed(
+                    iid, account, repos=tuple(self.client(iid).installation_repositories())
+                )
+            except GitHubError as exc:  # suspended or removed meanwhile: nothing to work
+                log.warning("installation %d (%s): its repositories: %s", iid, account, exc)
+                found.pop(iid, None)
+        directory = Directory(found)
+        with self._lock:
+            self.directory = directory
+            self.by_owner.clear()
+            if iid not in found or found[iid].suspended:
+                self.by_installation.pop(iid, None)  # its token is refused from now on
+        return directory
+
     def client(self, installation_id: int) -> GitHubApi:
         """The client of one installation (its own token, renewed before it expires)."""
         with self._lock:
@@ -182,6 +207,11 @@ class BotGitHub(GitHubApi):
         self._own.usage = self.usage
         self._writes = 0
         self._lock = threading.Lock()
+
+    @property
+    def installations(self) -> Installations | None:
+        """The App's installations (None: a token's client)."""
+        return self._installations
 
     @property
     def writing(self) -> bool:

@@ -12,14 +12,17 @@ Nothing else in the bot imports Procrastinate.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
 import psycopg_pool
-from procrastinate import App, SyncPsycopgConnector, sql
+from procrastinate import App, JobContext, PsycopgConnector, SyncPsycopgConnector, sql
 from procrastinate.exceptions import AlreadyEnqueued, ConnectorException, UniqueViolation
 
 from bot.github.installations import Directory, Installed
@@ -236,7 +239,9 @@ class JobQueue:
 
     def directory(self) -> Directory:
         """The installations as last discovered by `run`."""
-        rows = self._all("SELECT installation_id, account, suspended, repos FROM cisb_installations")
+        rows = self._all(
+            "SELECT installation_id, account, suspended, repos FROM cisb_installations"
+        )
         return Directory(
             {
                 int(r["installation_id"]): Installed(
@@ -253,8 +258,8 @@ class JobQueue:
         """Mark an installation limited until `until` (its jobs wait; no other's do)."""
         self._run(
             "INSERT INTO cisb_limits VALUES (%(i)s, %(u)s, %(r)s) ON CONFLICT (installation_id) "
-            "DO UPDATE SET limited_until = GREATEST(cisb_limits.limited_until, EXCLUDED.limited_until), "
-            "reason = EXCLUDED.reason",
+            "DO UPDATE SET reason = EXCLUDED.reason, limited_until = "
+            "GREATEST(cisb_limits.limited_until, EXCLUDED.limited_until)",
             i=installation, u=until, r=reason,
         )  # fmt: skip
 
@@ -371,6 +376,82 @@ def percentile(values: Sequence[float], fraction: float) -> float:
     ordered = sorted(values)
     rank = max(1, min(len(ordered), round(fraction * len(ordered) + 0.5)))
     return ordered[rank - 1]
+
+
+RESTART_WAIT_S: Final = 2.0  # a worker that lost the queue's database starts again this soon
+
+
+def work(
+    url: str,
+    handler: Callable[[Job, int], object],
+    *,
+    queue: JobQueue,
+    concurrency: int,
+    stalled_s: float,
+    stop: threading.Event,
+) -> None:
+    """Run a Procrastinate worker on the bot's queue until `stop` is set: `handler(job, id)`
+    works each job in a thread, `concurrency` at a time; the heartbeat is beaten every third
+    of `stalled_s`, and the jobs of workers silent for `stalled_s` are put back. A lost
+    connection to the queue's database is logged and the worker starts again."""
+    keeper = threading.Thread(
+        target=_retry_stalled, args=(queue, stalled_s, stop), name="stalled", daemon=True
+    )
+    keeper.start()
+    while not stop.is_set():
+        try:
+            asyncio.run(_work_once(url, handler, concurrency=concurrency,
+                                   stalled_s=stalled_s, stop=stop))  # fmt: skip
+        except Exception as exc:  # the database went away: jobs wait in it, nothing is lost
+            if stop.is_set():
+                break
+            log.warning("problem started: queue: %s; the worker starts again in %.0f s",
+                        _why(exc), RESTART_WAIT_S)  # fmt: skip
+            stop.wait(RESTART_WAIT_S)
+    keeper.join(timeout=1)
+
+
+async def _work_once(
+    url: str,
+    handler: Callable[[Job, int], object],
+    *,
+    concurrency: int,
+    stalled_s: float,
+    stop: threading.Event,
+) -> None:
+    connector = PsycopgConnector(
+        conninfo=url, kwargs={"connect_timeout": CONNECT_TIMEOUT_S}, max_size=concurrency + 2
+    )
+    app = App(connector=connector)
+
+    @app.task(name=TASK, queue=QUEUE, pass_context=True)
+    def reconcile(context: JobContext, /, **args: Any) -> None:
+        job = context.job
+        handler(Job.from_args(args), int(job.id or 0))
+
+    async with app.open_async():
+        running = asyncio.create_task(
+            app.run_worker_async(
+                queues=[QUEUE], concurrency=concurrency, install_signal_handlers=False,
+                update_heartbeat_interval=stalled_s / 3, stalled_worker_timeout=stalled_s,
+                fetch_job_polling_interval=1.0, delete_jobs="successful",
+            )
+        )  # fmt: skip
+        while not stop.is_set() and not running.done():
+            await asyncio.sleep(0.1)
+        if not running.done():
+            running.cancel()  # Procrastinate's graceful stop: the running jobs finish
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+
+
+def _retry_stalled(queue: JobQueue, stalled_s: float, stop: threading.Event) -> None:
+    """Every third of `stalled_s`: put back the jobs of workers that stopped beating."""
+    while not stop.wait(stalled_s / 3):
+        try:
+            queue.retry_stalled(seconds=stalled_s)
+        except QueueUnavailable as exc:
+            log.debug("stalled jobs not checked: %s", exc)
 
 
 Clock = Callable[[], datetime]

@@ -94,6 +94,12 @@ def run_service(
     if clients is None:
         log.info("stopped during start-up")
         return 0
+    if settings.queue.enabled:  # the work is the workers': this process feeds the queue
+        from bot.service.dispatch import run_dispatcher
+
+        return run_dispatcher(settings, clients, stop)
+    if settings.every_installation:
+        repos = wiring.discovered_repos(settings, clients)
     service = Service(settings, repos, clients, stop)
     try:
         service.start()
