@@ -35,6 +35,7 @@ from bot.triage.keeper import RowMemo, TriageKeeper
 log = logging.getLogger(__name__)
 
 GITHUB_TIMEOUT_S = 30
+QUEUE_INLINE_WAIT_S = 2.0  # a worker's job waits for a rate limit on the queue, not inline
 
 
 def now_utc() -> datetime:
@@ -112,9 +113,7 @@ def _github(
     return shell, login
 
 
-def installation_github(
-    settings: Settings, clients: Clients, installation: int
-) -> BotGitHub:
+def installation_github(settings: Settings, clients: Clients, installation: int) -> BotGitHub:
     """A client of one App installation, over that installation's own token (PyGithub renews
     it before it expires) and with its own budget view; installation 0: the token's client."""
     found = clients.github.installations
@@ -123,8 +122,9 @@ def installation_github(
     auth = found.app_auth.get_installation_auth(installation)
     gh = Github(auth=auth, lazy=True, **pygithub_options(settings))
     return BotGitHub(
-        gh, with_labels=bool(settings.policy.skip_labels), stop=clients.stop, sleep=clients.sleep
-    )
+        gh, with_labels=bool(settings.policy.skip_labels), stop=clients.stop,
+        sleep=clients.sleep, max_inline_wait_s=QUEUE_INLINE_WAIT_S,
+    )  # fmt: skip
 
 
 def discovered_repos(settings: Settings, clients: Clients) -> list[RepoSettings]:
@@ -135,9 +135,7 @@ def discovered_repos(settings: Settings, clients: Clients) -> list[RepoSettings]
         return list(settings.repos)
     directory = found.discover()
     names = sorted(directory.repos(), key=str.casefold)
-    log.info(
-        "installations: %d, repositories: %d", len(directory.installations), len(names)
-    )
+    log.info("installations: %d, repositories: %d", len(directory.installations), len(names))
     return [settings.configured_repo(n) or RepoSettings(name=n) for n in names]
 
 

@@ -301,12 +301,15 @@ class GitHubApi:
         sleep: Callable[[float], None] | None = None,
         max_attempts: int = GITHUB_POLICY.attempts,
         stop: threading.Event | None = None,
+        max_inline_wait_s: float = MAX_INLINE_WAIT_S,
     ) -> None:
+        """`max_inline_wait_s`: the longest rate-limit wait taken inline (a queue's worker
+        takes none: the job waits on the queue instead, and the worker works others)."""
         self._requester = gh.requester
         self._page_size = page_size
         self._with_labels = with_labels
         self._sleep = sleep  # None: wait on `stop` (every wait ends when it is set)
-        self._policy = replace(GITHUB_POLICY, attempts=max_attempts)
+        self._policy = replace(GITHUB_POLICY, attempts=max_attempts, max_wait_s=max_inline_wait_s)
         self.stop = stop or threading.Event()
         self.usage = Usage()
         # what was read from each open pull request's last raw node, by the node's digest, by repo

@@ -135,6 +135,7 @@ class JobRunner:
             self.settings, clients, store, dry_run=False, out=None, leases=leases
         )
         repo = self.settings.configured_repo(job.repo) or RepoSettings(name=job.repo)
+        before = (github.usage.total, github.usage.graphql_points)
         try:
             if job.number is None:
                 summary = cycle.run([repo])
@@ -150,6 +151,8 @@ class JobRunner:
             return self._limited(job, exc.wait_s, f"GitHub rate-limited it: {exc}")
         except GitHubError as exc:
             return Outcome("failed", f"GitHub refused a read: {exc}; nothing written")
+        summary.github_requests = github.usage.total - before[0]  # the job's read included
+        summary.graphql_points = github.usage.graphql_points - before[1]
         return self._after(job, github, summary)
 
     def _after(self, job: Job, github: BotGitHub, summary: Summary) -> Outcome:
