@@ -209,18 +209,20 @@ class JobQueue:
             job_id = int(row["id"])
             try:
                 self.app.job_manager.retry_job_by_id(job_id, datetime.now(UTC))
-            except UniqueViolation:
+            except UniqueViolation:  # Procrastinate would not put it back beside its twin
                 self._run(
-                    "SELECT procrastinate_finish_job_v1(%(id)s, 'cancelled', false)", id=job_id
+                    "SELECT procrastinate_finish_job_v1(%(id)s, 'aborted', false)", id=job_id
                 )
-                log.info("stalled job %d ended: a waiting job for the same key covers it", job_id)
+                log.warning("job %d (%s) ended: its worker stopped beating its heartbeat, and "
+                            "a waiting job for the same key (pull request or repository) covers it", job_id,
+                            _repo_of(row))  # fmt: skip
                 continue
             except ConnectorException as exc:  # another worker put it back first
                 log.debug("stalled job %d not put back: %s", job_id, exc)
                 continue
             log.warning(
                 "job %d (%s) put back: its worker stopped beating its heartbeat (killed?)",
-                job_id, row["args"].get("repo") if isinstance(row["args"], dict) else "?",
+                job_id, _repo_of(row),
             )  # fmt: skip
             retried.append(job_id)
         return retried
@@ -345,6 +347,11 @@ class _Transaction:
             raise QueueUnavailable(_why(error)) from error
 
 
+def _repo_of(row: Mapping[str, Any]) -> str:
+    args = row.get("args")
+    return str(args.get("repo")) if isinstance(args, dict) else "?"
+
+
 def _json(values: Sequence[str]) -> str:
     import json
 
@@ -352,12 +359,15 @@ def _json(values: Sequence[str]) -> str:
 
 
 def _why(exc: BaseException) -> str:
-    """A short reason: the database's own message (never a password)."""
-    cause: BaseException | None = exc
-    while cause is not None and cause.__cause__ is not None and not str(cause):
-        cause = cause.__cause__
-    text = str(cause or exc).strip().splitlines()
-    return text[0] if text else exc.__class__.__name__
+    """A short reason: the database's own message, the innermost one (never a password)."""
+    found: BaseException | None = exc
+    text = ""
+    while found is not None:
+        first = (str(found).strip().splitlines() or [""])[0]
+        if first and first != "Database error.":
+            text = first
+        found = found.__cause__ or found.__context__
+    return text or exc.__class__.__name__
 
 
 def _safe_url(url: str) -> str:
@@ -451,7 +461,7 @@ def _retry_stalled(queue: JobQueue, stalled_s: float, stop: threading.Event) -> 
         try:
             queue.retry_stalled(seconds=stalled_s)
         except QueueUnavailable as exc:
-            log.debug("stalled jobs not checked: %s", exc)
+            log.warning("stalled jobs not checked: %s", exc)
 
 
 Clock = Callable[[], datetime]

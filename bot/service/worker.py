@@ -24,7 +24,7 @@ from bot.cycle import Summary
 from bot.github.client import GitHubError, RateLimited
 from bot.github.installations import BotGitHub
 from bot.retry import Stopped
-from bot.service.queue import Job, JobQueue, QueueUnavailable, work
+from bot.service.queue import RESTART_WAIT_S, Job, JobQueue, QueueUnavailable, work
 from bot.settings import RepoSettings, Settings, require_queue
 from bot.state.leases import Leases, new_holder
 from bot.state.ports import StoreError
@@ -213,7 +213,7 @@ def run_worker(settings: Settings, *, stop: threading.Event | None = None) -> in
     queue = JobQueue(url, max_size=settings.queue.jobs_per_worker + 2)
     state = wiring.ServiceState(settings)
     try:
-        queue.ensure_schema()
+        _wait_for_queue(queue, stop)
         state()  # an unreachable state at start: exit 1 naming it
         runner = JobRunner(settings, clients, queue, state)
         cfg = settings.queue
@@ -226,6 +226,23 @@ def run_worker(settings: Settings, *, stop: threading.Event | None = None) -> in
         clients.close()
     log.info("worker stopped")
     return 0
+
+
+def _wait_for_queue(queue: JobQueue, stop: threading.Event) -> None:
+    """Create the queue's tables, waiting (and saying so once) while its database is away."""
+    waiting = False
+    while not stop.is_set():
+        try:
+            queue.ensure_schema()
+        except QueueUnavailable as exc:
+            if not waiting:
+                log.warning("problem started: queue: %s (the worker waits for it)", exc)
+            waiting = True
+            stop.wait(RESTART_WAIT_S)
+            continue
+        if waiting:
+            log.info("problem resolved: queue (it answers again)")
+        return
 
 
 def _install_signal_handlers(stop: threading.Event) -> None:

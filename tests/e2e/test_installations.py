@@ -355,6 +355,7 @@ def test_the_queue_going_away_holds_the_jobs_names_it_and_recovers(fleet: Fleet)
     fleet.start_run()
     fleet.start("w1")
     wait_for(lambda: httpx.get(fleet.base + "/readyz").status_code == 200, 40, "ready")
+    wait_for(lambda: "Starting worker on queues" in fleet.log("w1"), 30, "the worker works")
     fleet.relay.cut()
     answer = httpx.get(fleet.base + "/readyz", timeout=20)
     assert answer.status_code == 503 and "queue unreachable" in answer.text, answer.text
@@ -366,6 +367,7 @@ def test_the_queue_going_away_holds_the_jobs_names_it_and_recovers(fleet: Fleet)
     wait_for(lambda: says(fleet.world, "octo/a", 2, "during-outage"), 60, "worked after")
     wait_for(lambda: httpx.get(fleet.base + "/readyz").status_code == 200, 30, "ready again")
     assert "problem resolved: queue" in fleet.log("run")
+    assert "problem started: queue" in fleet.log("w1")  # the worker lost it too, and went on
     assert len(own(fleet.world, "octo/a", 2)) == 1
 
 
@@ -388,3 +390,64 @@ def test_metrics_name_queue_depth_latency_and_budget_by_installation(fleet: Flee
     text = httpx.get(fleet.base + "/metrics").text
     assert re.search(r'ci_status_bot_installation_budget_remaining\{installation="11",'
                      r'resource="graphql"\} \d', text), text  # fmt: skip
+
+
+CHAOS_ROUNDS = 6
+CHAOS_SEED = int(os.environ.get("CHAOS_SEED", "30"))
+COMMENT_PATH = re.compile(r"/repos/(?P<repo>[^/]+/[^/]+)/issues/comments/(?P<id>\d+)")
+
+
+def no_older_stamp_after_a_newer(sandbox: Sandbox) -> None:
+    """In the order GitHub received them, no comment's edits go back to an older lease
+    generation (a worker thought dead that woke up wrote nothing over a newer one)."""
+    from bot.render.stamp import generation_of
+
+    seen: dict[str, int] = {}
+    for request in sorted(sandbox.requests, key=lambda r: r.at):
+        match = COMMENT_PATH.fullmatch(request.path)
+        if request.method != "PATCH" or match is None or request.status >= 300:
+            continue
+        generation = generation_of(json.loads(request.body)["body"]) or 0
+        assert generation >= seen.get(match["id"], 0), f"comment {match['id']} went back"
+        seen[match["id"]] = generation
+
+
+def test_chaos_three_workers_killed_at_random_and_a_queue_restart_leave_one_current_comment(
+    fleet: Fleet,
+) -> None:
+    """`run` and three workers; each round turns a new check red on pull request 1 of every
+    repository (its webhook delivered to `run`), kills a random worker with SIGKILL at a random
+    moment of the work that follows and starts another; once, the queue's database goes away
+    and comes back. Within a bound, every pull request has exactly one comment, and those of
+    pull request 1 name the last check."""
+    import random
+
+    chance = random.Random(CHAOS_SEED)
+    fleet.start_run()
+    for n in range(3):
+        fleet.start(f"w{n}")
+    started = 3
+    repos = [repo for repos in INSTALLATIONS.values() for repo in repos]
+    check = ""
+    for round_ in range(CHAOS_ROUNDS):
+        check = f"chaos-{round_}"
+        for repo in repos:
+            fleet.check_run(repo, 1, check)
+        time.sleep(chance.uniform(0.2, 2.5))
+        victim = chance.choice(sorted(fleet.procs.keys() - {"run"}))
+        fleet.kill(victim)
+        fleet.start(f"w{started}")
+        started += 1
+        if round_ == CHAOS_ROUNDS // 2:  # the queue's database restarts
+            fleet.relay.cut()
+            time.sleep(3)
+            fleet.relay.restore()
+    last = check
+    wait_for(lambda: all(says(fleet.world, repo, 1, last) for repo in repos)
+             and one_each(fleet.world), 150, "one current comment on every pull request")  # fmt: skip
+    time.sleep(3)  # nothing more is written: still one each
+    assert one_each(fleet.world)
+    no_older_stamp_after_a_newer(fleet.sandbox)
+    assert "put back: its worker stopped beating its heartbeat" in fleet.logs_text() or (
+        "is held by another worker" in fleet.logs_text()
+    )
