@@ -16,7 +16,7 @@ import threading
 import time
 import traceback
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager, redirect_stderr, redirect_stdout
+from contextlib import contextmanager, redirect_stderr, redirect_stdout, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -512,10 +512,8 @@ class TcpRelay:
         except OSError:
             pass
         for end in (source, sink):
-            try:
+            with suppress(OSError):
                 end.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
     def cut(self) -> None:
         """Close every relayed connection and refuse new ones."""

@@ -213,9 +213,9 @@ class JobQueue:
                 self._run(
                     "SELECT procrastinate_finish_job_v1(%(id)s, 'aborted', false)", id=job_id
                 )
-                log.warning("job %d (%s) ended: its worker stopped beating its heartbeat, and "
-                            "a waiting job for the same key (pull request or repository) covers it", job_id,
-                            _repo_of(row))  # fmt: skip
+                log.warning("job %d (%s) ended: its worker stopped beating its heartbeat, and a "
+                            "waiting job for the same pull request (or repository) covers it",
+                            job_id, _repo_of(row))  # fmt: skip
                 continue
             except ConnectorException as exc:  # another worker put it back first
                 log.debug("stalled job %d not put back: %s", job_id, exc)
