@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING
 
 from bot.logs import redact, register_secrets, setup_logging
 from bot.render.report import report_json
-from bot.settings import ConfigError, RepoSettings, Settings, describe, load_settings
+from bot.settings import (
+    ConfigError,
+    RepoSettings,
+    Settings,
+    describe,
+    load_settings,
+    require_queue,
+)
 from bot.state.lock import StateBusy
 from bot.state.ports import StoreError
 from bot.state.readonly import ReadOnlyState
@@ -172,7 +179,6 @@ def cmd_run(settings: Settings, _: argparse.Namespace, __: Sleep | None) -> int:
 def cmd_worker(settings: Settings, _: argparse.Namespace, __: Sleep | None) -> int:
     """Work the queue's jobs until SIGTERM."""
     from bot.service.worker import run_worker
-    from bot.settings import require_queue
 
     require_queue(settings)
     settings.require_github_auth()

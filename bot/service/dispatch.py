@@ -26,6 +26,7 @@ from bot.cycle import Summary
 from bot.github.client import GitHubError, Usage
 from bot.github.installations import Directory
 from bot.service.http import HttpServer, Monitor, serve
+from bot.service.limits import Limits
 from bot.service.queue import LATENCY_WINDOW_S, Job, JobQueue, QueueUnavailable, percentile
 from bot.service.webhooks import Mark, Receiver, webhook_route
 from bot.settings import Settings, require_queue
@@ -48,9 +49,12 @@ def slot(repo: str, interval_s: int) -> int:
 class Dispatcher:
     """The queue side of `run`: the directory of repositories, the schedule, the webhooks."""
 
-    def __init__(self, settings: Settings, clients: wiring.Clients, stop: threading.Event) -> None:
-        """Wire the parts; `start` discovers, serves and schedules."""
+    def __init__(
+        self, settings: Settings, clients: wiring.Clients, stop: threading.Event, *, limits: Limits
+    ) -> None:
+        """Wire the parts; `start` discovers, serves and schedules (the server in `limits`)."""
         require_queue(settings)
+        self.limits = limits
         self.settings, self.clients, self.stop = settings, clients, stop
         self.queue = JobQueue(settings.queue.url.get_secret_value())
         self.state = wiring.ServiceState(settings)
@@ -89,7 +93,7 @@ class Dispatcher:
         if cfg.port:
             routes = [webhook_route(self.receiver)] if self.settings.webhooks.enabled else []
             self.http = serve(self.monitor, host=cfg.host, port=cfg.port, extra_routes=routes,
-                              limits=_limits(self.settings))  # fmt: skip
+                              limits=self.limits)  # fmt: skip
         for target, name in ((self._tick_loop, "schedule"), (self._discover_loop, "discover")):
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
@@ -365,15 +369,11 @@ def _get(node: Any, *path: str) -> Any:
     return node
 
 
-def _limits(settings: Settings) -> Any:
-    from bot.service.scheduler import server_limits
-
-    return server_limits(settings)
-
-
-def run_dispatcher(settings: Settings, clients: wiring.Clients, stop: threading.Event) -> int:
+def run_dispatcher(
+    settings: Settings, clients: wiring.Clients, stop: threading.Event, *, limits: Limits
+) -> int:
     """`run` with a queue, until a stop signal."""
-    dispatcher = Dispatcher(settings, clients, stop)
+    dispatcher = Dispatcher(settings, clients, stop, limits=limits)
     try:
         dispatcher.start()
         stop.wait()

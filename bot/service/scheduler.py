@@ -21,6 +21,7 @@ from bot import app as wiring
 from bot.cycle import Summary
 from bot.docs.readthedocs.client import RtdApi
 from bot.github.client import Usage
+from bot.service.dispatch import run_dispatcher
 from bot.service.http import HttpServer, Monitor, serve
 from bot.service.limits import Limits
 from bot.service.replicas import Replicas
@@ -95,9 +96,7 @@ def run_service(
         log.info("stopped during start-up")
         return 0
     if settings.queue.enabled:  # the work is the workers': this process feeds the queue
-        from bot.service.dispatch import run_dispatcher
-
-        return run_dispatcher(settings, clients, stop)
+        return run_dispatcher(settings, clients, stop, limits=server_limits(settings))
     if settings.every_installation:
         repos = wiring.discovered_repos(settings, clients)
     service = Service(settings, repos, clients, stop)
