@@ -261,9 +261,7 @@ def percentile(values: Sequence[float], fraction: float) -> float:
     return nearest_rank(values, fraction)
 
 
-def burst(
-    world: World, port: int, url: str, installations: Sequence[int], check: str
-) -> datetime:
+def burst(world: World, port: int, url: str, installations: Sequence[int], check: str) -> datetime:
     """One new failing check per installation's first pull request, and its delivery."""
     started = datetime.now(UTC)
     for iid in installations:

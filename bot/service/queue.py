@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -210,9 +211,7 @@ class JobQueue:
             try:
                 self.app.job_manager.retry_job_by_id(job_id, datetime.now(UTC))
             except UniqueViolation:  # Procrastinate would not put it back beside its twin
-                self._run(
-                    "SELECT procrastinate_finish_job_v1(%(id)s, 'aborted', false)", id=job_id
-                )
+                self._run("SELECT procrastinate_finish_job_v1(%(id)s, 'aborted', false)", id=job_id)
                 log.warning("job %d (%s) ended: its worker stopped beating its heartbeat, and a "
                             "waiting job for the same pull request (or repository) covers it",
                             job_id, _repo_of(row))  # fmt: skip
@@ -384,7 +383,7 @@ def percentile(values: Sequence[float], fraction: float) -> float:
     if not values:
         return 0.0
     ordered = sorted(values)
-    rank = max(1, min(len(ordered), round(fraction * len(ordered) + 0.5)))
+    rank = max(1, min(len(ordered), math.ceil(fraction * len(ordered))))
     return ordered[rank - 1]
 
 
