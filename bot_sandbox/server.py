@@ -620,11 +620,13 @@ class _Handler(BaseHTTPRequestHandler):
                 },
             )
         assert call.login is not None
+        rec = sandbox.world.token_record(call.token) if call.token else None
         iid = _installation_of(sandbox.world, call)
         installation = None if iid is None else sandbox.world.app_by_installation(iid)
         outcome = graphql_api.run_query(
             sandbox.world, body, login=call.login,
             charge=lambda points: sandbox._graphql_charge(points, iid),
+            permissions=None if rec is None else rec.permissions,
             reach=None if installation is None else frozenset(installation.repos),
         )  # fmt: skip
         return Answer(
