@@ -245,8 +245,8 @@ def list_installation_repositories(call: Call, params: dict[str, str]) -> Answer
         call.world.app_by_installation(rec.installation_id)
     )
     if app is None:
-        return error(403, "This endpoint requires an installation token",
-                     f"{DOCS}/apps/installations#list-repositories-accessible-to-the-app-installation")  # fmt: skip
+        doc = f"{DOCS}/apps/installations#list-repositories-accessible-to-the-app-installation"
+        return error(403, "This endpoint requires an installation token", doc)
     repos = [r for name in app.repos if (r := call.world.find_repo(name)) is not None]
     per_page = max(1, min(100, call.int_arg("per_page", 30)))
     page = max(1, call.int_arg("page", 1))
@@ -270,8 +270,8 @@ def create_access_token(call: Call, params: dict[str, str]) -> Answer:
     if app is None or app.slug != call.login:
         return not_found()
     if app.suspended_at is not None:
-        return error(403, "This installation has been suspended",
-                     f"{DOCS}/apps/apps#create-an-installation-access-token-for-an-app")  # fmt: skip
+        doc = f"{DOCS}/apps/apps#create-an-installation-access-token-for-an-app"
+        return error(403, "This installation has been suspended", doc)
     token = "ghs_" + secrets.token_hex(18)
     rec = call.world.issue_installation_token(app, token)
     return Answer(
