@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 
 TICK_S = 1.0
 DISCOVER_EVERY_S = 3600.0  # the installations are found again hourly (and on their webhooks)
+DISCOVER_RETRY_S = 60.0  # ... or every minute while none could be listed
 PAGE_EVERY_S = 10.0  # the page's rows are read again from the shared state this often
 READY_EVERY_S = 30.0  # a schedule pass that queued its jobs counts as the service's cycle
 OUTBOX_MAX = 100_000  # jobs held while the queue is away (one per key)
@@ -63,6 +64,7 @@ class Dispatcher:
         self._by_slot: dict[int, list[str]] = {}
         self._outbox: dict[str, tuple[Job, datetime | None]] = {}
         self._lock = threading.Lock()
+        self._discovering = threading.Lock()  # discoveries and installation events, in turn
         self._problem: str | None = None
         self.monitor = Monitor(
             state_path=settings.state.location, interval_s=self.interval,
@@ -125,12 +127,13 @@ class Dispatcher:
         if not self.settings.every_installation or found is None:
             self._set_repos(self._configured(found))
             return
-        try:
-            directory = found.discover()
-        except GitHubError as exc:
-            log.warning("installations could not be listed (kept as they were): %s", exc)
-            return
-        self._directory_changed(directory)
+        with self._discovering:
+            try:
+                directory = found.discover()
+            except GitHubError as exc:
+                log.warning("installations could not be listed (kept as they were): %s", exc)
+                return
+            self._directory_changed(directory)
 
     def _configured(self, found: Any) -> dict[str, int]:
         """[[repos]] entries: the installation of each (0 with a token)."""
@@ -176,19 +179,21 @@ class Dispatcher:
         action = str(payload.get("action") or "") if isinstance(payload, dict) else ""
 
         def read_again() -> None:
-            try:
-                directory = found.discover_one(iid, account=str(account or ""), action=action)
-            except Exception:
-                log.exception("installation %d could not be read again", iid)
-                return
-            log.info("installation %d %s (%s event)", iid, action or "changed", event)
-            self._directory_changed(directory)
+            with self._discovering:  # one change at a time: none is lost to another
+                try:
+                    directory = found.discover_one(iid, account=str(account or ""), action=action)
+                except Exception:
+                    log.exception("installation %d could not be read again", iid)
+                    return
+                log.info("installation %d %s (%s event)", iid, action or "changed", event)
+                self._directory_changed(directory)
 
         threading.Thread(target=read_again, name="installation", daemon=True).start()
         return "installations-changed"
 
     def _discover_loop(self) -> None:
-        while not self.stop.wait(DISCOVER_EVERY_S):
+        """Hourly; every minute while no repository is known (GitHub did not answer)."""
+        while not self.stop.wait(DISCOVER_EVERY_S if self.repos else DISCOVER_RETRY_S):
             self.discover()
 
     # -- the schedule ---------------------------------------------------------------------

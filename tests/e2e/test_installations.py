@@ -317,6 +317,20 @@ def test_installation_changes_drop_their_jobs_with_a_reason_and_never_two_commen
               and "/issues/" in r.path]  # fmt: skip
     assert not [w for w in writes if "/octo/b/" in w.path or "/acme/c/" in w.path
                 or "/zeta/d/" in w.path]  # fmt: skip
+    # jobs queued before the changes were known (as a worker finds them): dropped, with why
+    from bot.service.queue import Job, JobQueue
+
+    queue = JobQueue(fleet.db_url)
+    try:
+        for iid, repo in ((11, "octo/b"), (12, "acme/c"), (13, "zeta/d")):
+            queue.enqueue(Job(iid, repo, 2, reason="webhook"))
+    finally:
+        queue.close()
+    for why in ("octo/b was removed from installation 11", "installation 12 (acme) is "
+                "suspended", "installation 13 no longer has the App"):  # fmt: skip
+        wait_for(lambda why=why: "dropped (" in fleet.log("w1") and why in fleet.log("w1"),
+                 30, f"a job dropped: {why}")  # fmt: skip
+    assert not own(world, "octo/b", 2) and not own(world, "acme/c", 2)
     # a repository added to an installation is worked at once
     world.add_repo("octo/e")
     world.add_pull("octo/e", 1, title="new", author="alice", head_sha=head("octo/e", 1))
@@ -324,6 +338,21 @@ def test_installation_changes_drop_their_jobs_with_a_reason_and_never_two_commen
     fleet.deliver("installation_repositories", installation_payload(
         world, "installation_repositories", "added", 11, added=("octo/e",)))  # fmt: skip
     wait_for(lambda: len(own(world, "octo/e", 1)) == 1, 40, "the added repository is worked")
+
+
+def test_an_installation_removed_on_github_mid_job_writes_nothing_and_says_why(
+    fleet: Fleet,
+) -> None:
+    """GitHub has dropped the installation but no webhook told `run` yet (a job in flight):
+    its token is refused, the job ends without a write, GitHub's answer in the log."""
+    fleet.start_run()
+    fleet.start("w1")
+    wait_for(lambda: len(own(fleet.world, "acme/c", 1)) == 1, INTERVAL_S + 40, "acme/c worked")
+    fleet.world.delete_installation(12)  # GitHub knows; the bot's directory does not
+    fleet.check_run("acme/c", 1, "after-uninstall")
+    wait_for(lambda: "GitHub refused a read" in fleet.log("w1"), 30, "the job's reason")
+    assert not says(fleet.world, "acme/c", 1, "after-uninstall")
+    assert len(own(fleet.world, "acme/c", 1)) == 1
 
 
 def test_a_rate_limited_installation_waits_for_its_reset_and_delays_no_other(
