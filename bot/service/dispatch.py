@@ -85,7 +85,9 @@ class Dispatcher:
     # -- start and stop -------------------------------------------------------------------
 
     def start(self) -> None:
-        """Create the queue's tables, find the repositories, serve, then tick."""
+        """Open the state (an unreachable one: exit 1 naming it), create the queue's tables,
+        find the repositories, serve, then tick."""
+        self.state()  # migrated now, not under the first webhook delivery
         try:
             self.queue.ensure_schema()
         except QueueUnavailable as exc:
