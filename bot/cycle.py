@@ -18,18 +18,21 @@ from bot.core.annotations import needs_annotations, with_annotations
 from bot.core.base import MergeBase, judged, needs_base, with_base
 from bot.core.evidence import Evidence
 from bot.core.facts import core_key, facts_key
+from bot.core.merge_queue import QueueRead, judge_queue
 from bot.core.model import FAILING_STATES, MARKER, Policy, PullSnapshot, Report, Signal, Verdict
 from bot.core.reconcile import github_state, reconcile_until
+from bot.core.remedies import READTHEDOCS
 from bot.core.required import HEAD_SEEN_KEY, expected_signals
-from bot.docs.provider import DocsProvider
 from bot.github.annotations import AnnotationReader, Found, failing_runs
 from bot.github.bases import BaseReader
 from bot.github.client import Comment, GitHubApi, GitHubError, RateLimited
+from bot.github.merge_groups import MergeGroupReader
 from bot.github.parse import PullFailure
 from bot.render.comment import Renderer
 from bot.render.stamp import Stamp, generation_of, parse_stamp
 from bot.retry import Retryable, RetryPolicy, Stopped, pause, run_with_retries
 from bot.settings import PolicySettings, RepoSettings
+from bot.sources.base import Source
 from bot.state.ports import CycleState, PullRecord, StoredComment
 
 log = logging.getLogger(__name__)
@@ -96,6 +99,7 @@ class Built:
     annotations: Found | None = None  # the failing runs' annotations of this pass (if read)
     keys: tuple[str, ...] = ()  # needs_first_seen of the snapshot
     failing: bool = False  # a signal of the snapshot fails (its merge base is read)
+    queue: QueueRead | None = None  # its merge-group commit's read of this pass (if queued)
 
     def same_signals(self, snapshot: PullSnapshot, expected: Sequence[str]) -> bool:
         """Whether `snapshot` holds the very signals (and required set) this was built from:
@@ -201,6 +205,9 @@ class Summary:
     github_requests: int = 0
     graphql_points: int = 0
     rtd_requests: int = 0
+    # requests to each second source, by its name, and its name in words (bot.sources)
+    source_requests: dict[str, int] = field(default_factory=dict)
+    source_labels: dict[str, str] = field(default_factory=dict)
 
     def line(self) -> str:
         """The one-line cycle summary."""
@@ -210,6 +217,9 @@ class Summary:
             f"deferred {self.deferred}; GitHub requests {self.github_requests} "
             f"({self.graphql_points} GraphQL points), Read the Docs requests {self.rtd_requests}"
         )
+        for name, count in self.source_requests.items():
+            if count and name != READTHEDOCS:  # Read the Docs' count is said above, always
+                text += f", {self.source_labels.get(name, name)} requests {count}"
         if self.deferred:
             text += f"; {self.deferred} writes carried to the next cycle (write pacing)"
         if self.refused:
@@ -254,7 +264,7 @@ def selected(snapshot: PullSnapshot, policy: PolicySettings) -> bool:
 
 
 def read_docs(
-    snapshot: PullSnapshot, repo: RepoSettings, docs: Sequence[DocsProvider], *, now: datetime
+    snapshot: PullSnapshot, repo: RepoSettings, docs: Sequence[Source], *, now: datetime
 ) -> dict[str, Evidence]:
     """What every docs provider says about the head's statuses, by context."""
     found: dict[str, Evidence] = {}
@@ -274,6 +284,17 @@ def needs_first_seen(snapshot: PullSnapshot, expected: Sequence[str] = ()) -> li
     if expected_signals(snapshot.signals, snapshot.required_checks, expected):
         keys.append(HEAD_SEEN_KEY)
     return keys
+
+
+def queued(
+    snapshots: Iterable[PullSnapshot | PullFailure], policy: PolicySettings
+) -> list[PullSnapshot]:
+    """The selected pull requests GitHub's merge queue holds (their merge groups are read)."""
+    return [
+        s
+        for s in snapshots
+        if isinstance(s, PullSnapshot) and s.queue is not None and selected(s, policy)
+    ]
 
 
 def has_failing(snapshot: PullSnapshot) -> bool:
@@ -339,7 +360,7 @@ class Cycle:
         self,
         *,
         github: GitHubApi,
-        docs: Sequence[DocsProvider],
+        docs: Sequence[Source],
         store: CycleState,
         renderer: Renderer,
         policy: PolicySettings,
@@ -381,6 +402,9 @@ class Cycle:
         self._base_reader = BaseReader(github, store, clock=lambda: self.clock())
         # The failing check runs' annotations read for this pass's failing heads, by head.
         self._annotations: dict[tuple[str, str], Found] = {}
+        # The queued pull requests' merge-group commits (and queues) read this pass, by PR.
+        self._groups: dict[tuple[str, int], QueueRead] = {}
+        self._group_reader = MergeGroupReader(github, clock=lambda: self.clock())
         # Failing pull requests whose runs' annotations are not known yet: planned at the end
         # of their repository, after one batched read of all of them.
         self._waiting: list[PullSnapshot] = []
@@ -406,10 +430,10 @@ class Cycle:
         summary = Summary()
         plans: list[Plan] = []
         self._left, self._listed, self._bases, self._annotations = [], {}, {}, {}
-        self._waiting = []
+        self._waiting, self._groups = [], {}
         self._records, self._left_stored = {}, {}
         gh_before, points_before = self.github.usage.total, self.github.usage.graphql_points
-        rtd_before = self._docs_requests()
+        sources_before = self._source_requests()
         with gc_paused():
             self._plan_all(repos, plans, summary)
             for observer in self.observers:
@@ -418,7 +442,7 @@ class Cycle:
         self._publish_all(plans, summary)
         summary.github_requests = self.github.usage.total - gh_before
         summary.graphql_points = self.github.usage.graphql_points - points_before
-        summary.rtd_requests = self._docs_requests() - rtd_before
+        self._count_sources(summary, sources_before)
         return summary
 
     def _plan_all(self, repos: Sequence[RepoSettings], plans: list[Plan], summary: Summary) -> None:
@@ -446,8 +470,16 @@ class Cycle:
                 self._repo_failed(repo.name, summary, f"{exc.__class__.__name__}: {exc}")
                 log.warning("could not read %s", repo.name, exc_info=True)
 
-    def _docs_requests(self) -> int:
-        return sum(provider.requests for provider in self.docs)
+    def _source_requests(self) -> dict[str, int]:
+        return {source.name: source.requests for source in self.docs}
+
+    def _count_sources(self, summary: Summary, before: Mapping[str, int]) -> None:
+        """What this pass asked each second source (Read the Docs' also as `rtd_requests`)."""
+        for source in self.docs:
+            spent = source.requests - before.get(source.name, 0)
+            summary.source_requests[source.name] = spent
+            summary.source_labels[source.name] = source.label
+        summary.rtd_requests = summary.source_requests.get(READTHEDOCS, 0)
 
     def stopping(self) -> bool:
         """Whether a stop was requested (the service's flag or the Event handed down)."""
@@ -507,6 +539,8 @@ class Cycle:
         self.read_bases(repo.name, failing)
         self.read_annotations(repo.name, failing, ask=False)
         unread = [s for s in failing if (repo.name, s.head_sha) not in self._annotations]
+        # queued ones wait too: the repository's merge groups are read in one query at its end
+        unread += [s for s in queued(chunk, self.policy) if all(s is not u for u in unread)]
         self._waiting.extend(unread)
         waiting = {id(s) for s in unread}
         yield from self._plan_each([s for s in chunk if id(s) not in waiting], repo, summary)
@@ -515,7 +549,8 @@ class Cycle:
         """Plan the failing pull requests whose annotations were not kept: all of the
         repository's asked in one batch (100 runs a query), not one query per 50 pulls."""
         waiting, self._waiting = self._waiting, []
-        self.read_annotations(repo.name, waiting)
+        self.read_groups(repo.name, waiting)
+        self.read_annotations(repo.name, [s for s in waiting if self._failing(repo, s)])
         yield from self._plan_each(waiting, repo, summary)
 
     def _plan_each(
@@ -598,6 +633,12 @@ class Cycle:
         wanted = [s for s in snapshots if (repo, s.head_sha) not in self._bases]
         for head, merge in self._base_reader.read(repo, wanted).items():
             self._bases[(repo, head)] = merge
+
+    def read_groups(self, repo: str, snapshots: Sequence[PullSnapshot]) -> None:
+        """The merge-group commits of the queued ones (bot.github.merge_groups), one query."""
+        wanted = [s for s in snapshots if (repo, s.number) not in self._groups]
+        for number, read in self._group_reader.read(repo, wanted).items():
+            self._groups[(repo, number)] = read
 
     def read_annotations(
         self, repo: str, snapshots: Sequence[PullSnapshot], *, ask: bool = True
@@ -697,12 +738,14 @@ class Cycle:
         known = self._facts(repo.name, snapshot.number)
         merge = self._bases.get((repo.name, snapshot.head_sha))
         said = self._annotations.get((repo.name, snapshot.head_sha))
+        group = self._groups.get((repo.name, snapshot.number))
         if (
             stamp is None
             and last is not None
             and known == (last.key, last.report.observed_at)
             and last.merge == merge
             and last.annotations == said
+            and last.queue == group
             and last.expected == tuple(repo.expected)
             and last.serves(snapshot, docs, first_seen, self.core_policy, now)
         ):
@@ -725,11 +768,13 @@ class Cycle:
                 self.read_annotations(repo.name, [snapshot])
             said = self._annotations[(repo.name, snapshot.head_sha)]
             report = with_annotations(report, said)
+        if snapshot.queue is not None:
+            report, group = self._with_queue(report, snapshot, repo)
         key = facts_key(report)
         failing = last.failing if last is not None and same else has_failing(snapshot)
         built = Built(
             snapshot, docs, first_seen, policy, tuple(repo.expected), merge, now, until, report,
-            key, said, tuple(keys), failing,
+            key, said, tuple(keys), failing, group,
         )  # fmt: skip
         if known is not None and known[0] == key:
             report = replace(report, observed_at=known[1])
@@ -741,6 +786,21 @@ class Cycle:
         self.store.set_facts(repo.name, snapshot.number, facts_key=key, observed_at=now)
         self.reports.put(replace(built, report=report))
         return report, key
+
+    def _with_queue(
+        self, report: Report, snapshot: PullSnapshot, repo: RepoSettings
+    ) -> tuple[Report, QueueRead | None]:
+        """The report with what the queued pull request's merge-group commit carries (read now
+        if this pass has not yet), and that read."""
+        if (repo.name, snapshot.number) not in self._groups:
+            self.read_groups(repo.name, [snapshot])
+        group = self._groups.get((repo.name, snapshot.number))
+        entry, checks = snapshot.queue, snapshot.required_checks
+        head = snapshot.head_sha
+        found = (
+            None if entry is None else judge_queue(entry, group, checks, repo.expected, head=head)
+        )
+        return replace(report, merge_queue=found), group
 
     def plan(self, snapshot: PullSnapshot, repo: RepoSettings) -> Plan:
         """Decide create / edit / leave / adopt for one pull request (reads only).
@@ -1094,8 +1154,9 @@ class Cycle:
         failing heads' merge bases and annotations are asked first, batched, as a pass does."""
         summary = Summary()
         self._left = []  # a refresh checks no comment: the pass does
+        self._groups = {}  # merge groups change by the minute: read again for this refresh
         gh_before, points_before = self.github.usage.total, self.github.usage.graphql_points
-        rtd_before = self._docs_requests()
+        sources_before = self._source_requests()
         failing: dict[str, list[PullSnapshot]] = {}  # asked together, as a pass does
         for snapshot, repo in pulls:
             if not isinstance(snapshot, PullSnapshot) or not selected(snapshot, self.policy):
@@ -1105,11 +1166,17 @@ class Cycle:
         for name, snapshots in failing.items():
             self.read_bases(name, snapshots)
             self.read_annotations(name, snapshots)
+        by_repo: dict[str, list[PullSnapshot]] = {}  # each repository's merge groups: one query
+        for snapshot, repo in pulls:
+            if isinstance(snapshot, PullSnapshot) and snapshot.queue is not None:
+                by_repo.setdefault(repo.name, []).append(snapshot)
+        for name, snapshots in by_repo.items():
+            self.read_groups(name, queued(snapshots, self.policy))
         plans = [p for s, r in pulls if (p := self._plan_one(s, r, summary)) is not None]
         for observer in self.observers:
             observer.pulls_done()
         self._publish_all(plans, summary)
         summary.github_requests = self.github.usage.total - gh_before
         summary.graphql_points = self.github.usage.graphql_points - points_before
-        summary.rtd_requests = self._docs_requests() - rtd_before
+        self._count_sources(summary, sources_before)
         return summary
