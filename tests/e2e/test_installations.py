@@ -140,7 +140,7 @@ class Fleet:
     def start_run(self) -> None:
         """`run`, answering on its port."""
         self.start("run", "run")
-        wait_for(self.alive, 60, "`run` serves /livez")
+        wait_for(self.alive, 150, "`run` serves /livez")
 
     def alive(self) -> bool:
         try:
