@@ -150,6 +150,8 @@ class GitHubSettings(_Section):
     """[github]: where GitHub is and how the bot authenticates."""
 
     api_url: str = "https://api.github.com"
+    # "all": the repositories are every repository of every installation of the App
+    installations: Literal["", "all"] = ""
     token: SecretStr = SecretStr("")
     app_id: int = Field(default=0, ge=0, le=2**53)
     private_key_path: str = ""
@@ -192,6 +194,49 @@ class ReadTheDocsSettings(_Section):
         return _http_url(value)
 
     @field_validator("token", "business_token", mode="before")
+    @classmethod
+    def _check_token(cls, value: object) -> object:
+        return _clean_secret(value)
+
+
+class CodecovSettings(_Section):
+    """[codecov]: Codecov's API v2, read for `codecov/*` statuses and check runs not final on
+    GitHub (bot/sources/codecov). Public repositories need no token."""
+
+    enabled: bool = True
+    api_url: str = "https://api.codecov.io/api/v2"
+    service: Literal["github", "github_enterprise"] = "github"  # Codecov's name of the host
+    token: SecretStr = SecretStr("")  # a Codecov API token: private repositories only
+    timeout_seconds: float = Field(default=10.0, gt=0, le=300, allow_inf_nan=False)
+    max_retries: int = Field(default=3, ge=0, le=10)
+
+    @field_validator("api_url")
+    @classmethod
+    def _check_url(cls, value: str) -> str:
+        return _http_url(value)
+
+    @field_validator("token", mode="before")
+    @classmethod
+    def _check_token(cls, value: object) -> object:
+        return _clean_secret(value)
+
+
+class AzurePipelinesSettings(_Section):
+    """[azure_pipelines]: the Azure DevOps build API, read for Azure Pipelines check runs and
+    statuses not final on GitHub (bot/sources/azure_pipelines). Public projects need no token."""
+
+    enabled: bool = True
+    api_url: str = "https://dev.azure.com"
+    token: SecretStr = SecretStr("")  # a personal access token (Build: read): private projects
+    timeout_seconds: float = Field(default=10.0, gt=0, le=300, allow_inf_nan=False)
+    max_retries: int = Field(default=3, ge=0, le=10)
+
+    @field_validator("api_url")
+    @classmethod
+    def _check_url(cls, value: str) -> str:
+        return _http_url(value)
+
+    @field_validator("token", mode="before")
     @classmethod
     def _check_token(cls, value: object) -> object:
         return _clean_secret(value)
@@ -306,6 +351,34 @@ class StateSettings(_Section):
         return bool(self.url.get_secret_value())
 
 
+class QueueSettings(_Section):
+    """[queue]: jobs on a job queue (Procrastinate, on PostgreSQL), worked by `worker`."""
+
+    # postgresql://user:password@host:port/database (may be the state's own database)
+    url: SecretStr = SecretStr("")
+    jobs_per_worker: int = Field(default=4, ge=1, le=64)  # jobs one worker runs at once
+    # a worker that has not beaten its heartbeat for this long is dead: its jobs run again
+    stalled_seconds: float = Field(default=30.0, ge=2, le=3600, allow_inf_nan=False)
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, value: SecretStr) -> SecretStr:
+        text = _no_control(value.get_secret_value().strip())
+        if text.startswith(("redis://", "rediss://", "amqp://")):
+            raise ValueError(
+                "the bot's job queue is Procrastinate, on PostgreSQL: give a "
+                "postgresql://user:password@host:port/database URL (the state's database will do)"
+            )
+        if text:
+            _check_postgres_url(text)
+        return SecretStr(text)
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the work runs as jobs on the queue."""
+        return bool(self.url.get_secret_value())
+
+
 def _check_postgres_url(text: str) -> None:
     """Raise ValueError unless `text` is a postgresql:// URL naming a host and a database."""
     parts = urlsplit(text)
@@ -400,11 +473,14 @@ class Settings(BaseSettings):
 
     github: GitHubSettings = Field(default_factory=GitHubSettings)
     readthedocs: ReadTheDocsSettings = Field(default_factory=ReadTheDocsSettings)
+    codecov: CodecovSettings = Field(default_factory=CodecovSettings)
+    azure_pipelines: AzurePipelinesSettings = Field(default_factory=AzurePipelinesSettings)
     schedule: ScheduleSettings = Field(default_factory=ScheduleSettings)
     policy: PolicySettings = Field(default_factory=PolicySettings)
     state: StateSettings = Field(default_factory=StateSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
     webhooks: WebhooksSettings = Field(default_factory=WebhooksSettings)
+    queue: QueueSettings = Field(default_factory=QueueSettings)
     render: RenderSettings = Field(default_factory=RenderSettings)
     log: LogSettings = Field(default_factory=LogSettings)
     repos: list[RepoSettings] = Field(default_factory=list, max_length=1000)
@@ -447,19 +523,27 @@ class Settings(BaseSettings):
             self.github.token,
             self.readthedocs.token,
             self.readthedocs.business_token,
+            self.codecov.token,
+            self.azure_pipelines.token,
             *self.webhooks.secrets,
         )
         found = [t.get_secret_value() for t in tokens if t.get_secret_value()]
-        password = urlsplit(self.state.url.get_secret_value()).password
-        return [*found, password] if password else found
+        urls = (self.state.url.get_secret_value(), self.queue.url.get_secret_value())
+        passwords = [p for url in urls if (p := urlsplit(url).password)]
+        return [*found, *passwords]
 
     def configured_repo(self, name: str) -> RepoSettings | None:
         """The [[repos]] entry GitHub would take `name` for (owner and name ignoring case)."""
         return next((r for r in self.repos if r.same_repo(name)), None)
 
+    @property
+    def every_installation(self) -> bool:
+        """Whether the repositories are found from the App's installations."""
+        return self.github.installations == "all"
+
     def require_repos(self) -> None:
-        """Raise ConfigError when no [[repos]] entry is configured."""
-        if not self.repos:
+        """Raise ConfigError when no [[repos]] entry is configured (and none is discovered)."""
+        if not self.repos and not self.every_installation:
             raise ConfigError(
                 "repos: no repository is configured (add a [[repos]] entry, or set "
                 f"CI_STATUS_BOT_REPOS){self._unconfigured_note}"
@@ -478,6 +562,11 @@ class Settings(BaseSettings):
                 "github: set either github.token or github.app_id + github.private_key_path, "
                 "not both"
             )
+        if has_token and self.every_installation:
+            raise ConfigError(
+                'github.installations = "all" needs the App\'s credentials (github.app_id and '
+                "github.private_key_path), not github.token"
+            )
         if has_token:
             return
         if not github.uses_app:
@@ -487,6 +576,18 @@ class Settings(BaseSettings):
                 f"{self._github_token_note}{self._unconfigured_note}"
             )
         _require_app_keys(github)
+
+
+def require_queue(settings: Settings) -> None:
+    """Raise ConfigError unless the queue can be used: a URL and a shared (PostgreSQL) state
+    (every worker writes under the state's fenced leases)."""
+    if not settings.queue.enabled:
+        raise ConfigError("queue.url: not set: `worker` works the jobs of a queue (set queue.url)")
+    if not settings.state.shared:
+        raise ConfigError(
+            "state.url: a queue's workers share one PostgreSQL state (their writes are fenced "
+            "by its leases): set state.url (the queue's database will do)"
+        )
 
 
 def _require_app_keys(github: GitHubSettings) -> None:

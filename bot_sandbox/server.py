@@ -7,6 +7,7 @@ import hashlib
 import json
 import logging
 import re
+import sys
 import threading
 import time
 from collections import Counter
@@ -19,7 +20,7 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from bot_sandbox import graphql_api, rest_api, rtd_api
+from bot_sandbox import graphql_api, providers_api, rest_api, rtd_api
 from bot_sandbox.world import API, RTD_API, Answer, AppRec, Call, World
 
 logger = logging.getLogger(__name__)
@@ -32,6 +33,8 @@ EXPOSED = (
 GITHUB_PREFIX = "/api/v3"
 GRAPHQL_PATH = "/api/graphql"
 RTD_PREFIX = "/rtd/api/v3"
+CODECOV_PREFIX = "/codecov/api/v2"
+AZURE_PREFIX = "/azure"
 CONTROL_PREFIX = "/_sandbox/"
 
 
@@ -109,6 +112,12 @@ class _HTTPServer(ThreadingHTTPServer):
         super().__init__(address, _Handler)
         self.sandbox = sandbox
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up mid-answer (a bot refusing a huge page) is no sandbox error."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
 
 class Sandbox:
     """A fake GitHub (REST + GraphQL) and Read the Docs API v3 on 127.0.0.1, serving a World."""
@@ -127,6 +136,10 @@ class Sandbox:
             "core": _Bucket(5000, 5000, now + 3600),
             "graphql": _Bucket(5000, 5000, now + 3600),
         }
+        # an installation's own budget (GitHub gives each installation one): set per
+        # installation, or for every installation token with `installation_limits = True`
+        self._installation_buckets: dict[tuple[int, str], _Bucket] = {}
+        self.installation_limits = False
         self._stats = _Stats()
         self._http = _HTTPServer((host, port), self)
         self._thread: threading.Thread | None = None
@@ -189,6 +202,16 @@ class Sandbox:
     def rtd_url(self) -> str:
         """RTD API v3 base URL: http://127.0.0.1:PORT/rtd/api/v3."""
         return self.base_url + RTD_PREFIX
+
+    @property
+    def codecov_url(self) -> str:
+        """Codecov API v2 base URL: http://127.0.0.1:PORT/codecov/api/v2."""
+        return self.base_url + CODECOV_PREFIX
+
+    @property
+    def azure_url(self) -> str:
+        """Azure DevOps base URL (dev.azure.com's place): http://127.0.0.1:PORT/azure."""
+        return self.base_url + AZURE_PREFIX
 
     # -- recording, faults, limits ---------------------------------------------------------
 
@@ -264,6 +287,34 @@ class Sandbox:
         with self._lock:
             self._buckets[resource] = _Bucket(limit, left, time.time() + reset_in_s, limit - left)
 
+    def set_installation_rate_limit(
+        self,
+        installation_id: int,
+        resource: str,
+        *,
+        limit: int = 5000,
+        remaining: int | None = None,
+        reset_in_s: float = 3600,
+    ) -> None:
+        """Give one installation's tokens a primary rate limit of their own ("core", "graphql")."""
+        if resource not in self._buckets:
+            raise ValueError(f"unknown rate-limit resource {resource!r}")
+        left = limit if remaining is None else remaining
+        bucket = _Bucket(limit, left, time.time() + reset_in_s, limit - left)
+        with self._lock:
+            self._installation_buckets[(installation_id, resource)] = bucket
+
+    def _bucket(self, resource: str, installation: int | None) -> _Bucket:
+        """The bucket a request spends from (under the lock): its installation's, if it has one."""
+        if installation is None:
+            return self._buckets[resource]
+        key = (installation, resource)
+        found = self._installation_buckets.get(key)
+        if found is None and self.installation_limits:
+            found = _Bucket(5000, 5000, time.time() + 3600)
+            self._installation_buckets[key] = found
+        return found if found is not None else self._buckets[resource]
+
     def rate_limit(self, resource: str) -> dict[str, int]:
         """The current state of one rate-limit resource."""
         with self._lock:
@@ -316,17 +367,17 @@ class Sandbox:
                 return rule
         return None
 
-    def _bucket_blocked(self, resource: str) -> dict[str, str] | None:
+    def _bucket_blocked(self, resource: str, iid: int | None = None) -> dict[str, str] | None:
         with self._lock:
-            bucket = self._buckets[resource]
+            bucket = self._bucket(resource, iid)
             bucket.refresh(time.time())
             if bucket.remaining <= 0:
                 return bucket.headers(resource)
             return None
 
-    def _charge(self, resource: str, points: int) -> dict[str, str]:
+    def _charge(self, resource: str, points: int, iid: int | None = None) -> dict[str, str]:
         with self._lock:
-            bucket = self._buckets[resource]
+            bucket = self._bucket(resource, iid)
             bucket.refresh(time.time())
             bucket.remaining = max(0, bucket.remaining - points)
             bucket.used += points
@@ -334,14 +385,14 @@ class Sandbox:
                 self._stats.graphql_points += points
             return bucket.headers(resource)
 
-    def _peek(self, resource: str) -> dict[str, str]:
+    def _peek(self, resource: str, iid: int | None = None) -> dict[str, str]:
         with self._lock:
-            bucket = self._buckets[resource]
+            bucket = self._bucket(resource, iid)
             bucket.refresh(time.time())
             return bucket.headers(resource)
 
-    def _graphql_charge(self, points: int) -> dict[str, Any]:
-        headers = self._charge("graphql", points)
+    def _graphql_charge(self, points: int, iid: int | None = None) -> dict[str, Any]:
+        headers = self._charge("graphql", points, iid)
         return {
             "limit": int(headers["x-ratelimit-limit"]),
             "remaining": int(headers["x-ratelimit-remaining"]),
@@ -430,6 +481,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if path.startswith(RTD_PREFIX + "/"):
             service, rel = "rtd", path[len(RTD_PREFIX) :]
+        elif path.startswith(CODECOV_PREFIX + "/"):
+            service, rel = "codecov", path[len(CODECOV_PREFIX) :]
+        elif path.startswith(AZURE_PREFIX + "/"):
+            service, rel = "azure", path[len(AZURE_PREFIX) :]
         elif path == GRAPHQL_PATH:
             service, rel = "github", "/graphql"
         elif path.startswith(GITHUB_PREFIX + "/") or path == GITHUB_PREFIX:
@@ -449,6 +504,8 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if service == "rtd":
                 reply, rule, kind, answer = self._rtd(sandbox, call, path)
+            elif service in _PROVIDERS:
+                reply, rule, kind, answer = self._provider(sandbox, call, path, service)
             else:
                 reply, rule, kind, answer = self._github(sandbox, call, path)
         except Exception as exc:
@@ -529,7 +586,7 @@ class _Handler(BaseHTTPRequestHandler):
                 problem,
             )
         if kind != "rate_limit":
-            blocked = sandbox._bucket_blocked(resource)
+            blocked = sandbox._bucket_blocked(resource, _installation_of(world, call))
             if blocked is not None:
                 ip = self.client_address[0]
                 reply = _Reply(
@@ -589,13 +646,14 @@ class _Handler(BaseHTTPRequestHandler):
             )
         assert call.login is not None
         rec = sandbox.world.token_record(call.token) if call.token else None
+        iid = _installation_of(sandbox.world, call)
+        installation = None if iid is None else sandbox.world.app_by_installation(iid)
         outcome = graphql_api.run_query(
-            sandbox.world,
-            body,
-            login=call.login,
-            charge=sandbox._graphql_charge,
+            sandbox.world, body, login=call.login,
+            charge=lambda points: sandbox._graphql_charge(points, iid),
             permissions=None if rec is None else rec.permissions,
-        )
+            reach=None if installation is None else frozenset(installation.repos),
+        )  # fmt: skip
         return Answer(
             200,
             outcome.payload,
@@ -608,6 +666,7 @@ class _Handler(BaseHTTPRequestHandler):
         self, sandbox: Sandbox, call: Call, answer: Answer, resource: str, *, charged: bool
     ) -> _Reply:
         headers = {**_github_headers(), **answer.headers}
+        iid = _installation_of(sandbox.world, call)
         token = sandbox.world.token_record(call.token) if call.token else None
         if token is not None and token.scopes is not None:  # a classic token says its scopes
             headers["X-OAuth-Scopes"] = token.scopes
@@ -619,12 +678,12 @@ class _Handler(BaseHTTPRequestHandler):
             headers["ETag"] = etag
             headers["Cache-Control"] = "private, max-age=60, s-maxage=60"
             if _etag_matches(call.headers.get("if-none-match"), digest):
-                headers.update(sandbox._peek(resource))
+                headers.update(sandbox._peek(resource, iid))
                 return _Reply(304, b"", headers)
         if charged and status not in (401,):
-            headers.update(sandbox._charge(resource, 1))
+            headers.update(sandbox._charge(resource, 1, iid))
         else:
-            headers.update(sandbox._peek(resource))
+            headers.update(sandbox._peek(resource, iid))
         # A fault rule's own rate-limit headers win (a limit met on one request only).
         own = {
             k.lower(): v for k, v in answer.headers.items() if k.lower().startswith("x-ratelimit")
@@ -658,6 +717,29 @@ class _Handler(BaseHTTPRequestHandler):
         headers.update(answer.headers)
         return _Reply(answer.status, body, headers), rule, kind, answer
 
+    def _provider(
+        self, sandbox: Sandbox, call: Call, full_path: str, service: str
+    ) -> tuple[_Reply, _Rule | None, str, Answer | None]:
+        """Codecov or Azure DevOps: the real answer, or a fault rule's, as for RTD."""
+        handle = _PROVIDERS[service]
+        rule = sandbox._take_rule(call.method, (call.path, full_path), call)
+        if rule is not None and not rule.apply and rule.transform is None:
+            answer = _fault_answer(rule, service)
+        else:
+            answer = handle(call)
+            if rule is not None and rule.transform is not None:
+                answer = _transformed(rule, answer)
+            elif rule is not None:
+                answer = _fault_answer(rule, service)
+        body = answer.raw if answer.raw is not None else _dump(answer.payload, call)
+        headers = {"Content-Type": "application/json; charset=utf-8"}
+        headers.update(answer.headers)
+        kind = f"{service}.{'uploads' if call.path.endswith('/uploads/') else 'record'}"
+        return _Reply(answer.status, body, headers), rule, kind, answer
+
+
+_PROVIDERS = {"codecov": providers_api.codecov_handle, "azure": providers_api.azure_handle}
+
 
 def _github_headers() -> dict[str, str]:
     return {
@@ -684,6 +766,12 @@ def _etag_matches(header: str | None, digest: str) -> bool:
         return False
     tags = [t.strip() for t in header.split(",")]
     return "*" in tags or any(t.removeprefix("W/").strip('"') == digest for t in tags)
+
+
+def _installation_of(world: World, call: Call) -> int | None:
+    """The installation whose token made the request (None: a user's token, a JWT, none)."""
+    rec = world.token_record(call.token) if call.token else None
+    return None if rec is None else rec.installation_id
 
 
 def _outside_installation(world: World, token: str, path: str) -> Answer | None:
@@ -799,7 +887,7 @@ def _fault_answer(rule: _Rule, service: str) -> Answer:
     )
     if rule.body is not None:
         raw = _as_bytes(rule.body()) if callable(rule.body) else rule.body
-    elif service == "rtd":
+    elif service in ("rtd", "codecov"):
         raw = json.dumps({"detail": phrase}).encode()
     else:
         raw = json.dumps(
@@ -833,6 +921,15 @@ def _control(sandbox: Sandbox, method: str, path: str, body: bytes) -> _Reply:
         except (ValueError, TypeError) as exc:
             return reply(400, {"error": str(exc)})
         return reply(200, {"changed": changed})
+    if method == "POST" and path == "/_sandbox/codecov":
+        try:
+            args = json.loads(body or b"{}")
+            stuck = providers_api.stick_codecov(
+                sandbox.world, float(args.get("fraction", 0.05)), seed=int(args.get("seed", 0))
+            )
+        except (ValueError, TypeError) as exc:
+            return reply(400, {"error": str(exc)})
+        return reply(200, {"stuck": stuck})
     if method == "POST" and path == "/_sandbox/comments":
         # Seeds or edits comments directly (a benchmark's settled state); not a GitHub write.
         try:

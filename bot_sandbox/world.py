@@ -127,6 +127,8 @@ class AppRec:
     # what the installation was granted (GET /repos/{o}/{r}/installation says it)
     permissions: Mapping[str, str] = field(default_factory=lambda: dict(APP_PERMISSIONS))
     public_key_pem: str | None = None  # set: a JWT must carry a signature this key verifies
+    suspended_at: datetime | None = None  # suspended: no new token, and its tokens refused
+    account: str = ""  # the owner it is installed on ("": the first repository's owner)
 
 
 @dataclass
@@ -199,6 +201,8 @@ class RulesetRec:
     name: str
     branches: tuple[str, ...]  # the branch names it targets
     checks: tuple[tuple[str, int | None], ...]  # (context, integrationId or None)
+    enforcement: str = "ACTIVE"  # or EVALUATE (insights only) or DISABLED: GraphQL's enum
+    source: str = "Repository"  # or "Organization": an organisation ruleset on this branch
 
 
 @dataclass
@@ -264,6 +268,9 @@ class CommentRec:
     deleted: bool = False
     last_edited_at: datetime | None = None  # GraphQL lastEditedAt: None until someone edits it
     editor: str | None = None  # GraphQL editor: who made the last edit
+    # GraphQL userContentEdits, oldest first: (editor, editedAt); the first edit also records
+    # the original text's entry (its author, when it was created), as GitHub's history shows
+    edits: list[tuple[str, datetime]] = field(default_factory=list)
 
 
 @dataclass
@@ -288,6 +295,10 @@ class RepoRec:
     merge_bases: dict[tuple[str, str], str] = field(default_factory=dict)
     # branch protection: base branch -> names of required checks and statuses
     required_checks: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # branch protection's app pins ("expected source"): base branch -> context -> app id
+    required_apps: dict[str, dict[str, int]] = field(default_factory=dict)
+    # base branch -> the status REST answers on GET .../branches/{branch} (pins unreadable)
+    branch_errors: dict[str, int] = field(default_factory=dict)
     rulesets: list[RulesetRec] = field(default_factory=list)
     # base branch -> the error GitHub gives on that ref's `rules` (a token that may not read them)
     rules_errors: dict[str, str] = field(default_factory=dict)
@@ -302,11 +313,12 @@ class RepoRec:
 
     def required_for(self, branch: str) -> list[tuple[str, int | None, str]]:
         """(context, integrationId, where) GitHub requires on `branch`: protection, rulesets."""
+        pins = self.required_apps.get(branch, {})
         found: list[tuple[str, int | None, str]] = [
-            (c, None, "protection") for c in self.required_checks.get(branch, ())
+            (c, pins.get(c), "protection") for c in self.required_checks.get(branch, ())
         ]
         for ruleset in self.rulesets:
-            if branch in ruleset.branches:
+            if branch in ruleset.branches and ruleset.enforcement == "ACTIVE":
                 found.extend((c, app, ruleset.name) for c, app in ruleset.checks)
         return found
 
@@ -366,10 +378,14 @@ class World:
         self.tokens: dict[str, TokenRec] = {}
         self.apps: dict[str, AppRec] = {}
         self.installations: dict[int, AppRec] = {}  # an App may be installed on several owners
+        self.token_lifetime = timedelta(hours=1)  # how long an installation token lasts
         self.repos: dict[str, RepoRec] = {}
         self.repos_by_id: dict[int, RepoRec] = {}
         self.check_runs: dict[int, CheckRunRec] = {}
         self.comment_recs: dict[int, CommentRec] = {}
+        # Creates answered as if another run of the bot created the same comment a moment
+        # before (two stateless runs at once): each of the next `twin_creates` creates makes two.
+        self.twin_creates = 0
         self.rtd_projects: dict[str, RtdProjectRec] = {}
         self.rtd_tokens: set[str] = set()
         # called (under the lock) on changes GitHub sends webhooks for: (world, event, action,
@@ -478,11 +494,41 @@ class World:
         with self.lock:
             rec = TokenRec(
                 login=f"{app.slug}[bot]",
-                expires_at=self.now() + timedelta(hours=1),
+                expires_at=self.now() + self.token_lifetime,
                 installation_id=app.installation_id,
             )
             self.tokens[token] = rec
             return rec
+
+    def app_installations(self, slug: str) -> list[AppRec]:
+        """Every installation of App `slug` (GET /app/installations), by id."""
+        with self.lock:
+            return sorted(
+                (a for a in self.installations.values() if a.slug == slug),
+                key=lambda a: a.installation_id,
+            )
+
+    def suspend_installation(self, installation_id: int) -> None:
+        """Suspend an installation: GitHub then refuses its tokens (new and issued)."""
+        with self.lock:
+            self.installations[installation_id].suspended_at = self.now()
+
+    def delete_installation(self, installation_id: int) -> None:
+        """Uninstall: the installation and every token it issued are gone."""
+        with self.lock:
+            gone = self.installations.pop(installation_id)
+            for token, rec in list(self.tokens.items()):
+                if rec.installation_id == installation_id:
+                    del self.tokens[token]
+            if self.apps.get(gone.slug) is gone:
+                rest = self.app_installations(gone.slug)
+                if rest:
+                    self.apps[gone.slug] = rest[0]
+
+    def set_installation_repos(self, installation_id: int, repos: Sequence[str]) -> None:
+        """Change which repositories an installation covers (added or removed on GitHub)."""
+        with self.lock:
+            self.installations[installation_id].repos = tuple(repos)
 
     def add_actions_token(
         self, token: str, repo: str, *, permissions: Mapping[str, str] | None = None
@@ -511,6 +557,10 @@ class World:
                 return None
             if rec.expires_at is not None and rec.expires_at <= self.now():
                 return None
+            if rec.installation_id is not None:
+                app = self.installations.get(rec.installation_id)
+                if app is None or app.suspended_at is not None:  # uninstalled or suspended
+                    return None
             return rec.login
 
     def token_record(self, token: str) -> TokenRec | None:
@@ -693,12 +743,16 @@ class World:
             self._changed("pull_request", "closed", repo, pull)
 
     def set_required_checks(
-        self, repo: str, names: Iterable[str], *, branch: str | None = None
+        self, repo: str, names: Iterable[str | tuple[str, int]], *, branch: str | None = None
     ) -> None:
-        """Branch protection: the check and status names required on `branch` (default branch)."""
+        """Branch protection: the check and status names required on `branch` (default branch);
+        a (name, app id) is pinned to that app ("expected source")."""
         with self.lock:
             rec = self.repo(repo)
-            rec.required_checks[branch or rec.default_branch] = tuple(names)
+            where = branch or rec.default_branch
+            given = [(n, None) if isinstance(n, str) else n for n in names]
+            rec.required_checks[where] = tuple(n for n, _ in given)
+            rec.required_apps[where] = {n: app for n, app in given if app is not None}
             self._changed("branch_protection_rule", "edited", repo, rec)
 
     def add_ruleset(
@@ -708,8 +762,11 @@ class World:
         checks: Iterable[str | tuple[str, int | None]],
         *,
         branches: Iterable[str] | None = None,
+        enforcement: str = "ACTIVE",
+        source: str = "Repository",
     ) -> RulesetRec:
-        """An active ruleset requiring `checks` (a name, or (name, app id)) on `branches`."""
+        """A ruleset requiring `checks` (a name, or (name, app id)) on `branches`: active, or
+        in `evaluate` mode or disabled; the repository's own or its organisation's."""
         with self.lock:
             rec = self.repo(repo)
             ruleset = RulesetRec(
@@ -717,6 +774,8 @@ class World:
                 name=name,
                 branches=tuple(branches or (rec.default_branch,)),
                 checks=tuple((c, None) if isinstance(c, str) else c for c in checks),
+                enforcement=enforcement,
+                source=source,
             )
             rec.rulesets.append(ruleset)
             self._changed("repository_ruleset", "created", repo, ruleset)
@@ -1036,6 +1095,9 @@ class World:
             rec.body = body
             rec.updated_at = self.now()
             rec.last_edited_at, rec.editor = rec.updated_at, editor or rec.author
+            if not rec.edits:
+                rec.edits.append((rec.author, rec.created_at))
+            rec.edits.append((rec.editor, rec.updated_at))
             pull = self.repo(rec.repo).pulls.get(rec.number)
             if pull is not None:
                 pull.updated_at = max(pull.updated_at, rec.updated_at)
@@ -1266,8 +1328,8 @@ def installation_json(app: AppRec, account: str) -> JSON:
         "single_file_name": None,
         "has_multiple_single_files": False,
         "single_file_paths": [],
-        "suspended_by": None,
-        "suspended_at": None,
+        "suspended_by": None if app.suspended_at is None else {"login": account, "id": 1},
+        "suspended_at": iso(app.suspended_at),
     }
 
 

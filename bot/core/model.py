@@ -176,6 +176,9 @@ class RequiredChecks:
     read: bool
     contexts: tuple[RequiredContext, ...] = ()
     error: str | None = None  # why it could not be read (read is False)
+    # why branch protection's app pins ("expected source": REST checks[].app_id) could not be
+    # read (None: read, or no branch protection requires anything there)
+    pins_error: str | None = None
 
 
 class QueueState(StrEnum):
@@ -266,6 +269,7 @@ class Reconciliation:
     build_created: datetime | None = None
     build_finished: datetime | None = None
     fetched_at: datetime | None = None
+    link_label: str | None = None  # the words of the link to the record page, e.g. "RTD build"
 
 
 @dataclass(frozen=True, slots=True)

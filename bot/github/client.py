@@ -5,6 +5,7 @@ Query text lives in bot/github_query.py, parsing into the model in bot/github_pa
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import re
@@ -27,6 +28,7 @@ from bot.core.annotations import GENERIC, QUOTED
 from bot.core.base import MergeBase
 from bot.core.merge_queue import QueueConfig
 from bot.core.model import (
+    BRANCH_PROTECTION,
     Annotation,
     PullSnapshot,
     QueueEntry,
@@ -34,6 +36,7 @@ from bot.core.model import (
     RequiredChecks,
     Signal,
 )
+from bot.github.ownership import is_own
 from bot.github.parse import Comment as Comment
 from bot.github.parse import (
     Partial,
@@ -46,11 +49,13 @@ from bot.github.parse import (
     parse_contexts,
     parse_graphql_comment,
     parse_labels,
+    parse_pins,
     parse_pull,
     parse_required,
     parse_rest_comment,
     required_of,
     reread,
+    with_pins,
 )
 from bot.github.query import (
     ANNOTATIONS_QUERY,
@@ -69,7 +74,16 @@ from bot.github.query import (
     pulls_page_query,
     required_sets_query,
 )
-from bot.guard import Page, Pages, last_page, link_url, same_origin
+from bot.guard import (
+    MAX_PAGES,
+    Page,
+    Pages,
+    RefusedRequest,
+    admit_delete,
+    last_page,
+    link_url,
+    same_origin,
+)
 from bot.retry import (
     TRANSIENT_STATUSES,
     Retryable,
@@ -323,12 +337,15 @@ class GitHubApi:
         sleep: Callable[[float], None] | None = None,
         max_attempts: int = GITHUB_POLICY.attempts,
         stop: threading.Event | None = None,
+        max_inline_wait_s: float = MAX_INLINE_WAIT_S,
     ) -> None:
+        """`max_inline_wait_s`: the longest rate-limit wait taken inline (a queue's worker
+        takes none: the job waits on the queue instead, and the worker works others)."""
         self._requester = gh.requester
         self._page_size = page_size
         self._with_labels = with_labels
         self._sleep = sleep  # None: wait on `stop` (every wait ends when it is set)
-        self._policy = replace(GITHUB_POLICY, attempts=max_attempts)
+        self._policy = replace(GITHUB_POLICY, attempts=max_attempts, max_wait_s=max_inline_wait_s)
         self.stop = stop or threading.Event()
         self.usage = Usage()
         # what was read from each open pull request's last raw node, by the node's digest, by repo
@@ -511,6 +528,24 @@ class GitHubApi:
             raise MalformedAnswer("GitHub did not say the token's login")
         return login
 
+    def installation_repositories(self) -> list[str]:
+        """The repositories an installation token reaches (`GET /installation/repositories`,
+        every page), by full name."""
+        names: list[str] = []
+        for page in range(1, MAX_PAGES + 1):
+            params = {"per_page": self._page_size, "page": page}
+            _, data = self._send(
+                "GET", "/installation/repositories", kind="rest_get", parameters=params
+            )
+            found = data.get("repositories") if isinstance(data, dict) else None
+            if not isinstance(found, list):
+                raise MalformedAnswer("GitHub's installation repositories are not a list")
+            names += [r["full_name"] for r in found if isinstance(r.get("full_name"), str)]
+            total = data.get("total_count")
+            if not found or (isinstance(total, int) and len(names) >= total):
+                return names
+        raise PaginationLoop("GitHub's installation repositories ran past the page bound")
+
     def open_pulls(
         self, repo: str, *, now: datetime, required: RequiredCache | None = None
     ) -> Iterator[PullSnapshot | PullFailure]:
@@ -605,7 +640,8 @@ class GitHubApi:
             raise MalformedAnswer(f"{partial.label}: {partial.reason}")
         self._complete(owner, name, [partial], required=True)
         if partial.base is not None:
-            partial.required_checks = _required_of_ref(partial.base, node.get("baseRef"), errors)
+            found = _required_of_ref(partial.base, node.get("baseRef"), errors)
+            partial.required_checks = self._pinned(repo, found)
         snapshot = partial.finish()
         if isinstance(snapshot, PullFailure):
             raise MalformedAnswer(f"{snapshot.label}: {snapshot.reason}")
@@ -785,8 +821,31 @@ class GitHubApi:
             for i, base in enumerate(chunk):
                 mine = [e for e in errors if str(_path(e)[1]) == f"b{i}"]
                 node = _get(data, "repository", f"b{i}") if not mine else None
-                found[base] = _required_of_ref(base, node, mine)
+                found[base] = self._pinned(repo, _required_of_ref(base, node, mine))
         return found
+
+    def _pinned(self, repo: str, checks: RequiredChecks) -> RequiredChecks:
+        """Branch protection's contexts tied to the app it pins each to ("expected source"):
+        GraphQL gives names only, REST's branch answer (read access) gives `checks[].app_id`.
+        Asked only where branch protection requires something; where it cannot be read, the
+        set says so (`pins_error`) and its names stand unpinned."""
+        if not checks.read or not any(
+            rule.source == BRANCH_PROTECTION for c in checks.contexts for rule in c.rules
+        ):
+            return checks
+        path = f"/repos/{repo}/branches/{quote(checks.base, safe='')}"
+        try:
+            _, data = self._send("GET", path, kind="rest_get")
+            return with_pins(checks, parse_pins(data))
+        except RateLimited:
+            raise
+        except GitHubError as exc:
+            log.warning(
+                "%s: the apps required checks of %s are pinned to: %s", repo, checks.base, exc
+            )
+            return replace(checks, pins_error=exc.reason or str(exc))
+        except Unreadable as exc:
+            return replace(checks, pins_error=str(exc))
 
     # -- the comment -----------------------------------------------------------------------
 
@@ -907,6 +966,17 @@ class GitHubApi:
             body={"body": body},
         )
         return _comment(data)
+
+    def delete_own_comment(self, repo: str, comment: Comment, *, login: str) -> None:
+        """Delete one of the bot's own later comments (never two on a pull request): only a
+        comment `login` wrote that carries the marker, and the allowlist admits this one DELETE
+        for its id alone. A comment already gone is no failure."""
+        if not is_own(comment, login):
+            raise RefusedRequest(f"refused: comment {comment.id} is not the bot's own")
+        path = f"/repos/{repo}/issues/comments/{comment.id}"
+        admit_delete(path)
+        with contextlib.suppress(NotFound):
+            self._send("DELETE", path, kind="rest_write", retry=False)
 
     # -- the merge base --------------------------------------------------------------------
 

@@ -359,10 +359,12 @@ def row_view(
         finding = rec.finding
         if divergent:  # "GitHub's status says failure." is on the row already
             finding = finding.removeprefix(f"GitHub's status says {signal.github_state}. ")
+            if finding.endswith(f"; {note}."):  # and so is "GitHub still shows pending"
+                finding = finding.removesuffix(f"; {note}.") + "."
         said.append(prose(finding, FINDING_LIMIT))
         build = _link(rec.build_url)
         if build and details and build != details:
-            said.append(f"[RTD build]({build})")
+            said.append(f"[{rec.link_label or 'record'}]({build})")
         details = details or build
     name = code(signal.name)
     glyph = GLYPHS[group_of(row.state)]
@@ -411,7 +413,7 @@ def _expected_view(row: Row, stale_after: timedelta, *, tell: Md | None) -> RowV
     said = said[:1].upper() + said[1:] + "."
     if signal.app_id is not None:
         app = f"`{signal.app}`" if signal.app else f"the app with id {signal.app_id}"
-        said += f" Only a check of {app} satisfies the ruleset."
+        said += f" Only a check of {app} satisfies the rule."
         if signal.description:
             said += " " + signal.description
     if row.since is None:
@@ -618,11 +620,11 @@ class Renderer:
                 f"(write {{{{ marker }}}} on the first line); it renders {first[:60]!r}"
             )
 
-    def markdown(self, report: Report, *, generation: int = 0) -> str:
+    def markdown(self, report: Report, *, generation: int = 0, epoch: str = "") -> str:
         """Render the status comment, shrinking it to stay within GitHub's 65,536 characters;
-        its stamp records `generation` (the lease's; 0 without one)."""
+        its stamp records `generation` (the lease's; 0 without one) and the state's `epoch`."""
         view = comment_view(report)
-        stamp = stamp_of(report, generation=generation)
+        stamp = stamp_of(report, generation=generation, epoch=epoch)
         body = self._render(report, view, stamp, shown=None)
         if len(body) <= COMMENT_LIMIT:
             return body

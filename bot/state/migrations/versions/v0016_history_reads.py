@@ -1,4 +1,4 @@
-"""14: what a failure's history was read from (issue 27), kept by key.
+"""16: what a failure's history was read from (issue 27), kept by key.
 
 `attempts:<signal key>@<run>`: a failing check's earlier attempts on its head (kept once every
 run read was final); `branch:<name>`: a base branch's last commits and their checks (read
@@ -11,8 +11,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0014"
-down_revision = "0013"
+revision = "0016"
+down_revision = "0015"
 branch_labels = None
 depends_on = None
 
