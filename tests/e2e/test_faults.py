@@ -116,8 +116,11 @@ def _rtd_fail(status: int, **kw: Any) -> Callable[[Ctx], None]:
 
 
 def _repeat_pull_cursor(payload: Any) -> Any:
-    page = payload["data"]["repository"]["pullRequests"]
-    page["pageInfo"] = {"hasNextPage": True, "endCursor": _cursor(0)}
+    """A page of open pull requests names a next page at the cursor it was asked with (the
+    repository's other queries, which `when` matches too, are answered as they are)."""
+    page = ((payload.get("data") or {}).get("repository") or {}).get("pullRequests")
+    if page is not None:
+        page["pageInfo"] = {"hasNextPage": True, "endCursor": _cursor(0)}
     return payload
 
 
