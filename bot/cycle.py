@@ -18,18 +18,28 @@ from bot.core.annotations import needs_annotations, with_annotations
 from bot.core.base import MergeBase, judged, needs_base, with_base
 from bot.core.evidence import Evidence
 from bot.core.facts import core_key, facts_key
-from bot.core.model import FAILING_STATES, MARKER, Policy, PullSnapshot, Report, Signal, Verdict
+from bot.core.merge_queue import QueueRead, judge_queue
+from bot.core.model import FAILING_STATES, Policy, PullSnapshot, Report, Signal, Verdict
 from bot.core.reconcile import github_state, reconcile_until
+from bot.core.remedies import READTHEDOCS
 from bot.core.required import HEAD_SEEN_KEY, expected_signals
-from bot.docs.provider import DocsProvider
 from bot.github.annotations import AnnotationReader, Found, failing_runs
 from bot.github.bases import BaseReader
 from bot.github.client import Comment, GitHubApi, GitHubError, RateLimited
+from bot.github.merge_groups import MergeGroupReader
+from bot.github.ownership import (
+    foreign_marked,
+    foreign_words,
+    is_claimed,
+    kept_and_later,
+    last_edit_is_the_bots,
+)
 from bot.github.parse import PullFailure
 from bot.render.comment import Renderer
 from bot.render.stamp import Stamp, generation_of, parse_stamp
 from bot.retry import Retryable, RetryPolicy, Stopped, pause, run_with_retries
 from bot.settings import PolicySettings, RepoSettings
+from bot.sources.base import Source
 from bot.state.ports import CycleState, PullRecord, StoredComment
 
 log = logging.getLogger(__name__)
@@ -96,6 +106,7 @@ class Built:
     annotations: Found | None = None  # the failing runs' annotations of this pass (if read)
     keys: tuple[str, ...] = ()  # needs_first_seen of the snapshot
     failing: bool = False  # a signal of the snapshot fails (its merge base is read)
+    queue: QueueRead | None = None  # its merge-group commit's read of this pass (if queued)
 
     def same_signals(self, snapshot: PullSnapshot, expected: Sequence[str]) -> bool:
         """Whether `snapshot` holds the very signals (and required set) this was built from:
@@ -194,6 +205,9 @@ class Summary:
     left: int = 0
     deferred: int = 0
     refused: int = 0  # planned writes GitHub refused (a rate limit on a write or its re-read)
+    deleted: int = 0  # the bot's own later comments deleted (never two comments on a PR)
+    # marked comments another login wrote (a changed token's old ones), by login: never edited
+    foreign: dict[str, int] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)  # owner/name[#N] -> what went wrong
     rate_limited_s: float | None = None
     verdicts: dict[str, str] = field(default_factory=dict)  # owner/name#N -> verdict
@@ -201,6 +215,9 @@ class Summary:
     github_requests: int = 0
     graphql_points: int = 0
     rtd_requests: int = 0
+    # requests to each second source, by its name, and its name in words (bot.sources)
+    source_requests: dict[str, int] = field(default_factory=dict)
+    source_labels: dict[str, str] = field(default_factory=dict)
 
     def line(self) -> str:
         """The one-line cycle summary."""
@@ -210,10 +227,17 @@ class Summary:
             f"deferred {self.deferred}; GitHub requests {self.github_requests} "
             f"({self.graphql_points} GraphQL points), Read the Docs requests {self.rtd_requests}"
         )
+        for name, count in self.source_requests.items():
+            if count and name != READTHEDOCS:  # Read the Docs' count is said above, always
+                text += f", {self.source_labels.get(name, name)} requests {count}"
+        if self.deleted:
+            text += f"; deleted {self.deleted} later comments of the bot's own (never two)"
         if self.deferred:
             text += f"; {self.deferred} writes carried to the next cycle (write pacing)"
         if self.refused:
             text += f"; GitHub refused {self.refused} planned writes (rate limit)"
+        if self.foreign:
+            text += "; " + foreign_words(self.foreign)
         if self.failed:
             text += f"; could not process: {', '.join(self.failed)}"
         return text
@@ -254,7 +278,7 @@ def selected(snapshot: PullSnapshot, policy: PolicySettings) -> bool:
 
 
 def read_docs(
-    snapshot: PullSnapshot, repo: RepoSettings, docs: Sequence[DocsProvider], *, now: datetime
+    snapshot: PullSnapshot, repo: RepoSettings, docs: Sequence[Source], *, now: datetime
 ) -> dict[str, Evidence]:
     """What every docs provider says about the head's statuses, by context."""
     found: dict[str, Evidence] = {}
@@ -274,6 +298,17 @@ def needs_first_seen(snapshot: PullSnapshot, expected: Sequence[str] = ()) -> li
     if expected_signals(snapshot.signals, snapshot.required_checks, expected):
         keys.append(HEAD_SEEN_KEY)
     return keys
+
+
+def queued(
+    snapshots: Iterable[PullSnapshot | PullFailure], policy: PolicySettings
+) -> list[PullSnapshot]:
+    """The selected pull requests GitHub's merge queue holds (their merge groups are read)."""
+    return [
+        s
+        for s in snapshots
+        if isinstance(s, PullSnapshot) and s.queue is not None and selected(s, policy)
+    ]
 
 
 def has_failing(snapshot: PullSnapshot) -> bool:
@@ -302,11 +337,6 @@ def unread_only(report: Report, stamp: Stamp) -> bool:
         or (needs_annotations(row) and row.annotations is None)
         for row in report.rows
     )
-
-
-def is_own(comment: Comment, login: str) -> bool:
-    """The bot's comment: it carries the marker AND the bot wrote it."""
-    return comment.author == login and comment.body.startswith(MARKER)
 
 
 UNKNOWN_EDITOR = "(an editor GitHub did not name)"  # never a login: a stamp is then not trusted
@@ -339,7 +369,7 @@ class Cycle:
         self,
         *,
         github: GitHubApi,
-        docs: Sequence[DocsProvider],
+        docs: Sequence[Source],
         store: CycleState,
         renderer: Renderer,
         policy: PolicySettings,
@@ -355,6 +385,7 @@ class Cycle:
         generation: Callable[[str], int] = lambda _repo: 0,
         fence: Callable[[str], int | None] | None = None,
         reports: Reports | None = None,
+        epoch: str = "",
     ) -> None:
         self.github, self.docs, self.store, self.renderer = github, tuple(docs), store, renderer
         self.reports = reports or Reports()  # the service shares one across its cycles
@@ -371,6 +402,11 @@ class Cycle:
         self._left: list[Plan] = []  # this pass's comments left as they are (to be checked)
         # The bot's own comments (None: it has none) found by a batched listing, by PR.
         self._listed: dict[tuple[str, int], Comment | None] = {}
+        # The bot's own comments found beside the one it keeps (two runs at once, a lost create
+        # answer), by PR: deleted once the kept one is written.
+        self._later: dict[tuple[str, int], list[Comment]] = {}
+        # Marked comments other logins wrote, seen by this pass's listings: login -> ids.
+        self._foreign: dict[str, set[int]] = {}
         # What the state holds for the pull requests being planned, read a chunk at a time.
         self._records: dict[tuple[str, int], PullRecord] = {}
         # The recorded comments this pass leaves as they are, as read when planned.
@@ -381,6 +417,9 @@ class Cycle:
         self._base_reader = BaseReader(github, store, clock=lambda: self.clock())
         # The failing check runs' annotations read for this pass's failing heads, by head.
         self._annotations: dict[tuple[str, str], Found] = {}
+        # The queued pull requests' merge-group commits (and queues) read this pass, by PR.
+        self._groups: dict[tuple[str, int], QueueRead] = {}
+        self._group_reader = MergeGroupReader(github, clock=lambda: self.clock())
         # Failing pull requests whose runs' annotations are not known yet: planned at the end
         # of their repository, after one batched read of all of them.
         self._waiting: list[PullSnapshot] = []
@@ -392,6 +431,9 @@ class Cycle:
         # Several replicas: the generation this replica may write under now, read from the
         # state just before each write (None: its lease is lost: no write). None: one process.
         self.fence = fence
+        # The state's identity, stamped beside the generation: a stamp of another epoch (a
+        # recreated or swapped database) is never newer than this state's lease.
+        self.epoch = epoch
         self.observers = tuple(observers)
 
     # -- the pass ------------------------------------------------------------------------
@@ -406,19 +448,22 @@ class Cycle:
         summary = Summary()
         plans: list[Plan] = []
         self._left, self._listed, self._bases, self._annotations = [], {}, {}, {}
-        self._waiting = []
+        self._later, self._foreign = {}, {}
+        self._waiting, self._groups = [], {}
         self._records, self._left_stored = {}, {}
         gh_before, points_before = self.github.usage.total, self.github.usage.graphql_points
-        rtd_before = self._docs_requests()
+        sources_before = self._source_requests()
         with gc_paused():
             self._plan_all(repos, plans, summary)
             for observer in self.observers:
                 observer.pulls_done()
             plans.extend(self._check_left(summary))
         self._publish_all(plans, summary)
+        self._delete_later(summary)
+        summary.foreign = {login: len(ids) for login, ids in sorted(self._foreign.items())}
         summary.github_requests = self.github.usage.total - gh_before
         summary.graphql_points = self.github.usage.graphql_points - points_before
-        summary.rtd_requests = self._docs_requests() - rtd_before
+        self._count_sources(summary, sources_before)
         return summary
 
     def _plan_all(self, repos: Sequence[RepoSettings], plans: list[Plan], summary: Summary) -> None:
@@ -446,8 +491,16 @@ class Cycle:
                 self._repo_failed(repo.name, summary, f"{exc.__class__.__name__}: {exc}")
                 log.warning("could not read %s", repo.name, exc_info=True)
 
-    def _docs_requests(self) -> int:
-        return sum(provider.requests for provider in self.docs)
+    def _source_requests(self) -> dict[str, int]:
+        return {source.name: source.requests for source in self.docs}
+
+    def _count_sources(self, summary: Summary, before: Mapping[str, int]) -> None:
+        """What this pass asked each second source (Read the Docs' also as `rtd_requests`)."""
+        for source in self.docs:
+            spent = source.requests - before.get(source.name, 0)
+            summary.source_requests[source.name] = spent
+            summary.source_labels[source.name] = source.label
+        summary.rtd_requests = summary.source_requests.get(READTHEDOCS, 0)
 
     def stopping(self) -> bool:
         """Whether a stop was requested (the service's flag or the Event handed down)."""
@@ -507,6 +560,8 @@ class Cycle:
         self.read_bases(repo.name, failing)
         self.read_annotations(repo.name, failing, ask=False)
         unread = [s for s in failing if (repo.name, s.head_sha) not in self._annotations]
+        # queued ones wait too: the repository's merge groups are read in one query at its end
+        unread += [s for s in queued(chunk, self.policy) if all(s is not u for u in unread)]
         self._waiting.extend(unread)
         waiting = {id(s) for s in unread}
         yield from self._plan_each([s for s in chunk if id(s) not in waiting], repo, summary)
@@ -515,7 +570,8 @@ class Cycle:
         """Plan the failing pull requests whose annotations were not kept: all of the
         repository's asked in one batch (100 runs a query), not one query per 50 pulls."""
         waiting, self._waiting = self._waiting, []
-        self.read_annotations(repo.name, waiting)
+        self.read_groups(repo.name, waiting)
+        self.read_annotations(repo.name, [s for s in waiting if self._failing(repo, s)])
         yield from self._plan_each(waiting, repo, summary)
 
     def _plan_each(
@@ -571,14 +627,13 @@ class Cycle:
             return
         try:
             listed = self.github.pulls_comments(
-                repo, numbers, until=lambda c: is_own(c, self.login)
+                repo, numbers, until=lambda c: is_claimed(c, self.login)
             )
         except GitHubError as exc:  # each is listed over REST when planned (or fails alone)
             log.warning("could not list the comments of %s over GraphQL: %s", repo, exc)
             return
         for number, comments in listed.items():
-            own = [c for c in comments if is_own(c, self.login)]
-            self._listed[(repo, number)] = own[0] if own else None
+            self._listed[(repo, number)] = self._keep(repo, number, comments)
 
     def _stamped_bases(self, repo: str, snapshots: Sequence[PullSnapshot]) -> None:
         """Keep the merge bases the bot's own listed comments are stamped with for their head
@@ -598,6 +653,12 @@ class Cycle:
         wanted = [s for s in snapshots if (repo, s.head_sha) not in self._bases]
         for head, merge in self._base_reader.read(repo, wanted).items():
             self._bases[(repo, head)] = merge
+
+    def read_groups(self, repo: str, snapshots: Sequence[PullSnapshot]) -> None:
+        """The merge-group commits of the queued ones (bot.github.merge_groups), one query."""
+        wanted = [s for s in snapshots if (repo, s.number) not in self._groups]
+        for number, read in self._group_reader.read(repo, wanted).items():
+            self._groups[(repo, number)] = read
 
     def read_annotations(
         self, repo: str, snapshots: Sequence[PullSnapshot], *, ask: bool = True
@@ -697,12 +758,14 @@ class Cycle:
         known = self._facts(repo.name, snapshot.number)
         merge = self._bases.get((repo.name, snapshot.head_sha))
         said = self._annotations.get((repo.name, snapshot.head_sha))
+        group = self._groups.get((repo.name, snapshot.number))
         if (
             stamp is None
             and last is not None
             and known == (last.key, last.report.observed_at)
             and last.merge == merge
             and last.annotations == said
+            and last.queue == group
             and last.expected == tuple(repo.expected)
             and last.serves(snapshot, docs, first_seen, self.core_policy, now)
         ):
@@ -725,11 +788,13 @@ class Cycle:
                 self.read_annotations(repo.name, [snapshot])
             said = self._annotations[(repo.name, snapshot.head_sha)]
             report = with_annotations(report, said)
+        if snapshot.queue is not None:
+            report, group = self._with_queue(report, snapshot, repo)
         key = facts_key(report)
         failing = last.failing if last is not None and same else has_failing(snapshot)
         built = Built(
             snapshot, docs, first_seen, policy, tuple(repo.expected), merge, now, until, report,
-            key, said, tuple(keys), failing,
+            key, said, tuple(keys), failing, group,
         )  # fmt: skip
         if known is not None and known[0] == key:
             report = replace(report, observed_at=known[1])
@@ -741,6 +806,21 @@ class Cycle:
         self.store.set_facts(repo.name, snapshot.number, facts_key=key, observed_at=now)
         self.reports.put(replace(built, report=report))
         return report, key
+
+    def _with_queue(
+        self, report: Report, snapshot: PullSnapshot, repo: RepoSettings
+    ) -> tuple[Report, QueueRead | None]:
+        """The report with what the queued pull request's merge-group commit carries (read now
+        if this pass has not yet), and that read."""
+        if (repo.name, snapshot.number) not in self._groups:
+            self.read_groups(repo.name, [snapshot])
+        group = self._groups.get((repo.name, snapshot.number))
+        entry, checks = snapshot.queue, snapshot.required_checks
+        head = snapshot.head_sha
+        found = (
+            None if entry is None else judge_queue(entry, group, checks, repo.expected, head=head)
+        )
+        return replace(report, merge_queue=found), group
 
     def plan(self, snapshot: PullSnapshot, repo: RepoSettings) -> Plan:
         """Decide create / edit / leave / adopt for one pull request (reads only).
@@ -760,7 +840,7 @@ class Cycle:
             return Plan(report, "leave", "", comment_key, stored.comment_id, stored.node_id)
         if self.dry_run:  # the write would re-read the comment first: so does the prediction
             current = self.github.get_comment(repo.name, stored.comment_id)
-            if current is None or not is_own(current, self.login):
+            if current is None or current.author != self.login:
                 return self._plan_unknown(snapshot, repo)
             body = self.body(report)
             if current.body == body:
@@ -806,7 +886,7 @@ class Cycle:
         stamp is not signed: anyone who may edit the comment could have written it)."""
         if own is None:
             return None
-        if own.editor is not None and own.editor != self.login:
+        if not last_edit_is_the_bots(own, self.login):
             log.info(
                 "comment %d was last edited by %s: its stamp is not trusted", own.id, own.editor
             )
@@ -815,7 +895,9 @@ class Cycle:
 
     def body(self, report: Report) -> str:
         """The comment body of a report, stamped with its repository's lease generation."""
-        return self.renderer.markdown(report, generation=self.generation(report.repo))
+        return self.renderer.markdown(
+            report, generation=self.generation(report.repo), epoch=self.epoch
+        )
 
     # -- the comment stays true ----------------------------------------------------------------
 
@@ -843,7 +925,7 @@ class Cycle:
         for key in due:
             record, plan = kept[key], left[key]
             current = found.get(record.node_id)
-            if current is not None and is_own(current, self.login):
+            if current is not None and current.author == self.login:  # marker or not
                 if sha256(current.body) == record.body_hash:
                     good.append(key)
                     continue
@@ -897,6 +979,38 @@ class Cycle:
                 log.debug("could not write the comment of %s", plan.label, exc_info=True)
                 continue
             setattr(summary, outcome, getattr(summary, outcome) + 1)
+
+    def _delete_later(self, summary: Summary) -> None:
+        """Never two comments: delete the bot's own comments found beside the one it keeps
+        (marker AND its login, never another's), once that one was written or left; a pull
+        request whose write failed, or a lease no longer held, keeps them for the next run."""
+        later, self._later = self._later, {}
+        for (repo, number), comments in sorted(later.items()):
+            label = f"{repo}#{number}"
+            if self.dry_run:
+                for comment in comments:
+                    self._say(f"== {label}: would delete the bot's later comment {comment.id}")
+                continue
+            if label in summary.failed or (self.fence is not None and self.fence(repo) is None):
+                continue
+            for comment in comments:
+                if self.stopping() or not self._wait_for_write_budget():
+                    return
+                try:
+                    self.github.delete_own_comment(repo, comment, login=self.login)
+                except RateLimited as exc:
+                    summary.rate_limited_s = exc.wait_s
+                    return
+                except GitHubError as exc:
+                    log.warning("could not delete comment %d on %s: %s", comment.id, label, exc)
+                    continue
+                self.pacing.wrote()
+                summary.deleted += 1
+                log.info("deleted the bot's later comment %d on %s (never two)", comment.id, label)
+
+    def _say(self, text: str) -> None:
+        if self.out is not None:
+            self.out(text)
 
     def _reread(self, batch: Sequence[Plan], summary: Summary) -> dict[str, Comment | None]:
         """Re-read the comments this batch will edit, in one query (GitHub has no CAS).
@@ -963,8 +1077,8 @@ class Cycle:
                 existing = reread[plan.node_id]
             else:
                 existing = self.github.get_comment(repo, plan.comment_id)
-            if existing is not None and is_own(existing, self.login):
-                return self._edit_or_keep(plan, existing)
+            if existing is not None and existing.author == self.login:
+                return self._edit_or_keep(plan, existing)  # marker or not: the bot's, restored
             self.store.forget_comment(repo, number)
         own = (
             plan.found if plan.looked and plan.comment_id is None else self._find_own(repo, number)
@@ -1018,21 +1132,42 @@ class Cycle:
             raise LeaseLost(f"{plan.label}: the lease of {plan.report.repo} is not held")
         if generation_of(plan.body) not in (None, held):
             raise LeaseLost(f"{plan.label}: rendered under another lease generation")
-        stamped = None if current is None else generation_of(current.body)
-        if stamped is not None and stamped > held:
-            raise LeaseLost(
-                f"{plan.label}: the comment is stamped by generation {stamped}, newer than {held}"
+        stamped = None if current is None else generation_of(current.body, epoch=self.epoch)
+        if stamped is not None and stamped > held and current is not None:
+            if self._edited_by_the_bot(current):
+                raise LeaseLost(
+                    f"{plan.label}: the comment is stamped by generation {stamped}, newer than "
+                    f"{held}"
+                )
+            log.info(
+                "%s: the comment's stamp is not the bot's (someone else edited it last): "
+                "restored whatever it says",
+                plan.label,
             )
+
+    def _edited_by_the_bot(self, comment: Comment) -> bool:
+        """Whether GitHub attributes the comment's last edit to the bot (asked of GraphQL when
+        the comment was read over REST; what cannot be asked is not the bot's edit)."""
+        known = last_edit_is_the_bots(comment, self.login)
+        if known is not None or not comment.node_id:
+            return bool(known)
+        try:
+            read = self.github.read_comments([comment.node_id]).get(comment.node_id)
+        except RateLimited:
+            raise
+        except GitHubError as exc:
+            log.warning("could not read who last edited comment %d: %s", comment.id, exc)
+            return False
+        return read is not None and bool(last_edit_is_the_bots(read, self.login))
 
     def _find_own(self, repo: str, number: int, *, editor: bool = False) -> Comment | None:
         """The bot's oldest own comment on the pull request, if any. With `editor`, also its
         last editor: REST does not say who edited a comment, so it is asked of GraphQL before a
         stamp is trusted (where it cannot be asked, the editor is unknown and the stamp is not
         trusted); a write, which trusts no stamp, does not ask it."""
-        own = [c for c in self.github.list_comments(repo, number) if is_own(c, self.login)]
-        if not own:
+        found = self._keep(repo, number, self.github.list_comments(repo, number))
+        if found is None:
             return None
-        found = own[0]
         if not editor:
             return found
         try:
@@ -1046,9 +1181,22 @@ class Cycle:
         except GitHubError as exc:
             log.warning("could not read who last edited comment %d: %s", found.id, exc)
             read = None
-        if read is None or not is_own(read, self.login):
-            return replace(found, editor=UNKNOWN_EDITOR)
+        if read is None or read.author != self.login:
+            return replace(found, editor=UNKNOWN_EDITOR, editor_read=True)
         return read
+
+    def _keep(self, repo: str, number: int, comments: Sequence[Comment]) -> Comment | None:
+        """The bot's comment to keep among a pull request's comments; its own later ones are
+        noted, to be deleted once the kept one is written."""
+        kept, later = kept_and_later(comments, self.login)
+        for comment in comments:
+            if foreign_marked([comment], self.login):
+                self._foreign.setdefault(comment.author or "", set()).add(comment.id)
+        if later:
+            self._later[(repo, number)] = later
+        else:
+            self._later.pop((repo, number), None)
+        return kept
 
     def _record(self, plan: Plan, comment: Comment, action: str) -> None:
         comment_id = comment.id
@@ -1094,8 +1242,9 @@ class Cycle:
         failing heads' merge bases and annotations are asked first, batched, as a pass does."""
         summary = Summary()
         self._left = []  # a refresh checks no comment: the pass does
+        self._groups = {}  # merge groups change by the minute: read again for this refresh
         gh_before, points_before = self.github.usage.total, self.github.usage.graphql_points
-        rtd_before = self._docs_requests()
+        sources_before = self._source_requests()
         failing: dict[str, list[PullSnapshot]] = {}  # asked together, as a pass does
         for snapshot, repo in pulls:
             if not isinstance(snapshot, PullSnapshot) or not selected(snapshot, self.policy):
@@ -1105,11 +1254,18 @@ class Cycle:
         for name, snapshots in failing.items():
             self.read_bases(name, snapshots)
             self.read_annotations(name, snapshots)
+        by_repo: dict[str, list[PullSnapshot]] = {}  # each repository's merge groups: one query
+        for snapshot, repo in pulls:
+            if isinstance(snapshot, PullSnapshot) and snapshot.queue is not None:
+                by_repo.setdefault(repo.name, []).append(snapshot)
+        for name, snapshots in by_repo.items():
+            self.read_groups(name, queued(snapshots, self.policy))
         plans = [p for s, r in pulls if (p := self._plan_one(s, r, summary)) is not None]
         for observer in self.observers:
             observer.pulls_done()
         self._publish_all(plans, summary)
+        self._delete_later(summary)
         summary.github_requests = self.github.usage.total - gh_before
         summary.graphql_points = self.github.usage.graphql_points - points_before
-        summary.rtd_requests = self._docs_requests() - rtd_before
+        self._count_sources(summary, sources_before)
         return summary

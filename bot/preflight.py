@@ -9,24 +9,21 @@ writing is said as such.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from github import Auth, Github, GithubIntegration
 from github.GithubException import GithubException
 from sqlalchemy.exc import SQLAlchemyError
 
-from bot.app import pygithub_options
-from bot.docs.readthedocs.client import RtdApi, RtdError
+from bot.app import SOURCES, pygithub_options, request_guard
 from bot.github.client import GitHubApi, GitHubError, Probe
+from bot.github.ownership import foreign_marked, foreign_words
 from bot.guard import Guard, install_github_guard
 from bot.settings import Settings, read_private_key
+from bot.sources.base import Kind, Outcome
 from bot.state import store
 from bot.state.ports import StoreError
-
-Outcome = Literal["ok", "note", "problem", "unverified"]
 
 # What the bot needs of each repository (README, "Credentials"); an App says what it has.
 NEEDED = {
@@ -75,12 +72,11 @@ class Report:
         return "configuration NOT OK: " + ", ".join(parts)
 
 
-def check_services(settings: Settings) -> Report:
-    """Ask GitHub and Read the Docs (reads only) about every credential and repository."""
-    rtd_urls = (settings.readthedocs.api_url, settings.readthedocs.business_api_url)
-    guard = Guard.for_urls(settings.github.api_url, rtd_urls)
+def check_services(settings: Settings, kinds: Sequence[Kind] = SOURCES) -> Report:
+    """Ask GitHub and every second source (reads only) about every credential and repository."""
+    guard = request_guard(settings, kinds)
     install_github_guard(guard)
-    found = [*_github(settings), *_readthedocs(settings, guard), *_shared_state(settings)]
+    found = [*_github(settings), *_sources(settings, guard, kinds), *_shared_state(settings)]
     return Report(tuple(found))
 
 
@@ -118,6 +114,7 @@ def _token(settings: Settings) -> Iterator[Finding]:
     yield from _token_kind(login, answer.headers.get("x-oauth-scopes"))
     for index, repo in enumerate(settings.repos):
         yield from _token_repo(api, f"repos[{index}].name", repo.name)
+        yield from _foreign_comments(api, f"repos[{index}].name", repo.name, login)
 
 
 def _token_kind(login: str, scopes: str | None) -> Iterator[Finding]:
@@ -186,6 +183,36 @@ def _token_repo(api: GitHubApi, key: str, repo: str) -> Iterator[Finding]:
         yield Finding(
             "ok", key, f"{where}: the repository, its pull requests and #{number}'s check runs, "
             "statuses and comments can be read",
+        )  # fmt: skip
+
+
+FOREIGN_PULLS = 100  # the open pull requests whose comments check-config looks through
+
+
+def _foreign_comments(api: GitHubApi, key: str, repo: str, login: str) -> Iterator[Finding]:
+    """A changed token: marked comments another login wrote on the first open pull requests
+    (this login never edits them; they keep their last verdict until someone deletes them)."""
+    pulls = api.probe(f"/repos/{repo}/pulls?state=open&per_page={FOREIGN_PULLS}")
+    if pulls.status != 200 or not isinstance(pulls.data, list):
+        return
+    numbers = [
+        p["number"] for p in pulls.data if isinstance(p, dict) and type(p.get("number")) is int
+    ]
+    if not numbers:
+        return
+    try:
+        listed = api.pulls_comments(repo, numbers)
+    except GitHubError as exc:
+        yield Finding("unverified", key, f"{repo}: its comments could not be listed: {exc}")
+        return
+    foreign: dict[str, int] = {}
+    for comments in listed.values():
+        for author, count in foreign_marked(comments, login).items():
+            foreign[author] = foreign.get(author, 0) + count
+    if foreign:
+        yield Finding(
+            "note", key, f"{repo}: {foreign_words(foreign)} (this login is {login}; looked at "
+            f"{len(numbers)} open pull requests)",
         )  # fmt: skip
 
 
@@ -262,76 +289,16 @@ def _refused_or_unverified(key: str, what: str, answer: Probe) -> Finding:
     return Finding("problem" if refused else "unverified", key, f"{what} ({_said(answer)})")
 
 
-# -- Read the Docs -----------------------------------------------------------------------
+# -- every second source (bot.sources: each provider's own probe) ------------------------
 
 
-def _readthedocs(settings: Settings, guard: Guard) -> Iterator[Finding]:
-    cfg = settings.readthedocs
-    sites = (
-        ("org", "readthedocs.token", cfg.api_url, cfg.token.get_secret_value()),
-        ("com", "readthedocs.business_token", cfg.business_api_url,
-         cfg.business_token.get_secret_value()),
-    )  # fmt: skip
-    refused: set[str] = set()
-    for host, key, url, token in sites:
-        if not token:
-            yield Finding("note", key, f"not set: {url} is read anonymously (throttled)")
-            continue
-        with _rtd(settings, guard, host, url, token) as rtd:
-            try:
-                count = rtd.own_projects(host)
-            except RtdError as exc:
-                if exc.status in (401, 403):
-                    refused.add(host)
-                    yield Finding("problem", key, f"Read the Docs refused the token ({url}: {exc})")
-                else:
-                    yield Finding(
-                        "unverified", key, f"Read the Docs could not be asked ({url}: {exc})"
-                    )
-            else:
-                yield Finding(
-                    "ok", key, f"accepted by {url} ({count} project(s) of the token's user)"
-                )
-    if "org" not in refused:
-        yield from _rtd_projects(settings, guard)
-
-
-def _rtd_projects(settings: Settings, guard: Guard) -> Iterator[Finding]:
-    """Each `rtd_project` exists on the Community site (readthedocs.api_url)."""
-    cfg = settings.readthedocs
-    named = [(i, r.rtd_project) for i, r in enumerate(settings.repos) if r.rtd_project]
-    if not named:
-        return
-    with _rtd(settings, guard, "org", cfg.api_url, cfg.token.get_secret_value()) as rtd:
-        for index, slug in named:
-            key = f"repos[{index}].rtd_project"
-            try:
-                found = rtd.project_exists("org", slug)
-            except RtdError as exc:
-                yield Finding(
-                    "unverified", key, f"{slug}: Read the Docs could not be asked ({exc})"
-                )
-                continue
-            if found:
-                yield Finding("ok", key, f"{slug}: its builds can be read at {cfg.api_url}")
-            else:
-                yield Finding(
-                    "problem", key, f"{slug}: no such project at {cfg.api_url} (404), or it is "
-                    "not visible to this token",
-                )  # fmt: skip
-
-
-@contextmanager
-def _rtd(settings: Settings, guard: Guard, host: str, url: str, token: str) -> Iterator[RtdApi]:
-    """A Read the Docs client for one site, not retried (check-config asks once)."""
-    rtd = RtdApi(
-        api_urls={host: url}, tokens={host: token}, guard=guard,
-        timeout_s=settings.readthedocs.timeout_seconds, max_retries=0,
-    )  # fmt: skip
-    try:
-        yield rtd
-    finally:
-        rtd.close()
+def _sources(settings: Settings, guard: Guard, kinds: Sequence[Kind]) -> Iterator[Finding]:
+    for kind in kinds:
+        try:
+            for said in kind.probe(settings, guard):
+                yield Finding(said.outcome, said.key, said.text)
+        except Exception as exc:  # a provider's probe never ends the check
+            yield Finding("unverified", kind.name, f"{kind.label} could not be asked ({exc})")
 
 
 # -- the shared state (PostgreSQL) -----------------------------------------------------------
@@ -347,6 +314,7 @@ def _shared_state(settings: Settings) -> Iterator[Finding]:
     try:
         with engine.connect() as conn:
             version = store.schema_version(conn)
+            epoch = store.read_epoch(conn) if version >= store.EPOCH_SINCE else ""
     except SQLAlchemyError as exc:
         reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
         yield Finding("problem", "state.url", f"{shown}: cannot connect and read ({reason})")
@@ -357,6 +325,11 @@ def _shared_state(settings: Settings) -> Iterator[Finding]:
     finally:
         engine.dispose()
     yield _schema_finding(shown, version, store.HEAD)
+    if epoch:
+        yield Finding(
+            "ok", "state.url", f"{shown}: state epoch {epoch} (written in every comment's stamp; "
+            "another database is another epoch)",
+        )  # fmt: skip
 
 
 def _schema_finding(shown: str, version: int, head: int) -> Finding:

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Final
 
-from bot.core.evidence import HEAD_KEY, Evidence, Judge, Since
+from bot.core.evidence import HEAD_KEY, Evidence, Judge, Since, evidence_key
 from bot.core.model import (
     FAILING_STATES,
     GROUP_ORDER,
@@ -245,7 +245,7 @@ def _row(
     signal: Signal, docs: Mapping[str, Evidence], *, clock: Judge, seen: _Seen, number: int
 ) -> Row:
     since = _since(signal, seen)
-    evidence = docs.get(signal.name) if signal.kind is Kind.STATUS else None
+    evidence = docs.get(evidence_key(signal)) if signal.kind is not Kind.EXPECTED else None
     if evidence is not None:
         return evidence.row(signal, number=number, since=since, judge=clock)
     base = github_state(signal)
@@ -256,6 +256,13 @@ def _row(
 
 def _required_note(checks: RequiredChecks | None) -> tuple[str, ...]:
     """Said once where the base branch's rules could not be read."""
+    if checks is not None and checks.read and checks.pins_error is not None:
+        pins = checks.pins_error.strip().rstrip(".") or "no reason given"
+        return (
+            f"Which app branch protection of {checks.base} requires each check from could not "
+            f"be read ({pins}): a required check is counted as reported whichever app "
+            "reported it.",
+        )
     if checks is None or checks.read:
         return ()
     error = (checks.error or "no reason given").strip().rstrip(".")

@@ -12,7 +12,7 @@ from typing import Final
 from bot.core.model import Row, State
 
 DCO_APP: Final = "dco"  # the DCO app's slug (dcoapp/app)
-# The second source's provider name on a reconciled row (bot/docs/readthedocs writes it).
+# The second source's provider name on a reconciled row (bot/sources/readthedocs writes it).
 READTHEDOCS: Final = "readthedocs"
 
 

@@ -6,10 +6,18 @@ PAGE = 100  # GitHub's largest page of any connection
 RATE = "rateLimit { cost remaining resetAt }"
 
 
+# A pull request's place in its base branch's merge queue (objects, not connections: no cost).
+QUEUE_ENTRY = (
+    "isInMergeQueue mergeQueueEntry { state position enqueuedAt"
+    " headCommit { oid } baseCommit { oid } }"
+)
+# A merge queue's configuration: how long it waits for a check to report.
+QUEUE_CONFIG = "configuration { checkResponseTimeout }"
+
 RULES = (
     "refUpdateRule { pattern requiredStatusCheckContexts }\n"
     f"    rules(first: {PAGE}) {{ pageInfo {{ hasNextPage }} nodes {{ type"
-    " repositoryRuleset { name }\n"
+    " repositoryRuleset { name enforcement }\n"
     "      parameters { ... on RequiredStatusChecksParameters {"
     " requiredStatusChecks { context integrationId } } } } }"
 )
@@ -49,7 +57,7 @@ def _pull_fields(*, with_labels: bool, required_for: str | None = None) -> str:
     )
     return (
         "number title url isDraft headRefOid baseRefName author { __typename login }\n"
-        f"{labels}\n"
+        f"{labels}\n{QUEUE_ENTRY}\n"
         f"statusCheckRollup {{ {_contexts(required_for=required_for)} }}"
     )
 
@@ -149,14 +157,25 @@ query MoreLabels($owner: String!, $name: String!, $number: Int!, $after: String)
 """
 
 # What tells the bot's own comment and whether someone else edited it last.
-COMMENT_FIELDS = "id databaseId body author { __typename login } editor { __typename login }"
+COMMENT_FIELDS = (
+    "id databaseId body createdAt lastEditedAt author { __typename login }"
+    " editor { __typename login }"
+)
+# A comment re-read by id also says who made its newest edit, whoever `editor` names: both ends
+# of `userContentEdits` (GitHub does not document its order; the later `editedAt` is the last
+# edit), a page of one each per comment, no extra point on a nodes(ids:) read.
+_EDIT = "nodes { editedAt editor { __typename login } }"
+LAST_EDIT = (
+    f"firstEdit: userContentEdits(first: 1) {{ {_EDIT} }}"
+    f" lastEdit: userContentEdits(last: 1) {{ {_EDIT} }}"
+)
 
 COMMENTS_QUERY = f"""
 query Comments($ids: [ID!]!) {{
   {RATE}
   nodes(ids: $ids) {{
     __typename
-    ... on IssueComment {{ {COMMENT_FIELDS} }}
+    ... on IssueComment {{ {COMMENT_FIELDS} {LAST_EDIT} }}
   }}
 }}
 """
@@ -219,15 +238,22 @@ def pull_comments_query(count: int) -> str:
     )
 
 
-def commits_query(shas: list[str]) -> str:
-    """The first page of contexts on each of several commits (aliases cN, `object(oid:)`)."""
+def commits_query(shas: list[str], *, queues: int = 0) -> str:
+    """The first page of contexts on each of several commits (aliases cN, `object(oid:)`); with
+    `queues`, also that many merge queues' configurations (aliases qN, branch `$qN`)."""
     aliases = "\n".join(
-        f'    c{i}: object(oid: "{sha}") {{ ... on Commit {{ statusCheckRollup {{'
-        f" {_contexts()} }} }} }}"
-        for i, sha in enumerate(shas)
+        [
+            *(
+                f'    c{i}: object(oid: "{sha}") {{ ... on Commit {{ statusCheckRollup {{'
+                f" {_contexts()} }} }} }}"
+                for i, sha in enumerate(shas)
+            ),
+            *(f"    q{i}: mergeQueue(branch: $q{i}) {{ {QUEUE_CONFIG} }}" for i in range(queues)),
+        ]
     )
+    params = "".join(f", $q{i}: String!" for i in range(queues))
     return (
-        "query CommitContexts($owner: String!, $name: String!) {\n"
+        f"query CommitContexts($owner: String!, $name: String!{params}) {{\n"
         f"  {RATE}\n"
         f"  repository(owner: $owner, name: $name) {{\n{aliases}\n  }}\n}}\n"
     )

@@ -18,7 +18,7 @@ import jinja2
 
 from bot.core import annotations as run_annotations
 from bot.core import base as merge_base
-from bot.core import facts, remedies, required
+from bot.core import facts, merge_queue, queue_sources, remedies, required
 from bot.core.base import base_finding, unverified_finding
 from bot.core.model import (
     FAILING_STATES,
@@ -37,7 +37,7 @@ from bot.core.model import (
 )
 from bot.core.remedies import DCO_APP, remedy_for
 from bot.core.required import rules_words
-from bot.render import escape, stamp
+from bot.render import escape, queue, stamp
 from bot.render.escape import (
     QUOTE_LIMIT,
     TEXT_LIMIT,
@@ -106,6 +106,9 @@ _OUTPUT_MODULES: Final = (
     required,
     remedies,
     run_annotations,
+    queue,
+    merge_queue,
+    queue_sources,
 )
 # Said once, at the foot: GitHub notifies the first version of a comment, never an edit.
 _EDITED_NOTE: Final = (
@@ -354,10 +357,12 @@ def row_view(
         finding = rec.finding
         if divergent:  # "GitHub's status says failure." is on the row already
             finding = finding.removeprefix(f"GitHub's status says {signal.github_state}. ")
+            if finding.endswith(f"; {note}."):  # and so is "GitHub still shows pending"
+                finding = finding.removesuffix(f"; {note}.") + "."
         said.append(prose(finding, FINDING_LIMIT))
         build = _link(rec.build_url)
         if build and details and build != details:
-            said.append(f"[RTD build]({build})")
+            said.append(f"[{rec.link_label or 'record'}]({build})")
         details = details or build
     name = code(signal.name)
     glyph = GLYPHS[group_of(row.state)]
@@ -406,7 +411,7 @@ def _expected_view(row: Row, stale_after: timedelta, *, tell: Md | None) -> RowV
     said = said[:1].upper() + said[1:] + "."
     if signal.app_id is not None:
         app = f"`{signal.app}`" if signal.app else f"the app with id {signal.app_id}"
-        said += f" Only a check of {app} satisfies the ruleset."
+        said += f" Only a check of {app} satisfies the rule."
         if signal.description:
             said += " " + signal.description
     if row.since is None:
@@ -613,11 +618,11 @@ class Renderer:
                 f"(write {{{{ marker }}}} on the first line); it renders {first[:60]!r}"
             )
 
-    def markdown(self, report: Report, *, generation: int = 0) -> str:
+    def markdown(self, report: Report, *, generation: int = 0, epoch: str = "") -> str:
         """Render the status comment, shrinking it to stay within GitHub's 65,536 characters;
-        its stamp records `generation` (the lease's; 0 without one)."""
+        its stamp records `generation` (the lease's; 0 without one) and the state's `epoch`."""
         view = comment_view(report)
-        stamp = stamp_of(report, generation=generation)
+        stamp = stamp_of(report, generation=generation, epoch=epoch)
         body = self._render(report, view, stamp, shown=None)
         if len(body) <= COMMENT_LIMIT:
             return body
@@ -652,6 +657,7 @@ class Renderer:
             rows=rows,
             hidden=len(view.rows) - len(rows),
             passing_count=sum(1 for row in report.rows if not is_row(row)),
+            queue=queue.queue_view(report, repo_url(report)),  # None: not in a merge queue
             br=Md("  "),  # a hard line break before a row's second line
             last_line=Md("This bot reads CI state and retriggers nothing."),
         )

@@ -67,7 +67,7 @@ class PullRecord:
 class RtdRead:
     """The state's row of one Read the Docs commit: last good answer, and a failing run."""
 
-    payload: str | None  # opaque JSON (bot.docs.readthedocs.evidence); None: never read well
+    payload: str | None  # opaque JSON (bot.sources.readthedocs.evidence); None: never read well
     read_at: datetime | None
     failing_since: datetime | None  # None while reads succeed
     failure: str | None = None  # what the first failure of the run was
@@ -184,6 +184,20 @@ class PacingState(Protocol):
         """When a comment was last created or edited, if ever."""
 
 
+class SourceReads(Protocol):
+    """Any second source's reads kept, by source and record key (the last good answer, and a
+    failing run): one table for every provider but Read the Docs (bot.sources.cache)."""
+
+    def get_source_read(self, source: str, key: str) -> RtdRead | None:
+        """The last good answer, when it was read, and since when (and how) reading fails."""
+
+    def put_source_read(self, source: str, key: str, *, payload: str, now: datetime) -> None:
+        """Keep a good answer."""
+
+    def source_read_failed(self, source: str, key: str, *, now: datetime, failure: str) -> None:
+        """Note a failed read."""
+
+
 class RtdCache(Protocol):
     """The Read the Docs reads kept (the last good answer, and a failing run)."""
 
@@ -203,21 +217,26 @@ class RtdCache(Protocol):
 
 def required_to_json(checks: RequiredChecks) -> str:
     """A read required set as text (only sets that were read are kept)."""
-    return json.dumps(
-        [
-            {"name": c.name, "rules": [list(r) for r in c.rules], "app_id": c.app_id}
-            for c in checks.contexts
-        ]
-    )
+    contexts = [
+        {"name": c.name, "rules": [list(r) for r in c.rules], "app_id": c.app_id}
+        for c in checks.contexts
+    ]
+    if checks.pins_error is None:  # the shape kept before issue 24
+        return json.dumps(contexts)
+    return json.dumps({"contexts": contexts, "pins_error": checks.pins_error})
 
 
 def required_from_json(base: str, text: str) -> RequiredChecks:
     """A required set kept by `required_to_json`."""
+    kept = json.loads(text)
+    items, pins_error = (
+        (kept, None) if isinstance(kept, list) else (kept["contexts"], kept["pins_error"])
+    )
     contexts = tuple(
         RequiredContext(item["name"], tuple(Rule(*r) for r in item["rules"]), item["app_id"])
-        for item in json.loads(text)
+        for item in items
     )
-    return RequiredChecks(base, read=True, contexts=contexts)
+    return RequiredChecks(base, read=True, contexts=contexts, pins_error=pins_error)
 
 
 class RequiredCache(Protocol):
@@ -343,11 +362,21 @@ class MarkState(Protocol):
         """Take the marks left for these repositories."""
 
 
+class StateIdentity(Protocol):
+    """Which state this is: its epoch, written in every stamp beside the lease generation."""
+
+    @property
+    def epoch(self) -> str:
+        """The state's identity ("" with no state kept)."""
+
+
 class CycleState(
+    StateIdentity,
     CommentState,
     FactsState,
     PacingState,
     RtdCache,
+    SourceReads,
     RequiredCache,
     TriageState,
     BaseKeeper,

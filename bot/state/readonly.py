@@ -88,6 +88,11 @@ class ReadOnlyState(Closing):
         """The schema version the state records."""
         return self._reads.schema_version
 
+    @property
+    def epoch(self) -> str:
+        """The state's identity ("" where it has none yet: an older schema, an empty state)."""
+        return self._reads.epoch if self._has("state_identity") else ""
+
     # -- reads -----------------------------------------------------------------------------
 
     def get_comment(self, repo: str, number: int) -> StoredComment | None:
@@ -135,6 +140,12 @@ class ReadOnlyState(Closing):
     def get_rtd_read(self, host: str, project: str, commit: str) -> RtdRead | None:
         """The kept RTD read."""
         return self._reads.get_rtd_read(host, project, commit) if self._has("rtd_reads") else None
+
+    def get_source_read(self, source: str, key: str) -> RtdRead | None:
+        """The kept read of a source's record."""
+        if not self._has("source_reads"):
+            return None
+        return self._reads.get_source_read(source, key)
 
     def required_known(
         self,
@@ -236,6 +247,12 @@ class ReadOnlyState(Closing):
     def rtd_read_failed(
         self, host: str, project: str, commit: str, *, now: datetime, failure: str
     ) -> None:
+        """Record nothing."""
+
+    def put_source_read(self, source: str, key: str, *, payload: str, now: datetime) -> None:
+        """Record nothing."""
+
+    def source_read_failed(self, source: str, key: str, *, now: datetime, failure: str) -> None:
         """Record nothing."""
 
     def remember_required(

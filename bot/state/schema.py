@@ -99,6 +99,18 @@ rtd_reads = Table(
     Column("failure", Text),
 )
 
+# Every second source but Read the Docs (issue 25): its record of one commit or build, by key
+source_reads = Table(
+    "source_reads",
+    metadata,
+    Column("source", Text, primary_key=True),
+    Column("record_key", Text, primary_key=True),
+    Column("payload", Text),
+    Column("read_at", Text),
+    Column("failing_since", Text),
+    Column("failure", Text),
+)
+
 required_checks = Table(
     "required_checks",
     metadata,
@@ -175,6 +187,15 @@ run_annotations = Table(
     Column("head_sha", Text, nullable=False),
     Column("payload", Text, nullable=False),  # JSON (bot.core.annotations.annotations_payload)
     Column("read_at", Text, nullable=False),
+)
+
+# -- the state's identity: its epoch, written in every stamp beside the lease generation -------
+
+state_identity = Table(
+    "state_identity",
+    metadata,
+    Column("epoch", Text, primary_key=True),  # random, made when the state was created
+    Column("created_at", Text, nullable=False),
 )
 
 # -- several replicas on one (PostgreSQL) state ----------------------------------------------

@@ -69,12 +69,13 @@ RETENTION = {
     "triage": timedelta(days=7),
     "first_seen": timedelta(days=7),
     "rtd_reads": timedelta(days=30),
+    "source_reads": timedelta(days=30),
     "merge_bases": timedelta(hours=1),
     "base_contexts": timedelta(hours=1),
     "run_annotations": timedelta(hours=1),
 }
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
-HEAD = 13  # the schema version this bot writes: the newest revision in migrations/versions
+HEAD = 15  # the schema version this bot writes: the newest revision in migrations/versions
 SCHEMA_VERSION = HEAD
 _ADVISORY_MIGRATION_KEY = 0x43495342  # one transaction-scoped lock while a PostgreSQL migrates
 
@@ -205,6 +206,15 @@ def schema_version(conn: Connection) -> int:
     return 0
 
 
+EPOCH_SINCE = 15  # the schema version that gave every state its epoch
+
+
+def read_epoch(conn: Connection) -> str:
+    """The state's epoch as recorded ("" when it has none)."""
+    found = conn.execute(select(t.state_identity.c.epoch).limit(1)).scalar()
+    return found if isinstance(found, str) else ""
+
+
 def refuse_newer(version: int, where: str) -> None:
     """Raise StoreError when the state was written by a newer bot (both versions named)."""
     if version > HEAD:
@@ -256,6 +266,7 @@ class Store(Closing):
         self._writer = engine.execution_options(bot_write=True)
         self.where = where
         self.dialect = engine.dialect.name
+        self._epoch: str | None = None  # read once: a state's epoch never changes
         # SQLite: one writer at a time in this process too (its connection is shared in memory)
         self._serial: AbstractContextManager[Any] = (
             threading.RLock() if self.dialect == "sqlite" else nullcontext()
@@ -581,6 +592,52 @@ class Store(Closing):
         with self._write() as conn:
             conn.execute(upsert)
 
+    # -- every other second source's reads (bot.sources.cache) ---------------------------
+
+    def get_source_read(self, source: str, key: str) -> RtdRead | None:
+        """The last good answer of one record of a source, and since when reading it fails."""
+        r = t.source_reads.c
+        query = select(r.payload, r.read_at, r.failing_since, r.failure).where(
+            r.source == source, r.record_key == key
+        )
+        with self._read() as conn:
+            row = conn.execute(query).first()
+        if row is None:
+            return None
+        return RtdRead(
+            payload=row.payload,
+            read_at=None if row.read_at is None else from_text(row.read_at),
+            failing_since=None if row.failing_since is None else from_text(row.failing_since),
+            failure=row.failure,
+        )
+
+    def put_source_read(self, source: str, key: str, *, payload: str, now: datetime) -> None:
+        """Keep a good answer read at `now`; reading no longer fails."""
+        values = {"payload": payload, "read_at": to_text(now)}
+        upsert = self._insert(t.source_reads).values(source=source, record_key=key, **values)
+        upsert = upsert.on_conflict_do_update(
+            index_elements=["source", "record_key"],
+            set_={**values, "failing_since": None, "failure": None},
+        )
+        with self._write() as conn:
+            conn.execute(upsert)
+
+    def source_read_failed(self, source: str, key: str, *, now: datetime, failure: str) -> None:
+        """Note a failed read; the first failure of a run of them (its time, its text) is kept."""
+        r = t.source_reads.c
+        upsert = self._insert(t.source_reads).values(
+            source=source, record_key=key, failing_since=to_text(now), failure=failure
+        )
+        upsert = upsert.on_conflict_do_update(
+            index_elements=["source", "record_key"],
+            set_={
+                "failure": func.coalesce(r.failure, upsert.excluded.failure),
+                "failing_since": func.coalesce(r.failing_since, upsert.excluded.failing_since),
+            },
+        )
+        with self._write() as conn:
+            conn.execute(upsert)
+
     # -- write pacing and the audit ------------------------------------------------------
 
     def writes_since(self, since: datetime) -> int:
@@ -589,6 +646,17 @@ class Store(Closing):
         query = select(func.count()).where(a.at >= to_text(since), a.action.in_(_WRITE_ACTIONS))
         with self._read() as conn:
             return int(conn.execute(query).scalar_one())
+
+    @property
+    def epoch(self) -> str:
+        """The state's identity, written in every stamp ("" for a state of this run's memory
+        only, or one read before it had an epoch): generations are ordered only within it."""
+        if self.where == ":memory:":
+            return ""
+        if self._epoch is None:
+            with self._read() as conn:
+                self._epoch = read_epoch(conn)
+        return self._epoch
 
     def last_write_at(self) -> datetime | None:
         """When a comment was last created or edited on GitHub, if ever."""
@@ -888,6 +956,8 @@ class Store(Closing):
             .exists()
         )
         last_read = func.coalesce(rr.read_at, rr.failing_since, "")
+        sr = t.source_reads.c
+        source_read = func.coalesce(sr.read_at, sr.failing_since, "")
         mb, bc, ra = t.merge_bases.c, t.base_contexts.c, t.run_annotations.c
 
         def open_head(table: Any) -> Any:  # a triage row (an open pull request) has this head
@@ -904,6 +974,10 @@ class Store(Closing):
             "rtd_reads": delete(t.rtd_reads).where(
                 last_read < cut["rtd_reads"],
                 func.coalesce(rr.failing_since, "") < cut["rtd_reads"],
+            ),
+            "source_reads": delete(t.source_reads).where(
+                source_read < cut["source_reads"],
+                func.coalesce(sr.failing_since, "") < cut["source_reads"],
             ),
             "merge_bases": delete(t.merge_bases).where(
                 mb.read_at < cut["merge_bases"], ~open_head(mb).exists()

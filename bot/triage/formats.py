@@ -47,6 +47,8 @@ def pull_dict(entry: TriageEntry) -> dict[str, Any]:
         "never_reported": list(entry.never_reported),
         "required_never_reported": list(entry.required_never_reported),
         "failing_on_base": list(entry.failing_on_base),
+        "in_merge_queue": entry.in_merge_queue,
+        "merge_queue_stuck": list(entry.merge_queue_stuck),
         "oldest_unsettled": None if oldest is None else unsettled_dict(oldest),
         "observed_at": iso_utc(entry.observed_at),
         "comment_url": entry.comment_url,

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 
 from bot.core.model import PullSnapshot, Report, Verdict, parse_optional_time
-from bot.docs.provider import DocsProvider
+from bot.sources.base import Source
 from bot.state.ports import StoredTriage, TriageRows, TriageState
 from bot.triage.rows import (
     COUNT_GROUPS,
@@ -37,7 +37,7 @@ class TriageKeeper:
         store: TriageState,
         *,
         clock: Callable[[], datetime],
-        docs: Sequence[DocsProvider],
+        docs: Sequence[Source],
         memo: RowMemo | None = None,
     ) -> None:
         """Keep rows in `store`, dated by `clock`; `docs` count the stuck docs builds; `memo`
@@ -129,6 +129,8 @@ def _details_json(entry: TriageEntry) -> str:
             "never_reported": list(entry.never_reported),
             "required_never_reported": list(entry.required_never_reported),
             "failing_on_base": list(entry.failing_on_base),
+            "in_merge_queue": entry.in_merge_queue,
+            "merge_queue_stuck": list(entry.merge_queue_stuck),
         },
         separators=(",", ":"),
         ensure_ascii=False,
@@ -166,4 +168,6 @@ def _from_stored(row: StoredTriage, not_read: NotRead | None) -> TriageEntry:
         never_reported=tuple(details.get("never_reported", ())),
         required_never_reported=tuple(details.get("required_never_reported", ())),
         failing_on_base=tuple(details.get("failing_on_base", ())),
+        in_merge_queue=bool(details.get("in_merge_queue", False)),
+        merge_queue_stuck=tuple(details.get("merge_queue_stuck", ())),
     )

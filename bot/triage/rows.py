@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, Literal
 
+from bot.core.merge_queue import stuck_names
 from bot.core.model import (
     FAILING_STATES,
     INCOMPLETE_STATES,
@@ -19,8 +20,8 @@ from bot.core.model import (
     as_utc,
     group_of,
 )
-from bot.docs.provider import DocsProvider
 from bot.render.escape import iso_utc
+from bot.sources.base import Source
 
 COUNT_GROUPS: Final = ("failing", "pending", "incomplete", "passing")
 VERDICTS: Final = tuple(v.value for v in (Verdict.FAILING, Verdict.INCOMPLETE, Verdict.PENDING,
@@ -76,6 +77,9 @@ class TriageEntry:
     never_reported: tuple[str, ...] = ()  # contexts required (or expected) that never reported
     required_never_reported: tuple[str, ...] = ()  # those of them a rule requires
     failing_on_base: tuple[str, ...] = ()  # failing ones that also fail on the merge base
+    in_merge_queue: bool = False  # GitHub's merge queue holds it
+    # required contexts missing or failing on its merge-group commit: stuck in the merge queue
+    merge_queue_stuck: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -97,10 +101,13 @@ class Filters:
     repos: frozenset[str] = frozenset()
     verdicts: frozenset[str] = frozenset()
     drafts: DraftFilter | None = None
+    stuck_in_merge_queue: bool = False  # only those stuck in the merge queue
 
     def keep(self, entry: TriageEntry) -> bool:
         """Whether the entry passes every filter."""
         if self.repos and entry.repo.lower() not in {r.lower() for r in self.repos}:
+            return False
+        if self.stuck_in_merge_queue and not entry.merge_queue_stuck:
             return False
         if self.verdicts and entry.verdict.value not in self.verdicts:
             return False
@@ -122,7 +129,7 @@ def entry_for(
     snapshot: PullSnapshot,
     report: Report,
     *,
-    docs: Sequence[DocsProvider],
+    docs: Sequence[Source],
     comment_id: int | None = None,
     read_at: datetime | None = None,
 ) -> TriageEntry:
@@ -168,6 +175,8 @@ def entry_for(
         never_reported=tuple(s.name for s in never),
         required_never_reported=tuple(s.name for s in never if s.required is True),
         failing_on_base=tuple(on_base),
+        in_merge_queue=report.merge_queue is not None,
+        merge_queue_stuck=stuck_names(report.merge_queue),
     )
 
 
@@ -227,6 +236,7 @@ class Totals:
     never_reported: int  # pull requests with a required context that never reported
     drafts: int
     repos: tuple[str, ...] = field(default=())
+    stuck_in_merge_queue: int = 0  # pull requests stuck in the merge queue
 
     @property
     def total(self) -> int:
@@ -245,4 +255,5 @@ def totals(entries: Sequence[TriageEntry]) -> Totals:
         docs_stuck=sum(e.docs_stuck for e in entries),
         drafts=sum(1 for e in entries if e.draft),
         repos=tuple(sorted({e.repo for e in entries}, key=str.lower)),
+        stuck_in_merge_queue=sum(1 for e in entries if e.merge_queue_stuck),
     )

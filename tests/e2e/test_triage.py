@@ -37,7 +37,8 @@ LONG = " and a very long tail that cannot fit in any terminal column at all, rea
 PULL_KEYS = {
     "repo", "number", "title", "author", "draft", "head_sha", "verdict", "counts",
     "required_failing", "oldest_unsettled", "observed_at", "comment_url", "read_at", "not_read",
-    "failing", "never_reported", "required_never_reported", "failing_on_base",
+    "failing", "never_reported", "required_never_reported", "failing_on_base", "in_merge_queue",
+    "merge_queue_stuck",
 }  # fmt: skip
 ORDER = [101, 104, 7430, 102, 103]  # then the passing 105 and 106, in either order
 
