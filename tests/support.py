@@ -16,7 +16,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager, redirect_stderr, redirect_stdout
+from contextlib import contextmanager, redirect_stderr, redirect_stdout, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -551,3 +551,81 @@ def action_step(inputs: dict[str, str]) -> tuple[str, dict[str, str]]:
     step = meta["runs"]["steps"][-1]
     env = {k: _INPUT.sub(lambda m: values[m[1]], str(v)) for k, v in step["env"].items()}
     return str(step["run"]), env
+
+
+class TcpRelay:
+    """A loopback TCP relay to a server (e.g. PostgreSQL) that a test can cut and restore: cut,
+    every connection through it is closed and new ones are refused, as when the server goes
+    away; restored, it relays again (the server itself, shared with other tests, is untouched)."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.target = (host, port)
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(64)
+        self.port = int(self.listener.getsockname()[1])
+        self.up = True
+        self._open: list[socket.socket] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            if not self.up:
+                client.close()
+                continue
+            try:
+                server = socket.create_connection(self.target, timeout=5)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._open += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        for end in (source, sink):
+            with suppress(OSError):
+                end.shutdown(socket.SHUT_RDWR)
+
+    def cut(self) -> None:
+        """Close every relayed connection and refuse new ones."""
+        self.up = False
+        with self._lock:
+            ends, self._open = self._open, []
+        for end in ends:
+            try:
+                end.shutdown(socket.SHUT_RDWR)
+                end.close()
+            except OSError:
+                pass
+
+    def restore(self) -> None:
+        """Relay again."""
+        self.up = True
+
+    def close(self) -> None:
+        """Cut and stop listening."""
+        self.cut()
+        self.listener.close()
+
+    def url(self, url: str) -> str:
+        """`url` (postgresql://user:pw@host:port/db) through this relay."""
+        from urllib.parse import urlsplit, urlunsplit
+
+        parts = urlsplit(url)
+        auth = parts.netloc.rpartition("@")[0]
+        netloc = f"{auth}@127.0.0.1:{self.port}" if auth else f"127.0.0.1:{self.port}"
+        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))

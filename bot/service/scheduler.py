@@ -20,6 +20,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from bot import app as wiring
 from bot.cycle import Summary
 from bot.github.client import Usage
+from bot.service.dispatch import run_dispatcher
 from bot.service.http import HttpServer, Monitor, serve
 from bot.service.limits import Limits
 from bot.service.replicas import Replicas
@@ -93,6 +94,10 @@ def run_service(
     if clients is None:
         log.info("stopped during start-up")
         return 0
+    if settings.queue.enabled:  # the work is the workers': this process feeds the queue
+        return run_dispatcher(settings, clients, stop, limits=server_limits(settings))
+    if settings.every_installation:
+        repos = wiring.discovered_repos(settings, clients)
     service = Service(settings, repos, clients, stop)
     try:
         service.start()
