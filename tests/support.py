@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, redirect_stderr, redirect_stdout, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -252,6 +252,72 @@ def start_run(config: Path) -> subprocess.Popen[str]:
         [sys.executable, "-m", "bot", "run", "--config", str(config)],
         env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
+
+
+# What `run` logs about a stop (retry.pause, Service.shutdown): tests assert these, not seconds.
+WAITING = re.compile(r"waiting (\d+\.\d) s$", re.MULTILINE)  # a wait begins (debug)
+STOPPED_INTO = re.compile(r"stopped (\d+\.\d) s into a (\d+\.\d) s wait")  # ... cut short
+ABANDONED = "stopping without waiting for the cycle's reads to end"  # reads left at the grace
+STOPPED = re.compile(r" info stopped$", re.MULTILINE)  # the service's shutdown ran to its end
+START_GUARD_S = 120.0  # start-up and first requests on a loaded machine: a hang guard only
+EXIT_GUARD_S = 60.0  # signal to exit: a hang guard only (the seconds: benchmarks/stop.py)
+
+
+def cut_short(log: str, *, least_s: float) -> bool:
+    """Whether the log says a stop cut short a wait of at least `least_s`."""
+    return any(float(a) >= least_s and float(w) < float(a) for w, a in STOPPED_INTO.findall(log))
+
+
+@dataclass
+class LoggedRun:
+    """`ci-status-bot run` as a subprocess whose stdout and log go to files, read as they grow."""
+
+    config: Path
+    folder: Path
+    proc: subprocess.Popen[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        with self.out_path.open("w") as out, self.log_path.open("w") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "bot", "run", "--config", str(self.config)],
+                env=clean_env(), stdout=out, stderr=err, text=True,
+            )  # fmt: skip
+
+    @property
+    def out_path(self) -> Path:
+        return self.folder / "run.out"
+
+    @property
+    def log_path(self) -> Path:
+        return self.folder / "run.log"
+
+    def log(self) -> str:
+        """What it has logged so far."""
+        return self.log_path.read_text(encoding="utf-8")
+
+    def wait_until(self, met: Callable[[str], bool], what: str) -> None:
+        """Until `met(log so far)`; fails if the process ends first or START_GUARD_S pass."""
+        deadline = time.monotonic() + START_GUARD_S
+        while not met(self.log()):
+            assert self.proc.poll() is None, f"run ended before {what}: {self.log()[-2000:]}"
+            assert time.monotonic() < deadline, f"never {what}: {self.log()[-2000:]}"
+            time.sleep(0.05)
+
+    def stop(self, signum: int = signal.SIGTERM) -> float:
+        """Send `signum`; the seconds until the process exited (for benchmarks, not asserts)."""
+        self.proc.send_signal(signum)
+        sent = time.monotonic()
+        try:
+            self.proc.wait(timeout=EXIT_GUARD_S)
+        finally:
+            self.end()
+        return time.monotonic() - sent
+
+    def end(self) -> None:
+        """Kill it if it still runs."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
 
 
 def wait_ready(base: str, proc: subprocess.Popen[str], *, timeout: float = 60) -> httpx.Response:

@@ -383,6 +383,9 @@ class HttpServer:
         self.begin_stop()
         if self._thread.is_alive():
             self._thread.join(timeout=SHUTDOWN_GRACE_S + 1.0)
+        if self._thread.is_alive():
+            log.warning("the HTTP server did not end within %g s: exiting without it",
+                        SHUTDOWN_GRACE_S + 1.0)  # fmt: skip
 
 
 def serve(

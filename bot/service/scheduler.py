@@ -341,13 +341,16 @@ def _leased(repos: Sequence[RepoSettings], held: Sequence[str]) -> list[RepoSett
 
 
 def _finish_cycle(worker: threading.Thread | None, clients: wiring.Clients) -> None:
-    """Give the running cycle STOP_GRACE_S to end (longer while a write is in flight)."""
+    """Give the running cycle STOP_GRACE_S to end, counted from the stop or from the end of
+    the comment write in flight (so the cycle records what it wrote); WRITE_GRACE_S at most."""
     if worker is None:
         return
-    started = time.monotonic()
+    started = quiet = time.monotonic()
     while worker.is_alive():
-        waited = time.monotonic() - started
-        if waited >= WRITE_GRACE_S or (waited >= STOP_GRACE_S and not clients.github.writing):
+        now = time.monotonic()
+        if clients.github.writing:
+            quiet = now
+        if now - started >= WRITE_GRACE_S or now - quiet >= STOP_GRACE_S:
             log.warning("stopping without waiting for the cycle's reads to end")
             return
         worker.join(0.05)
