@@ -246,11 +246,12 @@ def serve_config(tmp: Path, sandbox: Sandbox, port: int) -> Path:
     return config
 
 
-def start_run(config: Path) -> subprocess.Popen[str]:
-    """`ci-status-bot run` as a subprocess."""
+def start_run(config: Path, env: Mapping[str, str] | None = None) -> subprocess.Popen[str]:
+    """`ci-status-bot run` as a subprocess (`env` added to the clean environment)."""
     return subprocess.Popen(
         [sys.executable, "-m", "bot", "run", "--config", str(config)],
-        env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**clean_env(), **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
     )  # fmt: skip
 
 

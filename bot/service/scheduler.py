@@ -172,7 +172,9 @@ class Service:
     def start(self) -> None:
         """Serve, then schedule the first cycle now (nothing starts after a stop)."""
         cfg = self.settings.schedule
-        trigger = IntervalTrigger(seconds=cfg.interval_seconds, jitter=cfg.jitter_seconds)
+        trigger = IntervalTrigger(
+            seconds=cfg.interval_seconds, jitter=cfg.jitter_seconds, timezone=UTC
+        )
         self.scheduler.add_job(self.one_cycle, trigger, id="cycle", next_run_time=datetime.now(UTC))
         if self.webhooks is not None:
             self._observe_webhooks(self.webhooks)

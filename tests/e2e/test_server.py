@@ -15,6 +15,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from support import (
+    START_GUARD_S,
     REPO,
     TOKEN,
     clean_env,
@@ -164,6 +165,21 @@ def test_a_stop_request_stops_the_server_with_the_rest(tmp_path: Path) -> None:
     assert "stopped" in err
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"http://127.0.0.1:{port}/livez")
+
+
+def test_run_keeps_utc_whatever_the_machine_s_local_zone(tmp_path: Path) -> None:
+    """A `TZ` no zone database resolves (an image without tzdata, a typo) never stops `run`:
+    its schedule is in UTC, it asks nothing of the local zone (it used to exit with
+    ZoneInfoNotFoundError from APScheduler's interval trigger)."""
+    world = World()
+    seed(world)
+    port = free_port()
+    with Sandbox(world) as sandbox:
+        proc = start_run(serve_config(tmp_path, sandbox, port), env={"TZ": "Nowhere/Nothing"})
+        wait_ready(f"http://127.0.0.1:{port}", proc, timeout=START_GUARD_S)
+        code, err = stop(proc)
+    assert code == 0, err
+    assert "ZoneInfoNotFoundError" not in err
 
 
 def test_a_port_in_use_is_an_error_naming_it(tmp_path: Path) -> None:
