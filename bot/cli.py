@@ -175,6 +175,8 @@ def cmd_demo(_: Settings | None, args: argparse.Namespace) -> int:
 def cmd_report(settings: Settings, args: argparse.Namespace, sleep: Sleep | None) -> int:
     """The triage view from the state (no GitHub request); --live reads GitHub first, read-only."""
     filters = _report_filters(settings, args)
+    if args.by == "check" and args.format == "html":
+        raise UsageError("report: --by check writes a table, markdown or json, not html")
     try:
         live = args.live
         entries = _live_entries(settings, args.repo, sleep) if live else _stored_entries(settings)
@@ -183,7 +185,7 @@ def cmd_report(settings: Settings, args: argparse.Namespace, sleep: Sleep | None
         return EXIT_FAIL
     view = rows.ordered(entries, filters)
     tty = sys.stdout.isatty() and not args.output
-    text = _triage_text(view, args.format, tty=tty)
+    text = _triage_text(view, args.format, tty=tty, wide=args.wide, by=args.by)
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
         print(f"wrote the triage view ({len(view)} pull requests) to {args.output}")
@@ -235,18 +237,27 @@ def _live_entries(
         clients.close()
 
 
-def _triage_text(view: Sequence[rows.TriageEntry], fmt: str, *, tty: bool) -> str:
+def _triage_text(
+    view: Sequence[rows.TriageEntry], fmt: str, *, tty: bool, wide: bool = False, by: str = "pull"
+) -> str:
     import bot.triage.formats as formats
 
     now = datetime.now(UTC)
+    width = shutil.get_terminal_size((formats.NARROW, 24)).columns if tty else formats.NARROW
+    if by == "check":
+        groups = rows.by_check(view)
+        if fmt == "json":
+            return formats.checks_json(groups, now=now) + "\n"
+        if fmt == "markdown":
+            return formats.checks_markdown(groups, now=now)
+        return formats.checks_table(groups, now=now, width=10**6 if wide else width)
     if fmt == "json":
         return formats.triage_json(view, now=now) + "\n"
     if fmt == "markdown":
         return formats.markdown(view, now=now)
     if fmt == "html":
         return formats.PageRenderer().render(view, now=now)
-    width = shutil.get_terminal_size((100, 24)).columns if tty else 100
-    return formats.table(view, now=now, width=width, colour=tty)
+    return formats.table(view, now=now, width=width, colour=tty, wide=wide)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -280,6 +291,15 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--format", choices=("table", "json", "markdown", "html"), default="table")
     report.add_argument("--output", metavar="FILE", help="write to FILE instead of stdout")
     report.add_argument("--live", action="store_true", help="read GitHub first (read-only)")
+    report.add_argument(
+        "--wide", action="store_true", help="the full table: every column, nothing cut"
+    )
+    report.add_argument(
+        "--by",
+        choices=("pull", "check"),
+        default="pull",
+        help="a row per pull request (default) or per failing check",
+    )
     return parser
 
 

@@ -16,6 +16,8 @@ from bot.triage.rows import (
     Unsettled,
     comment_url,
     entry_for,
+    named_dict,
+    named_of,
     unsettled_dict,
 )
 
@@ -129,6 +131,8 @@ def _details_json(entry: TriageEntry) -> str:
             "never_reported": list(entry.never_reported),
             "required_never_reported": list(entry.required_never_reported),
             "failing_on_base": list(entry.failing_on_base),
+            "incomplete": [named_dict(n) for n in entry.incomplete],
+            "pending": [named_dict(n) for n in entry.pending],
         },
         separators=(",", ":"),
         ensure_ascii=False,
@@ -166,4 +170,6 @@ def _from_stored(row: StoredTriage, not_read: NotRead | None) -> TriageEntry:
         never_reported=tuple(details.get("never_reported", ())),
         required_never_reported=tuple(details.get("required_never_reported", ())),
         failing_on_base=tuple(details.get("failing_on_base", ())),
+        incomplete=tuple(named_of(n) for n in details.get("incomplete", ())),
+        pending=tuple(named_of(n) for n in details.get("pending", ())),
     )
