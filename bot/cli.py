@@ -7,7 +7,7 @@ import logging
 import re
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -129,7 +129,7 @@ def cmd_once(settings: Settings, args: argparse.Namespace, sleep: Sleep | None) 
             if isinstance(store, ReadOnlyState):
                 summary = make_cycle(settings, clients, store, dry_run=True).run(repos)
             else:
-                summary = run_once(settings, clients, store, repos)
+                summary = run_once(settings, clients, store, repos, progress=_progress_sink())
         finally:
             store.close()
             clients.close()
@@ -142,6 +142,18 @@ def cmd_once(settings: Settings, args: argparse.Namespace, sleep: Sleep | None) 
         _error(f"could not process {len(summary.failed)}: {failed}")
         return EXIT_FAIL
     return EXIT_OK
+
+
+def _progress_sink() -> Callable[[str], None] | None:
+    """On a terminal, one line of stderr rewritten in place ("" clears it); else None."""
+    if not sys.stderr.isatty():
+        return None
+
+    def show(line: str) -> None:
+        sys.stderr.write(f"\r{line}\x1b[K" if line else "\r\x1b[K")
+        sys.stderr.flush()
+
+    return show
 
 
 def cmd_run(settings: Settings, _: argparse.Namespace, __: Sleep | None) -> int:
