@@ -43,7 +43,18 @@ from support import (
 from bot.core.annotations import with_annotations
 from bot.core.base import MergeBase, with_base
 from bot.core.facts import facts_key
-from bot.core.model import MARKER, Annotation, Policy, Report, Signal, Verdict, format_utc
+from bot.core.model import (
+    MARKER,
+    Annotation,
+    Policy,
+    Report,
+    RequiredChecks,
+    RequiredContext,
+    Rule,
+    Signal,
+    Verdict,
+    format_utc,
+)
 from bot.core.reconcile import NO_SIGNALS_NOTE, TRUNCATED_NOTE, reconcile
 from bot.core.remedies import REMEDIES, remedy_for
 from bot.docs.readthedocs.rows import RtdLookup
@@ -288,6 +299,20 @@ def annotated_failure_report() -> Report:
     )  # fmt: skip
 
 
+def never_reported_report() -> Report:
+    """A required check nothing reported (GitHub: "Expected — Waiting for status to be
+    reported"), the head first known a while before its facts were first observed."""
+    rules = (Rule("branch protection", "main"),)
+    checks = RequiredChecks(
+        "main", read=True, contexts=(RequiredContext("tests (3.12)", rules),
+                                     RequiredContext("lint", rules))
+    )  # fmt: skip
+    lint = run("lint", "success", workflow="lint", completed_at=at(13, 30), required=True)
+    dco = run("DCO", "success", app="dco", description="DCO", completed_at=at(13, 1))
+    snap = dataclasses.replace(snapshot(lint, dco), required_checks=checks)
+    return reconcile(snap, {}, Policy(), now=NOW, first_seen={"\0head": at(13, 40)})
+
+
 CASES: dict[str, Callable[[], Report]] = {
     "seed_case": seed_report,
     "new_failure": new_failure_report,
@@ -296,6 +321,7 @@ CASES: dict[str, Callable[[], Report]] = {
     "unreadable_merge_base": unreadable_merge_base_report,
     "dco_action_required": dco_action_required_report,
     "annotated_failure": annotated_failure_report,
+    "never_reported": never_reported_report,
     "failing_required": failing_required_report,
     "every_state": every_state_report,
     "hostile": hostile_report,
