@@ -1,5 +1,7 @@
-# ci-status-bot: the same install steps as the README's pip steps.
-FROM python:3.12-slim
+# ci-status-bot: the same install steps as the pip install (docs/running/pip.md).
+# BASE: CI builds this file from a Debian-bootstrapped stand-in (scripts/build-image.sh).
+ARG BASE=python:3.12-slim
+FROM ${BASE}
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
@@ -8,12 +10,13 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 
-# Dependencies first (cached while only the source changes).
-COPY pyproject.toml README.md ./
+# Dependencies first (cached while only the source and the README change).
+COPY pyproject.toml ./
 RUN python -c "import tomllib; d = tomllib.load(open('pyproject.toml', 'rb')); print('\n'.join(d['project']['dependencies']))" > /tmp/requirements.txt \
  && pip install -r /tmp/requirements.txt
 
-# Then the project itself.
+# Then the project itself (pyproject.toml names README.md as its readme).
+COPY README.md ./
 COPY bot/ bot/
 COPY bot_sandbox/ bot_sandbox/
 COPY templates/ templates/
@@ -26,7 +29,7 @@ RUN pip install --no-deps . \
 COPY config/bot.example.toml /app/config/bot.example.toml
 
 # A numeric user, so that Kubernetes' runAsNonRoot can verify it: bind-mounted state folders
-# must be writable by uid 10001 (README, "Docker").
+# must be writable by uid 10001 (docs/running/docker.md).
 USER 10001:10001
 # Mount your configuration at /app/config/bot.toml and keep the state on a volume.
 VOLUME ["/app/state"]

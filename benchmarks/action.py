@@ -1,6 +1,6 @@
 """Benchmark the GitHub Action's command against GITHUB_TOKEN's hourly budget.
 
-    python benchmarks/action.py --prs 200 --checks 20            # the README's figures
+    python benchmarks/action.py --prs 200 --checks 20  # full size (benchmarks/RESULTS.md)
     python benchmarks/action.py --prs 20 --checks 5 --latency-ms 0  # the CI size
 
 It starts the sandbox in its own process (`python -m bot_sandbox serve --scenario scale`,

@@ -1,6 +1,6 @@
 """Load benchmark of `run`'s HTTP server under hostile and busy clients (a script, not a test).
 
-    python benchmarks/server.py                 # 2,000 PRs, a minute of load (the README's run)
+    python benchmarks/server.py                 # 2,000 PRs, a minute of load (RESULTS.md)
     python benchmarks/server.py --prs 50 --seconds 5 --slow 20 --rate 20 --pages 4   # CI size
 
 The sandbox runs in its own process (`python -m bot_sandbox serve --scenario scale`, as in
@@ -351,7 +351,7 @@ def verdicts(result: dict[str, Any]) -> dict[str, bool]:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    """The knobs (defaults: the README's run)."""
+    """The knobs (defaults: the full-size run of benchmarks/RESULTS.md)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--prs", type=int, default=2000)
     parser.add_argument("--checks", type=int, default=20)

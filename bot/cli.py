@@ -11,12 +11,13 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from bot.logs import redact, register_secrets, setup_logging
 from bot.render.report import report_json
 from bot.settings import ConfigError, RepoSettings, Settings, describe, load_settings
 from bot.state.lock import StateBusy
-from bot.state.ports import StoreError
+from bot.state.ports import StoreError, TriageRows
 from bot.state.readonly import ReadOnlyState
 from bot.triage import rows
 from bot.triage.keeper import stored_entries
@@ -130,6 +131,8 @@ def cmd_once(settings: Settings, args: argparse.Namespace, sleep: Sleep | None) 
                 summary = make_cycle(settings, clients, store, dry_run=True).run(repos)
             else:
                 summary = run_once(settings, clients, store, repos, progress=_progress_sink())
+            if args.summary:
+                _write_summary(args.summary, store, repos)
         finally:
             store.close()
             clients.close()
@@ -137,11 +140,59 @@ def cmd_once(settings: Settings, args: argparse.Namespace, sleep: Sleep | None) 
         if lock is not None:
             lock.release()
     print(summary.line())
-    if summary.failed:
-        failed = "; ".join(f"{k}: {v}" for k, v in summary.failed.items())
-        _error(f"could not process {len(summary.failed)}: {failed}")
-        return EXIT_FAIL
-    return EXIT_OK
+    return _once_failures(summary.failed, summary.heads)
+
+
+def _write_summary(path: str, store: TriageRows, repos: Sequence[RepoSettings]) -> None:
+    """Append the triage table of what the run saw to `path` (a job summary: markdown)."""
+    import bot.triage.formats as formats
+
+    entries = stored_entries(store)
+    view = rows.ordered(entries, rows.Filters(frozenset(r.name for r in repos)))
+    text = formats.markdown(view, now=datetime.now(UTC))
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(text if text.endswith("\n") else text + "\n")
+
+
+# GitHub's 403 for a token (a workflow's GITHUB_TOKEN) whose permissions lack what is asked
+_NOT_ACCESSIBLE = "Resource not accessible by integration"
+
+
+def _once_failures(failed: dict[str, str], heads: dict[str, str]) -> int:
+    """Say what could not be processed; a missing workflow permission as one line naming it."""
+    if not failed:
+        return EXIT_OK
+    refused = {k: v for k, v in failed.items() if _NOT_ACCESSIBLE in v}
+    reading = sorted(k for k in refused if "#" not in k)  # a repository: its pull requests
+    writing = sorted(k for k in refused if k in heads)  # read, then refused: its comment
+    for names, what, permission in (
+        (reading, "to read the pull requests of", "pull-requests: read"),
+        (writing, "to write the comment on", "issues: write"),
+    ):
+        if names:
+            _error(
+                f"GitHub refused {what} {_names(names)} (403 {_NOT_ACCESSIBLE}): "
+                f'add "{permission}" to the workflow\'s permissions:'
+            )
+    rest = {k: _unseen(v) for k, v in failed.items() if k not in reading and k not in writing}
+    if rest:
+        listed = "; ".join(f"{k}: {v}" for k, v in rest.items())
+        _error(f"could not process {len(rest)}: {listed}")
+    return EXIT_FAIL
+
+
+def _unseen(reason: str) -> str:
+    """GitHub answers the same for a repository that does not exist and one the token cannot
+    see (GraphQL NOT_FOUND, REST 404): say both."""
+    if "Could not resolve to a Repository" in reason:
+        return f"does not exist, or this token cannot see it ({reason})"
+    return reason
+
+
+def _names(names: Sequence[str]) -> str:
+    """At most three names, then how many more."""
+    shown = ", ".join(names[:3])
+    return shown if len(names) <= 3 else f"{shown} and {len(names) - 3} more"
 
 
 def _progress_sink() -> Callable[[str], None] | None:
@@ -214,6 +265,12 @@ def _report_filters(settings: Settings, args: argparse.Namespace) -> rows.Filter
         ]
     except ValueError as exc:
         raise UsageError(f"report: {exc}") from exc
+    unknown = [n for n in args.repo or () if settings.configured_repo(n) is None]
+    if unknown:
+        raise UsageError(
+            f"report --repo: {', '.join(unknown)} is not a configured repository (the view "
+            f"holds only [[repos]]: {', '.join(r.name for r in settings.repos) or 'none'})"
+        )
     configured = [r.name for r in settings.repos]
     return rows.Filters(frozenset(named or configured), verdicts, args.drafts)
 
@@ -280,11 +337,15 @@ def _parser() -> argparse.ArgumentParser:
         description="One factual CI-status comment per pull request. Retriggers nothing.",
         parents=[common],
     )
+    parser.add_argument("--version", action="version", version=f"ci-status-bot {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("run", parents=[common], help="the service: poll on the schedule")
     once = sub.add_parser("once", parents=[common], help="one cycle, then exit")
     once.add_argument("--repo", action="append", metavar="OWNER/NAME", help="only these")
     once.add_argument("--dry-run", action="store_true", help="print what would be written")
+    once.add_argument(
+        "--summary", metavar="FILE", help="append the triage table of what it saw (markdown)"
+    )
     show = sub.add_parser("show", parents=[common], help="print one pull request's report")
     show.add_argument("pull", metavar="OWNER/NAME#N")
     show.add_argument("--format", choices=("markdown", "json"), default="markdown")
@@ -324,6 +385,23 @@ COMMANDS = {
 }
 
 
+def _version() -> str:
+    """The installed distribution's version."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ci-status-bot")
+    except PackageNotFoundError:  # run from a tree that was never installed
+        return "(not installed)"
+
+
+def _quiet_migrations(level: str) -> None:
+    """Alembic says every migration step at INFO (a dozen lines before a stateless run's
+    first real output): held at WARNING unless DEBUG is asked for."""
+    if level.upper() != "DEBUG":
+        logging.getLogger("alembic").setLevel(logging.WARNING)
+
+
 def main(argv: Sequence[str] | None = None, *, sleep: Sleep | None = None) -> int:
     """Entry point of the console script and of python -m bot.
 
@@ -335,6 +413,7 @@ def main(argv: Sequence[str] | None = None, *, sleep: Sleep | None = None) -> in
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
+    settings: Settings | None = None
     try:
         if args.command == "demo":
             setup_logging("text", "WARNING")
@@ -342,6 +421,7 @@ def main(argv: Sequence[str] | None = None, *, sleep: Sleep | None = None) -> in
         settings = load_settings(args.config)
         register_secrets(settings.secret_values())
         setup_logging(settings.log.format, settings.log.level)
+        _quiet_migrations(settings.log.level)
         return COMMANDS[args.command](settings, args, sleep)
     except (ConfigError, UsageError) as exc:
         _error(f"{exc}")
@@ -358,14 +438,18 @@ def main(argv: Sequence[str] | None = None, *, sleep: Sleep | None = None) -> in
     except KeyboardInterrupt:
         return EXIT_FAIL
     except Exception as exc:
-        return _failed(exc)
+        return _failed(exc, settings)
 
 
-def _failed(exc: Exception) -> int:
+def _failed(exc: Exception, settings: Settings | None) -> int:
     """Exit 1 with one line for an error of the GitHub clients (imported only if they were)."""
     github_io = sys.modules.get("bot.github.client")
     pygithub = sys.modules.get("github.GithubException")
-    if github_io is not None and isinstance(exc, github_io.NotFound):
+    if github_io is not None and isinstance(exc, github_io.GitHubError) and exc.status is None:
+        api = settings.github.api_url if settings is not None else "github.api_url"
+        where = urlsplit(api).netloc or api
+        _error(f"{exc} (no answer from {where}: github.api_url = {api})")
+    elif github_io is not None and isinstance(exc, github_io.NotFound):
         _error(f"not found or not readable: {exc}")
     elif github_io is not None and isinstance(exc, github_io.GitHubError) and exc.status == 401:
         _error(

@@ -145,7 +145,8 @@ def _triage_view(store: TriageRows, settings: Settings) -> str:
     return (
         f"[triage] `ci-status-bot report`:\n{table(view, now=now_utc())}"
         f"`ci-status-bot run` serves this view as a page at {where} "
-        "(with /livez, /readyz and /metrics); `report --format html` writes it to a file."
+        "(with /livez, /readyz and /metrics) once it is configured; "
+        "`ci-status-bot demo --serve` serves the demo's now."
     )
 
 

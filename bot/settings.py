@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import json
 import os
@@ -408,6 +409,9 @@ class Settings(BaseSettings):
     repos: list[RepoSettings] = Field(default_factory=list, max_length=1000)
 
     _config_file: Path | None = PrivateAttr(default=None)
+    # what else configured the bot (to say so when a needed key is missing)
+    _unconfigured_note: str = PrivateAttr(default="")
+    _github_token_note: str = PrivateAttr(default="")
 
     @classmethod
     def settings_customise_sources(
@@ -457,7 +461,7 @@ class Settings(BaseSettings):
         if not self.repos:
             raise ConfigError(
                 "repos: no repository is configured (add a [[repos]] entry, or set "
-                "CI_STATUS_BOT_REPOS)"
+                f"CI_STATUS_BOT_REPOS){self._unconfigured_note}"
             )
 
     def policy_model(self) -> Policy:
@@ -479,6 +483,7 @@ class Settings(BaseSettings):
             raise ConfigError(
                 "github: no credentials: set github.token (CI_STATUS_BOT_GITHUB__TOKEN) or "
                 "github.app_id and github.private_key_path"
+                f"{self._github_token_note}{self._unconfigured_note}"
             )
         _require_app_keys(github)
 
@@ -513,7 +518,24 @@ def load_settings(
         sources = _Sources(path=path, file_data=file_data, env=env, env_data=env_data)
         raise ConfigError(_describe_errors(exc, sources)) from None
     settings._config_file = path
+    settings._unconfigured_note = _unconfigured_note(path, env_data)
+    if env.get("GITHUB_TOKEN") and not env.get(ENV_PREFIX + "GITHUB" + ENV_DELIMITER + "TOKEN"):
+        settings._github_token_note = (
+            "; GITHUB_TOKEN is set, but the bot reads its token from "
+            "CI_STATUS_BOT_GITHUB__TOKEN (export CI_STATUS_BOT_GITHUB__TOKEN=\"$GITHUB_TOKEN\")"
+        )
     return settings
+
+
+def _unconfigured_note(path: Path | None, env_data: Mapping[str, Any]) -> str:
+    """What to say when a needed key is missing and nothing configured the bot at all."""
+    if path is not None or env_data:
+        return ""
+    return (
+        f"; no configuration file was found at {DEFAULT_CONFIG_PATH.absolute()} (copy "
+        f"config/bot.example.toml there, or name one with --config or {CONFIG_ENV_VAR}) and "
+        f"no {ENV_PREFIX}* variable is set"
+    )
 
 
 def _choose_file(config_path: str | os.PathLike[str] | None, env: Mapping[str, str]) -> Path | None:
@@ -547,7 +569,7 @@ def _read_env(env: Mapping[str, str]) -> dict[str, Any]:
     """The CI_STATUS_BOT_* variables of `env`, exploded into nested sections."""
     unknown = sorted(name for name in env if _names_no_key(name))
     if unknown:
-        lines = [f"  {name}: names no configuration key (check its spelling)" for name in unknown]
+        lines = [f"  {name}: names no configuration key ({_env_hint(name)})" for name in unknown]
         raise ConfigError("invalid configuration:\n" + "\n".join(lines))
     source = EnvSettingsSource(Settings)
     source.env_vars = {key.lower(): value for key, value in env.items()}
@@ -587,6 +609,43 @@ def _names_no_key(name: str) -> bool:
             continue
         return depth != len(parts) - 1  # a list or a scalar ends the name
     return False
+
+
+def _env_names(model: type[BaseModel] = Settings, prefix: str = ENV_PREFIX) -> list[str]:
+    """Every variable that names a key (or a whole section) of `model`."""
+    names: list[str] = []
+    for key, field in model.model_fields.items():
+        name = prefix + key.upper()
+        names.append(name)
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            names += _env_names(annotation, name + ENV_DELIMITER)
+    return names
+
+
+def _env_hint(name: str) -> str:
+    """'did you mean X?' for the closest variable that names a key, else a spelling hint."""
+    close = difflib.get_close_matches(name.upper(), _env_names(), n=1, cutoff=0.75)
+    return f"did you mean {close[0]}?" if close else "check its spelling"
+
+
+def _key_hint(loc: tuple[int | str, ...]) -> str:
+    """'did you mean section.key?' for an unknown key of the file, else a spelling hint."""
+    model: type[BaseModel] = Settings
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part)
+        annotation = None if field is None else field.annotation
+        args = typing.get_args(annotation)
+        inner = args[0] if typing.get_origin(annotation) is list and args else annotation
+        if not (isinstance(inner, type) and issubclass(inner, BaseModel)):
+            return "check its spelling"
+        model = inner
+    close = difflib.get_close_matches(str(loc[-1]), list(model.model_fields), n=1, cutoff=0.6)
+    if not close:
+        return "check its spelling"
+    return f"did you mean {_dotted((*loc[:-1], close[0]))}?"
 
 
 def _is_complex(name: str) -> bool:
@@ -658,7 +717,7 @@ def _error_text(error: ErrorDetails, loc: tuple[int | str, ...]) -> str:
     """Pydantic's message, with the offending value unless it may be a secret."""
     message = str(error["msg"]).removeprefix("Value error, ")
     if error["type"] == "extra_forbidden":
-        return "unknown key (check its spelling)"
+        return f"unknown key ({_key_hint(loc)})"
     secret = any(word in str(part).lower() for part in loc for word in _SECRET_WORDS)
     value = error.get("input")
     if secret or isinstance(value, dict | list) or error["type"] == "value_error":

@@ -8,7 +8,7 @@ import json
 import math
 import threading
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -329,6 +329,8 @@ class Context:
     login: str
     rate: JSON
     errors: list[JSON] = field(default_factory=list)
+    # a fine-grained or installation token's permissions (None: not limited), as REST's
+    permissions: Mapping[str, str] | None = None
 
 
 class Objects:
@@ -439,7 +441,13 @@ class Objects:
     def repo(self, rec: RepoRec) -> JSON:
         """A Repository."""
 
-        def pull_requests(info: Any, **args: Any) -> JSON:
+        def pull_requests(info: Any, **args: Any) -> JSON | None:
+            if self.ctx.permissions is not None and not self.ctx.permissions.get("pull_requests"):
+                # GitHub's answer to a workflow token whose `permissions:` lack pull-requests
+                path = list(info.path) if isinstance(info, Info) else info.path.as_list()
+                message = "Resource not accessible by integration"
+                self.ctx.errors.append({"type": "FORBIDDEN", "path": path, "message": message})
+                return None
             states = args.get("states")
             pulls = [p for p in rec.pulls.values() if not states or p.state.upper() in states]
             order = args.get("orderBy") or {}
@@ -838,6 +846,7 @@ def run_query(
     *,
     login: str,
     charge: Callable[[int], JSON],
+    permissions: Mapping[str, str] | None = None,
 ) -> Outcome:
     """Validate, refuse mutations, charge, execute; `charge(points)` returns rateLimit fields."""
     if not isinstance(body, dict) or not isinstance(body.get("query"), str):
@@ -881,7 +890,7 @@ def run_query(
         return Outcome({"errors": problems}, 1, kind)
     rate = charge(cost.points)
     rate = {**rate, "cost": cost.points, "nodeCount": cost.nodes, "__typename": "RateLimit"}
-    ctx = Context(world=world, login=login, rate=rate)
+    ctx = Context(world=world, login=login, rate=rate, permissions=permissions)
     with world.lock:
         for hook in list(world.graphql_hooks):
             hook(world, operation.name.value if operation.name else None)

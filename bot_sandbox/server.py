@@ -588,8 +588,13 @@ class _Handler(BaseHTTPRequestHandler):
                 },
             )
         assert call.login is not None
+        rec = sandbox.world.token_record(call.token) if call.token else None
         outcome = graphql_api.run_query(
-            sandbox.world, body, login=call.login, charge=sandbox._graphql_charge
+            sandbox.world,
+            body,
+            login=call.login,
+            charge=sandbox._graphql_charge,
+            permissions=None if rec is None else rec.permissions,
         )
         return Answer(
             200,

@@ -34,4 +34,8 @@ args=(once)
 if [ "${INPUT_DRY_RUN:-false}" = "true" ]; then
   args+=(--dry-run)
 fi
+# The job summary (the run's page): the triage table of what this run saw.
+if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
+  args+=(--summary "$GITHUB_STEP_SUMMARY")
+fi
 exec ci-status-bot "${args[@]}"

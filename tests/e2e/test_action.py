@@ -28,11 +28,13 @@ ACTIONS_LOGIN = "github-actions[bot]"
 
 
 def run_action(
-    workspace: Path, runner_temp: Path, inputs: dict[str, str]
+    workspace: Path, runner_temp: Path, inputs: dict[str, str], **runner: str
 ) -> subprocess.CompletedProcess[str]:
-    """Run the action's command line exactly as action.yml writes it, in `workspace`."""
+    """Run the action's command line exactly as action.yml writes it, in `workspace`
+    (`runner`: what the runner sets besides, e.g. GITHUB_STEP_SUMMARY)."""
     command, step_env = action_step(inputs)
     env = clean_env()
+    env.update(runner)
     env.update(step_env)
     env["GITHUB_ACTION_PATH"] = str(ROOT)
     env["RUNNER_TEMP"] = str(runner_temp)
@@ -139,3 +141,57 @@ def test_an_empty_config_input_is_refused(tmp_path: Path) -> None:
     done = run_action(tmp_path, tmp_path, {"config": ""})
     assert done.returncode == 2
     assert "'config' input is empty" in done.stderr
+
+
+def test_the_job_summary_holds_the_triage_table_of_what_the_run_saw(
+    actions_sandbox: tuple[World, Sandbox], tmp_path: Path
+) -> None:
+    """$GITHUB_STEP_SUMMARY (the run's page) gets the triage table, appended to what is there."""
+    _, sandbox = actions_sandbox
+    workspace = tmp_path / "work"
+    workspace.mkdir()
+    summary = tmp_path / "step_summary.md"
+    summary.write_text("an earlier step's summary\n", encoding="utf-8")
+    inputs = {"config": workflow_config(workspace, sandbox), "github-token": ACTIONS_TOKEN}
+    done = run_action(workspace, tmp_path, inputs, GITHUB_STEP_SUMMARY=str(summary))
+    assert done.returncode == 0, done.stderr
+    text = summary.read_text(encoding="utf-8")
+    assert text.startswith("an earlier step's summary\n### CI triage · 1 open pull requests")
+    assert f"{REPO}#7430" in text and "incomplete" in text
+
+
+# What a workflow's `permissions:` block grants when it leaves one line of the example out
+EXAMPLE_PERMISSIONS = {
+    "pull_requests": "read", "issues": "write", "checks": "read", "statuses": "read",
+    "contents": "read", "metadata": "read",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("granted", "hint"),
+    [
+        ({**EXAMPLE_PERMISSIONS, "issues": "read"}, '"issues: write"'),
+        ({k: v for k, v in EXAMPLE_PERMISSIONS.items() if k != "pull_requests"},
+         '"pull-requests: read"'),
+    ],
+)  # fmt: skip
+def test_a_missing_permission_is_one_line_naming_it(
+    tmp_path: Path, granted: dict[str, str], hint: str
+) -> None:
+    """GitHub's 403s for a token without `issues: write` or `pull-requests: read` become one
+    line that names the permission to add, not a line of 403s."""
+    world = World()
+    seed_case(world, now=datetime.now(UTC))
+    world.add_actions_token(ACTIONS_TOKEN, REPO, permissions=granted)
+    with Sandbox(world) as sandbox:
+        workspace = tmp_path / "work"
+        workspace.mkdir()
+        inputs = {"config": workflow_config(workspace, sandbox), "github-token": ACTIONS_TOKEN}
+        done = run_action(workspace, tmp_path, inputs)
+        assert outside_allowlist(sandbox) == []
+    assert done.returncode == 1
+    said = [line for line in done.stderr.splitlines() if line.startswith("ci-status-bot:")]
+    assert len(said) == 1, done.stderr
+    assert f"add {hint} to the workflow's permissions:" in said[0]
+    assert "Resource not accessible by integration" in said[0]
+    assert bot_comments(world, 7430, login=ACTIONS_LOGIN) == []
