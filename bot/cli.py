@@ -272,7 +272,8 @@ def _report_filters(settings: Settings, args: argparse.Namespace) -> rows.Filter
             f"holds only [[repos]]: {', '.join(r.name for r in settings.repos) or 'none'})"
         )
     configured = [r.name for r in settings.repos]
-    return rows.Filters(frozenset(named or configured), verdicts, args.drafts)
+    stuck = bool(args.stuck_in_merge_queue)
+    return rows.Filters(frozenset(named or configured), verdicts, args.drafts, stuck)
 
 
 def _stored_entries(settings: Settings) -> list[rows.TriageEntry]:
@@ -361,6 +362,11 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--repo", action="append", metavar="OWNER/NAME", help="only these")
     report.add_argument("--verdict", metavar="V[,V]", help="only these verdicts")
     report.add_argument("--drafts", choices=("only", "exclude"), help="only or no drafts")
+    report.add_argument(
+        "--stuck-in-merge-queue",
+        action="store_true",
+        help="only those whose merge-group commit lacks or fails a required check",
+    )
     report.add_argument("--format", choices=("table", "json", "markdown", "html"), default="table")
     report.add_argument("--output", metavar="FILE", help="write to FILE instead of stdout")
     report.add_argument("--live", action="store_true", help="read GitHub first (read-only)")

@@ -18,6 +18,7 @@ from bot.core.annotations import needs_annotations, with_annotations
 from bot.core.base import MergeBase, judged, needs_base, with_base
 from bot.core.evidence import Evidence
 from bot.core.facts import core_key, facts_key
+from bot.core.merge_queue import QueueRead, judge_queue
 from bot.core.model import FAILING_STATES, MARKER, Policy, PullSnapshot, Report, Signal, Verdict
 from bot.core.reconcile import github_state, reconcile_until
 from bot.core.required import HEAD_SEEN_KEY, expected_signals
@@ -25,6 +26,7 @@ from bot.docs.provider import DocsProvider
 from bot.github.annotations import AnnotationReader, Found, failing_runs
 from bot.github.bases import BaseReader
 from bot.github.client import Comment, GitHubApi, GitHubError, RateLimited
+from bot.github.merge_groups import MergeGroupReader
 from bot.github.parse import PullFailure
 from bot.progress import WriteProgress
 from bot.render.comment import Renderer
@@ -97,6 +99,7 @@ class Built:
     annotations: Found | None = None  # the failing runs' annotations of this pass (if read)
     keys: tuple[str, ...] = ()  # needs_first_seen of the snapshot
     failing: bool = False  # a signal of the snapshot fails (its merge base is read)
+    queue: QueueRead | None = None  # its merge-group commit's read of this pass (if queued)
 
     def same_signals(self, snapshot: PullSnapshot, expected: Sequence[str]) -> bool:
         """Whether `snapshot` holds the very signals (and required set) this was built from:
@@ -287,6 +290,17 @@ def needs_first_seen(snapshot: PullSnapshot, expected: Sequence[str] = ()) -> li
     return keys
 
 
+def queued(
+    snapshots: Iterable[PullSnapshot | PullFailure], policy: PolicySettings
+) -> list[PullSnapshot]:
+    """The selected pull requests GitHub's merge queue holds (their merge groups are read)."""
+    return [
+        s
+        for s in snapshots
+        if isinstance(s, PullSnapshot) and s.queue is not None and selected(s, policy)
+    ]
+
+
 def has_failing(snapshot: PullSnapshot) -> bool:
     """Whether a signal of the head fails on GitHub (its merge base is then read)."""
     return any(github_state(signal) in FAILING_STATES for signal in snapshot.signals)
@@ -394,6 +408,9 @@ class Cycle:
         self._base_reader = BaseReader(github, store, clock=lambda: self.clock())
         # The failing check runs' annotations read for this pass's failing heads, by head.
         self._annotations: dict[tuple[str, str], Found] = {}
+        # The queued pull requests' merge-group commits (and queues) read this pass, by PR.
+        self._groups: dict[tuple[str, int], QueueRead] = {}
+        self._group_reader = MergeGroupReader(github, clock=lambda: self.clock())
         # Failing pull requests whose runs' annotations are not known yet: planned at the end
         # of their repository, after one batched read of all of them.
         self._waiting: list[PullSnapshot] = []
@@ -419,7 +436,7 @@ class Cycle:
         summary = Summary(dry_run=self.dry_run)
         plans: list[Plan] = []
         self._left, self._listed, self._bases, self._annotations = [], {}, {}, {}
-        self._waiting = []
+        self._waiting, self._groups = [], {}
         self._records, self._left_stored = {}, {}
         gh_before, points_before = self.github.usage.total, self.github.usage.graphql_points
         rtd_before = self._docs_requests()
@@ -520,6 +537,8 @@ class Cycle:
         self.read_bases(repo.name, failing)
         self.read_annotations(repo.name, failing, ask=False)
         unread = [s for s in failing if (repo.name, s.head_sha) not in self._annotations]
+        # queued ones wait too: the repository's merge groups are read in one query at its end
+        unread += [s for s in queued(chunk, self.policy) if all(s is not u for u in unread)]
         self._waiting.extend(unread)
         waiting = {id(s) for s in unread}
         yield from self._plan_each([s for s in chunk if id(s) not in waiting], repo, summary)
@@ -528,7 +547,8 @@ class Cycle:
         """Plan the failing pull requests whose annotations were not kept: all of the
         repository's asked in one batch (100 runs a query), not one query per 50 pulls."""
         waiting, self._waiting = self._waiting, []
-        self.read_annotations(repo.name, waiting)
+        self.read_groups(repo.name, waiting)
+        self.read_annotations(repo.name, [s for s in waiting if self._failing(repo, s)])
         yield from self._plan_each(waiting, repo, summary)
 
     def _plan_each(
@@ -611,6 +631,12 @@ class Cycle:
         wanted = [s for s in snapshots if (repo, s.head_sha) not in self._bases]
         for head, merge in self._base_reader.read(repo, wanted).items():
             self._bases[(repo, head)] = merge
+
+    def read_groups(self, repo: str, snapshots: Sequence[PullSnapshot]) -> None:
+        """The merge-group commits of the queued ones (bot.github.merge_groups), one query."""
+        wanted = [s for s in snapshots if (repo, s.number) not in self._groups]
+        for number, read in self._group_reader.read(repo, wanted).items():
+            self._groups[(repo, number)] = read
 
     def read_annotations(
         self, repo: str, snapshots: Sequence[PullSnapshot], *, ask: bool = True
@@ -710,12 +736,14 @@ class Cycle:
         known = self._facts(repo.name, snapshot.number)
         merge = self._bases.get((repo.name, snapshot.head_sha))
         said = self._annotations.get((repo.name, snapshot.head_sha))
+        group = self._groups.get((repo.name, snapshot.number))
         if (
             stamp is None
             and last is not None
             and known == (last.key, last.report.observed_at)
             and last.merge == merge
             and last.annotations == said
+            and last.queue == group
             and last.expected == tuple(repo.expected)
             and last.serves(snapshot, docs, first_seen, self.core_policy, now)
         ):
@@ -738,11 +766,13 @@ class Cycle:
                 self.read_annotations(repo.name, [snapshot])
             said = self._annotations[(repo.name, snapshot.head_sha)]
             report = with_annotations(report, said)
+        if snapshot.queue is not None:
+            report, group = self._with_queue(report, snapshot, repo)
         key = facts_key(report)
         failing = last.failing if last is not None and same else has_failing(snapshot)
         built = Built(
             snapshot, docs, first_seen, policy, tuple(repo.expected), merge, now, until, report,
-            key, said, tuple(keys), failing,
+            key, said, tuple(keys), failing, group,
         )  # fmt: skip
         if known is not None and known[0] == key:
             report = replace(report, observed_at=known[1])
@@ -754,6 +784,21 @@ class Cycle:
         self.store.set_facts(repo.name, snapshot.number, facts_key=key, observed_at=now)
         self.reports.put(replace(built, report=report))
         return report, key
+
+    def _with_queue(
+        self, report: Report, snapshot: PullSnapshot, repo: RepoSettings
+    ) -> tuple[Report, QueueRead | None]:
+        """The report with what the queued pull request's merge-group commit carries (read now
+        if this pass has not yet), and that read."""
+        if (repo.name, snapshot.number) not in self._groups:
+            self.read_groups(repo.name, [snapshot])
+        group = self._groups.get((repo.name, snapshot.number))
+        entry, checks = snapshot.queue, snapshot.required_checks
+        head = snapshot.head_sha
+        found = (
+            None if entry is None else judge_queue(entry, group, checks, repo.expected, head=head)
+        )
+        return replace(report, merge_queue=found), group
 
     def plan(self, snapshot: PullSnapshot, repo: RepoSettings) -> Plan:
         """Decide create / edit / leave / adopt for one pull request (reads only).
@@ -1126,6 +1171,7 @@ class Cycle:
         failing heads' merge bases and annotations are asked first, batched, as a pass does."""
         summary = Summary(dry_run=self.dry_run)
         self._left = []  # a refresh checks no comment: the pass does
+        self._groups = {}  # merge groups change by the minute: read again for this refresh
         gh_before, points_before = self.github.usage.total, self.github.usage.graphql_points
         rtd_before = self._docs_requests()
         failing: dict[str, list[PullSnapshot]] = {}  # asked together, as a pass does
@@ -1137,6 +1183,12 @@ class Cycle:
         for name, snapshots in failing.items():
             self.read_bases(name, snapshots)
             self.read_annotations(name, snapshots)
+        by_repo: dict[str, list[PullSnapshot]] = {}  # each repository's merge groups: one query
+        for snapshot, repo in pulls:
+            if isinstance(snapshot, PullSnapshot) and snapshot.queue is not None:
+                by_repo.setdefault(repo.name, []).append(snapshot)
+        for name, snapshots in by_repo.items():
+            self.read_groups(name, queued(snapshots, self.policy))
         plans = [p for s, r in pulls if (p := self._plan_one(s, r, summary)) is not None]
         for observer in self.observers:
             observer.pulls_done()

@@ -479,6 +479,7 @@ class Objects:
             "pullRequests": pull_requests,
             "pullRequest": pull_request,
             "object": obj,
+            "mergeQueue": lambda info, branch=None: self.merge_queue(info, rec, branch),
             "ref": lambda info, qualifiedName: self.ref(
                 rec, qualifiedName.removeprefix("refs/heads/")
             ),
@@ -600,6 +601,58 @@ class Objects:
             "commits": commits,
             "comments": comments,
             "statusCheckRollup": lambda info: self.rollup(rec, pull.head_sha),
+            "isInMergeQueue": pull.number in rec.queue_entries,
+            "isMergeQueueEnabled": pull.base_ref in rec.merge_queues,
+            "mergeQueueEntry": lambda info: self.queue_entry(info, rec, pull.number),
+        }
+
+    def queue_entry(self, info: Any, rec: RepoRec, number: int) -> JSON | None:
+        """PullRequest.mergeQueueEntry (an error where the world refuses it)."""
+        error = rec.entry_errors.get(number)
+        if error is not None:
+            path = list(info.path) if isinstance(info, Info) else info.path.as_list()
+            self.ctx.errors.append({"type": "FORBIDDEN", "path": path, "message": error})
+            return None
+        entry = rec.queue_entries.get(number)
+        if entry is None:
+            return None
+        return {
+            "__typename": "MergeQueueEntry",
+            "id": node_id("MergeQueueEntry", zlib.crc32(f"{rec.full_name}:{number}".encode())),
+            "state": entry.state,
+            "position": entry.position,
+            "enqueuedAt": iso(entry.enqueued_at),
+            "jump": False,
+            "solo": False,
+            "headCommit": self.commit(rec, entry.head_sha) if entry.head_sha else None,
+            "baseCommit": self.commit(rec, entry.base_sha) if entry.base_sha else None,
+        }
+
+    def merge_queue(self, info: Any, rec: RepoRec, branch: str | None) -> JSON | None:
+        """Repository.mergeQueue(branch:) (the default branch's without one; null: none)."""
+        name = branch or rec.default_branch
+        error = rec.queue_errors.get(name)
+        if error is not None:
+            path = list(info.path) if isinstance(info, Info) else info.path.as_list()
+            self.ctx.errors.append({"type": "FORBIDDEN", "path": path, "message": error})
+            return None
+        if name not in rec.merge_queues:
+            return None
+        return {
+            "__typename": "MergeQueue",
+            "id": node_id("MergeQueue", zlib.crc32(f"{rec.full_name}:{name}".encode())),
+            "url": f"{WEB}/{rec.full_name}/queue/{name}",
+            "resourcePath": f"/{rec.full_name}/queue/{name}",
+            "configuration": {
+                "__typename": "MergeQueueConfiguration",
+                "checkResponseTimeout": rec.merge_queues[name],
+                "maximumEntriesToBuild": 5,
+                "maximumEntriesToMerge": 5,
+                "minimumEntriesToMerge": 1,
+                "minimumEntriesToMergeWaitTime": 5,
+                "mergeMethod": "MERGE",
+                "mergingStrategy": "ALLGREEN",
+            },
         }
 
     def commit(self, rec: RepoRec, sha: str) -> JSON:

@@ -2,8 +2,9 @@
 
 Payloads follow GitHub's shapes (octokit/webhooks payload examples): `check_run` (created,
 completed), `status`, `pull_request` (opened, synchronize, closed, ready_for_review,
-converted_to_draft). Headers: X-GitHub-Event, X-GitHub-Delivery (a fresh UUID),
-X-Hub-Signature-256 (HMAC-SHA256 of the body), User-Agent GitHub-Hookshot/...
+converted_to_draft), `merge_group` (checks_requested, destroyed). Headers: X-GitHub-Event,
+X-GitHub-Delivery (a fresh UUID), X-Hub-Signature-256 (HMAC-SHA256 of the body), User-Agent
+GitHub-Hookshot/...
 
 Deliveries leave from one background thread, in order, so a change never waits on the
 receiver (GitHub also delivers asynchronously). Every delivery is recorded in `sent`.
@@ -28,6 +29,7 @@ from bot_sandbox.world import (
     API,
     CheckRunRec,
     PullRec,
+    QueueEntryRec,
     StatusRec,
     World,
     check_run_json,
@@ -134,6 +136,38 @@ def pull_request_payload(world: World, action: str, repo: str, pull: PullRec) ->
     return data
 
 
+def merge_group_payload(
+    world: World, action: str, repo: str, entry: QueueEntryRec, reason: str | None = None
+) -> JSON:
+    """A `merge_group` event payload (octokit/webhooks' checks_requested example and its
+    destroyed schema: `head_sha`, `head_ref`, `base_sha`, `base_ref`, `head_commit`)."""
+    rec = world.repo(repo)
+    commit = rec.commits.get(entry.head_sha or "")
+    person = {"name": commit.author_name, "email": commit.author_email} if commit else {}
+    data: JSON = {
+        "action": action,
+        "merge_group": {
+            "head_sha": entry.head_sha,
+            "head_ref": entry.head_ref,
+            "base_sha": entry.base_sha,
+            "base_ref": f"refs/heads/{entry.branch}",
+            "head_commit": {
+                "id": entry.head_sha,
+                "tree_id": hashlib.sha1(f"tree:{entry.head_sha}".encode()).hexdigest(),
+                "message": commit.message if commit else "",
+                "timestamp": iso(commit.date) if commit else None,
+                "author": person,
+                "committer": person,
+            },
+        },
+        "repository": repo_json(rec, world=world),
+        "sender": user_json(world.user(SENDER_LOGIN)),
+    }
+    if reason is not None:
+        data["reason"] = reason
+    return data
+
+
 def rules_payload(world: World, event: str, action: str, repo: str, record: Any) -> JSON:
     """A `branch_protection_rule` or `repository_ruleset` event payload (the parts read)."""
     rec = world.repo(repo)
@@ -180,6 +214,10 @@ class WebhookSender:
         elif event == "pull_request":
             payload = pull_request_payload(world, action, repo, record)
             numbers, sha = (record.number,), record.head_sha
+        elif event == "merge_group":
+            entry, reason = record if isinstance(record, tuple) else (record, None)
+            payload = merge_group_payload(world, action, repo, entry, reason)
+            numbers, sha = (entry.number,), entry.head_sha or ""
         elif event in ("branch_protection_rule", "repository_ruleset"):
             payload, numbers, sha = rules_payload(world, event, action, repo, record), (), ""
         else:

@@ -237,6 +237,20 @@ class PullRec:
 
 
 @dataclass
+class QueueEntryRec:
+    """A pull request's entry in its base branch's merge queue (GraphQL MergeQueueEntry)."""
+
+    number: int
+    branch: str  # the base branch whose queue holds it
+    state: str  # MergeQueueEntryState: QUEUED, AWAITING_CHECKS, MERGEABLE, UNMERGEABLE, LOCKED
+    position: int
+    enqueued_at: datetime
+    head_sha: str | None  # the merge-group commit (None: not created yet)
+    base_sha: str | None
+    head_ref: str  # refs/heads/gh-readonly-queue/<base>/pr-<N>-<base sha>
+
+
+@dataclass
 class CommentRec:
     """An issue comment."""
 
@@ -277,6 +291,12 @@ class RepoRec:
     rulesets: list[RulesetRec] = field(default_factory=list)
     # base branch -> the error GitHub gives on that ref's `rules` (a token that may not read them)
     rules_errors: dict[str, str] = field(default_factory=dict)
+    # merge queues by base branch: checkResponseTimeout in minutes (None: GitHub gives none)
+    merge_queues: dict[str, int | None] = field(default_factory=dict)
+    queue_entries: dict[int, QueueEntryRec] = field(default_factory=dict)  # by pull number
+    # an error GitHub answers on mergeQueue(branch:) (a token that may not read it), by branch
+    queue_errors: dict[str, str] = field(default_factory=dict)
+    entry_errors: dict[int, str] = field(default_factory=dict)  # ... on a mergeQueueEntry
 
     def required_for(self, branch: str) -> list[tuple[str, int | None, str]]:
         """(context, integrationId, where) GitHub requires on `branch`: protection, rulesets."""
@@ -699,6 +719,64 @@ class World:
         with self.lock:
             rec = self.repo(repo)
             rec.rules_errors[branch or rec.default_branch] = message
+
+    # -- the merge queue -----------------------------------------------------------------------
+
+    def set_merge_queue(
+        self, repo: str, *, branch: str | None = None, timeout_minutes: int | None = 60
+    ) -> None:
+        """Turn on a merge queue for `branch` (default branch), with its checkResponseTimeout."""
+        with self.lock:
+            rec = self.repo(repo)
+            rec.merge_queues[branch or rec.default_branch] = timeout_minutes
+
+    def enqueue(
+        self,
+        repo: str,
+        number: int,
+        *,
+        group_sha: str | None,
+        state: str = "AWAITING_CHECKS",
+        enqueued_at: datetime | None = None,
+    ) -> QueueEntryRec:
+        """Put a pull request in its base branch's queue; with `group_sha`, GitHub made its
+        merge-group commit (a `merge_group` `checks_requested` delivery follows)."""
+        with self.lock:
+            _require_aware(enqueued_at, "enqueued_at")
+            rec = self.repo(repo)
+            pull = self.pull(repo, number)
+            if pull.base_ref not in rec.merge_queues:
+                raise ValueError(f"{repo} has no merge queue on {pull.base_ref}")
+            base_sha = self.merge_base(repo, pull.base_ref, pull.head_sha)
+            position = 1 + sum(1 for e in rec.queue_entries.values() if e.branch == pull.base_ref)
+            entry = QueueEntryRec(
+                number, pull.base_ref, state, position, enqueued_at or self.now(), group_sha,
+                base_sha, f"refs/heads/gh-readonly-queue/{pull.base_ref}/pr-{number}-{base_sha}",
+            )  # fmt: skip
+            rec.queue_entries[number] = entry
+            if group_sha is not None:
+                self.add_commit(repo, group_sha, message=f"Merge pull request #{number}")
+                self._changed("merge_group", "checks_requested", repo, entry)
+            return entry
+
+    def dequeue(self, repo: str, number: int, *, reason: str = "dequeued") -> None:
+        """The entry leaves the queue (merged, removed, invalidated): `merge_group` `destroyed`."""
+        with self.lock:
+            entry = self.repo(repo).queue_entries.pop(number)
+            if entry.head_sha is not None:
+                self._changed("merge_group", "destroyed", repo, (entry, reason))
+
+    def refuse_merge_queue(
+        self, repo: str, message: str, *, branch: str | None = None, number: int | None = None
+    ) -> None:
+        """Make GitHub answer an error on `mergeQueue(branch:)` or on one pull request's
+        `mergeQueueEntry` (a token without access to it)."""
+        with self.lock:
+            rec = self.repo(repo)
+            if number is not None:
+                rec.entry_errors[number] = message
+            else:
+                rec.queue_errors[branch or rec.default_branch] = message
 
     def on_graphql(self, hook: Callable[[World, str | None], None]) -> None:
         """Call `hook(world, operation name)` before each GraphQL query is executed."""

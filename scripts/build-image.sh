@@ -58,11 +58,23 @@ fi
 # 2. The image, from the Dockerfile as it is; the base replaces its FROM. The machine's CA
 #    bundle is lent to the build's RUN steps (pip reaches PyPI through whatever this machine
 #    trusts); nothing of it stays in the image.
-say "building the Dockerfile from $base"
-bah bud --quiet --isolation chroot --format docker --layers \
-  --build-arg "BASE=$base" --from "$base" \
-  --volume /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro \
-  -t "$image" -f Dockerfile . >/dev/null
+#    The image is tagged with a digest of everything its COPY lines take (and the base), so a
+#    tree whose inputs an earlier run already built is not built again (with vfs even cached
+#    steps copy the whole file system, minutes on a loaded machine).
+inputs=$(tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner \
+  --exclude=__pycache__ --exclude='*.py[cod]' -cf - Dockerfile .dockerignore pyproject.toml \
+  README.md bot bot_sandbox templates config/bot.example.toml | sha256sum | cut -c1-16)
+built="localhost/ci-status-bot:$tag-$inputs"
+if bah inspect --type image "$built" >/dev/null 2>&1; then
+  say "the image of these inputs is already built ($built)"
+else
+  say "building the Dockerfile from $base"
+  bah bud --quiet --isolation chroot --format docker --layers \
+    --build-arg "BASE=$base" --from "$base" \
+    --volume /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro \
+    -t "$built" -f Dockerfile . >/dev/null
+fi
+bah tag "$built" "$image"
 healthcheck=$(bah inspect --type image --format '{{.Docker.Config.Healthcheck.Test}}' "$image")
 user=$(bah inspect --type image --format '{{.Docker.Config.User}}' "$image")
 say "built $image (user $user; healthcheck $healthcheck)"
@@ -109,4 +121,11 @@ inside sh -c '
   [ "$code" = 0 ] || { cat run.log; echo "run exited $code on SIGTERM" >&2; exit 1; }
   echo "/livez answered the HEALTHCHECK command; run stopped with exit 0 on SIGTERM"
 ' probe "$probe"
+# vfs keeps a full copy of every layer: drop the images no tag or newer layer refers to any
+# more (an earlier build's), so the cache holds one build's layers, not every build's.
+for old in $(bah images --format '{{.Name}}:{{.Tag}}' | grep '^localhost/ci-status-bot:base-' \
+               | grep -v -x "$built"); do
+  bah rmi "$old" >/dev/null 2>&1 || true
+done
+bah rmi --prune >/dev/null 2>&1 || true
 say "done"

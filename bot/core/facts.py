@@ -7,13 +7,14 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from bot.core.merge_queue import queue_facts
 from bot.core.model import Report, Row
 
 
 def facts_key(report: Report) -> str:
     """A sha256 of every fact the report states: not observed_at, the title or fetch times."""
     rows = tuple(_row_facts(row) for row in report.rows)
-    facts = (
+    facts: tuple[Any, ...] = (
         report.repo,
         report.number,
         report.url,
@@ -26,6 +27,8 @@ def facts_key(report: Report) -> str:
         _required_facts(report),
         rows,
     )
+    if report.merge_queue is not None:  # appended only when queued: other keys stay as they were
+        facts = (*facts, "merge_queue", queue_facts(report.merge_queue))
     return hashlib.sha256(repr(facts).encode("utf-8")).hexdigest()
 
 

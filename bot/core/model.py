@@ -178,6 +178,47 @@ class RequiredChecks:
     error: str | None = None  # why it could not be read (read is False)
 
 
+class QueueState(StrEnum):
+    """GitHub's MergeQueueEntryState; a value the schema does not list is UNKNOWN."""
+
+    QUEUED = "QUEUED"
+    AWAITING_CHECKS = "AWAITING_CHECKS"
+    MERGEABLE = "MERGEABLE"
+    UNMERGEABLE = "UNMERGEABLE"
+    LOCKED = "LOCKED"
+    UNKNOWN = "UNKNOWN"
+
+
+@dataclass(frozen=True, slots=True)
+class QueueEntry:
+    """A pull request's place in its base branch's merge queue, as GitHub gave it."""
+
+    state: QueueState
+    raw_state: str  # GitHub's own word (differs from `state` only when UNKNOWN)
+    position: int | None = None
+    enqueued_at: datetime | None = None
+    commit: str | None = None  # headCommit: the merge-group commit the queue tests
+    base_commit: str | None = None
+    error: str | None = None  # GitHub answered an error for the entry: nothing above is known
+
+
+@dataclass(frozen=True, slots=True)
+class QueueFinding:
+    """What a queued pull request's merge-group commit carries of what the base requires."""
+
+    entry: QueueEntry
+    timeout_minutes: int | None = None  # the queue's checkResponseTimeout (None: not known)
+    timeout_error: str | None = None  # why the queue's configuration could not be read
+    commit_error: str | None = None  # why the merge-group commit's checks could not be read
+    required_read: bool = True  # the base branch's required set was read
+    checks: int = 0  # check runs and statuses GitHub reported on the merge-group commit
+    truncated: bool = False  # more contexts there than were read
+    missing: tuple[Signal, ...] = ()  # `expected` signals: required there, never reported
+    failing: tuple[Signal, ...] = ()  # required (or expected) contexts failing there
+    pending: tuple[Signal, ...] = ()  # required (or expected) contexts still running there
+    passed: int = 0  # required (or expected) contexts that passed there
+
+
 @dataclass(frozen=True, slots=True)
 class PullSnapshot:
     """One open pull request and every CI signal on its head commit."""
@@ -197,6 +238,7 @@ class PullSnapshot:
     base: str | None = None  # the base branch's name
     # what the base branch requires; None where it was not asked (then no expected signals)
     required_checks: RequiredChecks | None = None
+    queue: QueueEntry | None = None  # its merge-queue entry; None: not in a merge queue
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,6 +339,8 @@ class Report:
     # (base branch, merge-base commit) the failing rows were compared on; the stamp carries it,
     # so a run with no state does not ask GitHub's compare again for the same head
     merge_base: tuple[str, str] | None = None
+    # where GitHub's merge queue holds the pull request: its merge-group commit's findings
+    merge_queue: QueueFinding | None = None
 
     @property
     def commit_url(self) -> str:

@@ -25,7 +25,15 @@ from github.GithubException import GithubException
 
 from bot.core.annotations import GENERIC, QUOTED
 from bot.core.base import MergeBase
-from bot.core.model import Annotation, PullSnapshot, RequiredChecks, Signal
+from bot.core.merge_queue import QueueConfig
+from bot.core.model import (
+    Annotation,
+    PullSnapshot,
+    QueueEntry,
+    QueueState,
+    RequiredChecks,
+    Signal,
+)
 from bot.github.parse import Comment as Comment
 from bot.github.parse import (
     Partial,
@@ -73,6 +81,9 @@ from bot.state.ports import RequiredCache as RequiredCache
 log = logging.getLogger(__name__)
 
 MAX_INLINE_WAIT_S = 60.0
+# How a commits query's errors name its commits: (in an error, not found).
+MERGE_BASE: Final = ("the merge base", "the merge-base commit")
+MERGE_GROUP: Final = ("the merge-group commit", "the merge-group commit")
 SECONDARY_BACKOFF_S = 60.0  # a 429 that names no wait: back off from a minute (GitHub's advice)
 GITHUB_POLICY = RetryPolicy(attempts=3, backoff_s=1.0, jitter_s=1.0, max_wait_s=MAX_INLINE_WAIT_S)
 ALIAS_BATCH = 20  # pull requests per aliased query (follow-up context pages, isRequired)
@@ -214,6 +225,14 @@ def _in_commit(error: dict[str, Any]) -> bool:
     """An error inside one aliased commit: repository.c<i>...."""
     path = _path(error)
     return len(path) > 1 and path[0] == "repository" and str(path[1]).startswith("c")
+
+
+def _in_commit_or_queue(error: dict[str, Any]) -> bool:
+    """An error inside one aliased commit or merge queue: repository.c<i>... or .q<i>...."""
+    path = _path(error)
+    return _in_commit(error) or (
+        len(path) > 1 and path[0] == "repository" and str(path[1]).startswith("q")
+    )
 
 
 def _message(error: dict[str, Any]) -> str:
@@ -516,15 +535,19 @@ class GitHubApi:
             nodes = _get(page, "nodes")
             if not isinstance(nodes, list):
                 raise MalformedAnswer("pullRequests.nodes is not a list")
-            broken = {_path(e)[3]: _message(e) for e in errors}
+            broken, unqueued = _by_pull(errors)
             more = _get(page, "pageInfo", "hasNextPage")
             total, cursor = _get(page, "totalCount"), _get(page, "pageInfo", "endCursor")
             # Without the required cache `required` is GitHub's own: nothing is reused then.
-            digests = [node_digest(node) if required is not None else None for node in nodes]
+            digests = [node_digest(n) if required is not None else None for n in nodes]
+            digests = [None if i in unqueued else d for i, d in enumerate(digests)]
             items = [
                 self._pull_item(repo, node, broken.get(index), digests[index], now=now)
                 for index, node in enumerate(nodes)
             ]
+            for index, why in unqueued.items():  # GitHub's index: only one of this page
+                if isinstance(index, int) and 0 <= index < len(items):
+                    _queue_unread(items[index], why)
             whole = [isinstance(p, Partial) and p.whole() for p in items]
             partials = [p for p in items if isinstance(p, Partial)]
             self._complete(owner, name, partials)
@@ -565,14 +588,16 @@ class GitHubApi:
         data, errors = self._graphql(
             pull_query(with_labels=self._with_labels),
             {"owner": owner, "name": name, "number": number},
-            tolerate=_in_base_ref,
+            tolerate=lambda e: _in_base_ref(e) or _in_queue_entry(e),
         )
         if _get(data, "repository") is None:
             raise NotFound(f"repository {repo} not found or not visible", status=404)
         node = _get(data, "repository", "pullRequest")
         if node is None:
             raise NotFound(f"pull request {repo}#{number} not found", status=404)
-        partial = parse_pull(repo, node, now=now)
+        unqueued = next((_stable_message(e) for e in errors if _in_queue_entry(e)), None)
+        errors = [e for e in errors if not _in_queue_entry(e)]
+        partial = _queue_unread(parse_pull(repo, node, now=now), unqueued)
         if isinstance(partial, PullFailure):
             raise MalformedAnswer(f"{partial.label}: {partial.reason}")
         self._complete(owner, name, [partial], required=True)
@@ -893,23 +918,45 @@ class GitHubApi:
     def commits_signals(self, repo: str, shas: Sequence[str]) -> dict[str, MergeBase]:
         """The contexts GitHub reports on each commit (its first 100), COMMITS_PER_QUERY commits
         per GraphQL query; a commit that cannot be read says why, the others are read."""
+        return self.commits_and_queues(repo, shas)[0]
+
+    def commits_and_queues(
+        self,
+        repo: str,
+        shas: Sequence[str],
+        branches: Sequence[str] = (),
+        *,
+        what: tuple[str, str] = MERGE_BASE,
+    ) -> tuple[dict[str, MergeBase], dict[str, QueueConfig]]:
+        """commits_signals' answer (`what` names the commits in its errors), and the merge queue
+        of each of `branches` (its checkResponseTimeout, or why it is unknown), asked in the first
+        query: no query of its own."""
         owner, name = repo.split("/", 1)
         found: dict[str, MergeBase] = {}
+        queues: dict[str, QueueConfig] = {}
         wanted = sorted(set(shas))
-        for start in range(0, len(wanted), COMMITS_PER_QUERY):
+        asked = list(dict.fromkeys(branches))
+        for start in range(0, max(len(wanted), 1 if asked else 0), COMMITS_PER_QUERY):
             chunk = wanted[start : start + COMMITS_PER_QUERY]
+            ask = asked if start == 0 else []
+            variables: dict[str, Any] = {"owner": owner, "name": name}
+            variables |= {f"q{i}": branch for i, branch in enumerate(ask)}
             data, errors = self._graphql(
-                commits_query(chunk), {"owner": owner, "name": name}, tolerate=_in_commit
+                commits_query(chunk, queues=len(ask)), variables, tolerate=_in_commit_or_queue
             )
             repository = _get(data, "repository")
             if repository is None:
                 raise NotFound(f"repository {repo} not found or not visible", status=404)
             broken = {str(_path(e)[1]): _stable_message(e) for e in errors}
             for index, sha in enumerate(chunk):
+                alias = f"c{index}"
                 found[sha] = _commit_item(
-                    sha, _get(repository, f"c{index}"), broken.get(f"c{index}")
+                    sha, _get(repository, alias), broken.get(alias), what=what
                 )
-        return found
+            for index, branch in enumerate(ask):
+                alias = f"q{index}"
+                queues[branch] = _queue_config(branch, _get(repository, alias), broken.get(alias))
+        return found, queues
 
     # -- annotations of failing check runs ------------------------------------------------
 
@@ -992,6 +1039,8 @@ class GitHubApi:
             repository = _get(data, "repository")
             if repository is None:
                 raise NotFound(f"repository {repo} not found or not visible", status=404)
+            unqueued = {str(_path(e)[1]): _stable_message(e) for e in errors if _in_queue_entry(e)}
+            errors = [e for e in errors if not _in_queue_entry(e)]
             gone = {str(_path(e)[1]) for e in errors if e.get("type") == "NOT_FOUND"}
             broken = {str(_path(e)[1]): _message(e) for e in errors if e.get("type") != "NOT_FOUND"}
             items: list[Partial | PullFailure] = []
@@ -1001,7 +1050,9 @@ class GitHubApi:
                     continue
                 if isinstance(node, dict) and node.get("state") not in (None, "OPEN"):
                     continue  # closed or merged: its comment is left as it is
-                item = _pull_item(repo, node, broken.get(alias), now=now)
+                item = _queue_unread(
+                    _pull_item(repo, node, broken.get(alias), now=now), unqueued.get(alias)
+                )
                 if isinstance(item, PullFailure) and item.number is None:
                     item = PullFailure(repo, number, item.reason)
                 items.append(item)
@@ -1031,17 +1082,31 @@ def merge_base_of(compare: Any) -> str:
     return sha
 
 
-def _commit_item(sha: str, node: Any, error: str | None) -> MergeBase:
+def _commit_item(
+    sha: str, node: Any, error: str | None, *, what: tuple[str, str] = MERGE_BASE
+) -> MergeBase:
     """One aliased commit of a commits query: its signals, or why they cannot be read."""
     if error is not None:
-        return MergeBase(sha, error=f"GitHub GraphQL error on the merge base: {error}")
+        return MergeBase(sha, error=f"GitHub GraphQL error on {what[0]}: {error}")
     if node is None:
-        return MergeBase(sha, error="GitHub did not find the merge-base commit")
+        return MergeBase(sha, error=f"GitHub did not find {what[1]}")
     try:
         signals, cursor = parse_contexts(get(node, "statusCheckRollup", "contexts"))
     except Unreadable as exc:
-        return MergeBase(sha, error=f"GitHub's answer for the merge base is unreadable: {exc}")
+        return MergeBase(sha, error=f"GitHub's answer for {what[0]} is unreadable: {exc}")
     return MergeBase(sha, tuple(signals), truncated=cursor is not None)
+
+
+def _queue_config(branch: str, node: Any, error: str | None) -> QueueConfig:
+    """One aliased merge queue: its checkResponseTimeout, or why it is not known."""
+    if error is not None:
+        return QueueConfig(None, f"GitHub answered on the merge queue of {branch}: {error}")
+    if not isinstance(node, dict):
+        return QueueConfig(None, f"GitHub gave no merge queue for {branch}")
+    minutes = get(node, "configuration", "checkResponseTimeout")
+    if isinstance(minutes, int) and not isinstance(minutes, bool) and minutes >= 0:
+        return QueueConfig(minutes)
+    return QueueConfig(None, f"GitHub gave no check response timeout for the queue of {branch}")
 
 
 def _get(node: Any, *path: str) -> Any:
@@ -1139,6 +1204,30 @@ def _pull_item(repo: str, node: Any, error: str | None, *, now: datetime) -> Par
     if node is None:
         return PullFailure(repo, None, "GitHub answered null for a pull request")
     return parse_pull(repo, node, now=now)
+
+
+def _by_pull(errors: list[dict[str, Any]]) -> tuple[dict[Any, str], dict[Any, str]]:
+    """A page's errors by pull request (its index): those that fail it, and those on its
+    merge-queue entry only (stable words: the rest of it is read)."""
+    broken = {_path(e)[3]: _message(e) for e in errors if not _in_queue_entry(e)}
+    unqueued = {_path(e)[3]: _stable_message(e) for e in errors if _in_queue_entry(e)}
+    return broken, unqueued
+
+
+def _in_queue_entry(error: dict[str, Any]) -> bool:
+    """An error on a pull request's merge-queue entry only (the rest of it is read)."""
+    path = _path(error)
+    return "mergeQueueEntry" in path or "isInMergeQueue" in path
+
+
+def _queue_unread(item: Partial | PullFailure, error: str | None) -> Partial | PullFailure:
+    """The pull request read, its merge-queue entry unknown where GitHub answered an error."""
+    if error is None or not isinstance(item, Partial):
+        return item
+    why = f"GitHub answered an error on its merge-queue entry: {error}"
+    entry = QueueEntry(QueueState.UNKNOWN, "", error=why)
+    item.snapshot = replace(item.snapshot, queue=entry)
+    return item
 
 
 def _extend(partial: Partial, connection: Any, *, missing: bool) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from bot.core.merge_queue import entry_of
 from bot.core.model import (
     BRANCH_PROTECTION,
     FAILING_STATES,
@@ -315,6 +316,7 @@ def parse_pull(repo: str, node: Any, *, now: datetime) -> Partial | PullFailure:
             labels=tuple(labels),
             fetched_at=now,
             base=base if isinstance(base, str) else None,
+            queue=entry_of(node.get("isInMergeQueue"), node.get("mergeQueueEntry")),
         )
     except Unreadable as exc:
         return PullFailure(repo, number, str(exc))

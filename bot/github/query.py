@@ -6,6 +6,14 @@ PAGE = 100  # GitHub's largest page of any connection
 RATE = "rateLimit { cost remaining resetAt }"
 
 
+# A pull request's place in its base branch's merge queue (objects, not connections: no cost).
+QUEUE_ENTRY = (
+    "isInMergeQueue mergeQueueEntry { state position enqueuedAt"
+    " headCommit { oid } baseCommit { oid } }"
+)
+# A merge queue's configuration: how long it waits for a check to report.
+QUEUE_CONFIG = "configuration { checkResponseTimeout }"
+
 RULES = (
     "refUpdateRule { pattern requiredStatusCheckContexts }\n"
     f"    rules(first: {PAGE}) {{ pageInfo {{ hasNextPage }} nodes {{ type"
@@ -49,7 +57,7 @@ def _pull_fields(*, with_labels: bool, required_for: str | None = None) -> str:
     )
     return (
         "number title url isDraft headRefOid baseRefName author { __typename login }\n"
-        f"{labels}\n"
+        f"{labels}\n{QUEUE_ENTRY}\n"
         f"statusCheckRollup {{ {_contexts(required_for=required_for)} }}"
     )
 
@@ -219,15 +227,22 @@ def pull_comments_query(count: int) -> str:
     )
 
 
-def commits_query(shas: list[str]) -> str:
-    """The first page of contexts on each of several commits (aliases cN, `object(oid:)`)."""
+def commits_query(shas: list[str], *, queues: int = 0) -> str:
+    """The first page of contexts on each of several commits (aliases cN, `object(oid:)`); with
+    `queues`, also that many merge queues' configurations (aliases qN, branch `$qN`)."""
     aliases = "\n".join(
-        f'    c{i}: object(oid: "{sha}") {{ ... on Commit {{ statusCheckRollup {{'
-        f" {_contexts()} }} }} }}"
-        for i, sha in enumerate(shas)
+        [
+            *(
+                f'    c{i}: object(oid: "{sha}") {{ ... on Commit {{ statusCheckRollup {{'
+                f" {_contexts()} }} }} }}"
+                for i, sha in enumerate(shas)
+            ),
+            *(f"    q{i}: mergeQueue(branch: $q{i}) {{ {QUEUE_CONFIG} }}" for i in range(queues)),
+        ]
     )
+    params = "".join(f", $q{i}: String!" for i in range(queues))
     return (
-        "query CommitContexts($owner: String!, $name: String!) {\n"
+        f"query CommitContexts($owner: String!, $name: String!{params}) {{\n"
         f"  {RATE}\n"
         f"  repository(owner: $owner, name: $name) {{\n{aliases}\n  }}\n}}\n"
     )

@@ -18,7 +18,7 @@ import jinja2
 
 from bot.core import annotations as run_annotations
 from bot.core import base as merge_base
-from bot.core import facts, remedies, required
+from bot.core import facts, merge_queue, queue_sources, remedies, required
 from bot.core.base import base_finding, unverified_finding
 from bot.core.model import (
     FAILING_STATES,
@@ -38,7 +38,7 @@ from bot.core.model import (
 )
 from bot.core.remedies import DCO_APP, remedy_for, remedy_words
 from bot.core.required import rules_words
-from bot.render import escape, stamp
+from bot.render import escape, queue, stamp
 from bot.render.escape import (
     QUOTE_LIMIT,
     TEXT_LIMIT,
@@ -111,6 +111,9 @@ _OUTPUT_MODULES: Final = (
     required,
     remedies,
     run_annotations,
+    queue,
+    merge_queue,
+    queue_sources,
 )
 # Said once, at the foot: GitHub notifies the first version of a comment, never an edit.
 _EDITED_NOTE: Final = (
@@ -766,6 +769,7 @@ class Renderer:
             rows=rows,
             hidden=len(view.rows) - len(rows),
             passing_count=sum(1 for row in report.rows if not is_row(row)),
+            queue=queue.queue_view(report, repo_url(report)),  # None: not in a merge queue
             br=Md("  "),  # a hard line break before a row's second line
             last_line=Md("This bot reads CI state and retriggers nothing."),
         )

@@ -16,6 +16,7 @@ from bot.core.model import (
     Row,
 )
 from bot.render.escape import iso_utc
+from bot.render.queue import queue_dict
 
 
 def report_dict(report: Report) -> dict[str, Any]:
@@ -34,6 +35,7 @@ def report_dict(report: Report) -> dict[str, Any]:
         "truncated": report.truncated,
         "notes": list(report.notes),
         "required_checks": _required_dict(report.required_checks),
+        "merge_queue": queue_dict(report.merge_queue),
         "signals": [_signal_dict(row) for row in report.rows],
     }
 

@@ -29,6 +29,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from bot.core.merge_queue import queued_number
 from bot.core.model import PullSnapshot
 from bot.cycle import Cycle, Summary
 from bot.github.client import RateLimited
@@ -52,7 +53,9 @@ WEBHOOK_POINTS_BURST = 250.0
 MIN_REFRESH_GAP_S = 2.0
 # a repository's rules changed: what its base branches require is read again
 RULE_EVENTS = frozenset({"branch_protection_rule", "repository_ruleset"})
-EVENTS = frozenset({"pull_request", "check_run", "check_suite", "status", *RULE_EVENTS})
+EVENTS = frozenset(
+    {"pull_request", "check_run", "check_suite", "status", "merge_group", *RULE_EVENTS}
+)
 PULL_ACTIONS = frozenset(
     {
         "opened",
@@ -127,10 +130,26 @@ def read_event(event: str, payload: Any, *, repos: Mapping[str, str]) -> Reading
         return _pull_request(repo, payload)
     if event in ("check_run", "check_suite"):
         return _check(repo, payload.get(event))
+    if event == "merge_group":
+        return _merge_group(repo, payload.get("merge_group"))
     sha = payload.get("sha")
     if not _is_sha(sha):
         return Reading("malformed")
-    return Reading("marked", (Mark(repo, sha=sha),))
+    branches = payload.get("branches")
+    names = [_get(b, "name") for b in branches] if isinstance(branches, list) else []
+    queued = sorted({n for name in names if (n := queued_number(name)) is not None})
+    return Reading("marked", (Mark(repo, sha=sha), *(Mark(repo, n) for n in queued)))
+
+
+def _merge_group(repo: str, group: Any) -> Reading:
+    """A merge group (checks requested, destroyed): the pull request its branch is named after
+    (`gh-readonly-queue/<base>/pr-<N>-<sha>`), whose merge-queue entry it is."""
+    if not isinstance(group, dict) or not _is_sha(group.get("head_sha")):
+        return Reading("malformed")
+    number = queued_number(group.get("head_ref"))
+    if number is None:
+        return Reading("malformed")
+    return Reading("marked", (Mark(repo, number),))
 
 
 def _pull_request(repo: str, payload: dict[str, Any]) -> Reading:
@@ -163,6 +182,11 @@ def _check(repo: str, check: Any) -> Reading:
     ):
         return Reading("malformed")
     numbers = sorted({p["number"] for p in pulls if _same_repo(p, repo)})
+    # a check of a merge-group commit lists no pull request: its branch names the queued one
+    branch = check.get("head_branch") or _get(check, "check_suite", "head_branch")
+    queued = queued_number(branch)
+    if queued is not None and not numbers:
+        numbers = [queued]
     if numbers:
         return Reading("marked", tuple(Mark(repo, n) for n in numbers))
     if not _is_sha(sha):

@@ -17,6 +17,7 @@ from bot.render.comment import default_template_dir
 from bot.render.escape import cell_code, iso_utc, md, safe_url, short_sha
 from bot.triage.rows import (
     COUNT_GROUPS,
+    QUIET_WHEN_NONE,
     VERDICTS,
     CheckGroup,
     Named,
@@ -56,6 +57,8 @@ def pull_dict(entry: TriageEntry) -> dict[str, Any]:
         "failing_on_base": list(entry.failing_on_base),
         "incomplete": [named_dict(n) for n in entry.incomplete],
         "pending": [named_dict(n) for n in entry.pending],
+        "in_merge_queue": entry.in_merge_queue,
+        "merge_queue_stuck": list(entry.merge_queue_stuck),
         "oldest_unsettled": None if oldest is None else unsettled_dict(oldest),
         "observed_at": iso_utc(entry.observed_at),
         "comment_url": entry.comment_url,
@@ -113,6 +116,7 @@ def _waiting(entry: TriageEntry) -> str:
     return f"{oldest.state} {_short_time(oldest.since)}".rstrip()
 
 
+STUCK_IN_QUEUE: Final = "stuck in the merge queue"  # required contexts the merge group lacks
 NARROW: Final = 80  # the terminal table's width where none is known
 INDENT: Final = "    "  # the names under a row
 _VERDICT_WIDTH: Final = 10  # "incomplete"
@@ -189,7 +193,7 @@ def _table_foot(entries: Sequence[TriageEntry], *, now: datetime, width: int) ->
         lines.extend(_cell(line, width).rstrip() for line in textwrap.wrap(said, width) or [""])
     counted = ", ".join(f"{n} {v}" for v, n in t.verdicts.items())
     lines.append(f"{plural(t.total, 'open pull request', 'open pull requests')}: {counted}.")
-    words = [text for key, count, text in labels(t) if count or key != "never-reported"]
+    words = [text for key, count, text in labels(t) if count or key not in QUIET_WHEN_NONE]
     lines.extend(_wrapped([*words, f"as of {format_utc(now)}."], width, sep="; "))
     return lines
 
@@ -269,6 +273,8 @@ def _named_parts(e: TriageEntry) -> list[str]:
         required = [n.name for n in items if n.required]
         said = _group_words(word, items, _short_time)
         parts.append(f"{said}: {_names(names, _clean, required=required)}")
+    if e.merge_queue_stuck:
+        parts.append(f"{STUCK_IN_QUEUE}: {_names(e.merge_queue_stuck, _clean)}")
     return parts
 
 
@@ -296,7 +302,12 @@ def markdown(entries: Sequence[TriageEntry], *, now: datetime) -> str:
     total = plural(t.total, "open pull request", "open pull requests")
     lines = [
         f"### CI triage · {total} · {counted}",
-        " · ".join([*(text for _, _, text in labels(t)), f"as of {format_utc(now)}"]),
+        " · ".join(
+            [
+                *(text for key, n, text in labels(t) if n or key not in QUIET_WHEN_NONE),
+                f"as of {format_utc(now)}",
+            ]
+        ),
         "",
         "| | pull request | signals | not passing | comment |",
         "|---|---|---|---|---|",
@@ -338,6 +349,8 @@ def _md_named_parts(e: TriageEntry) -> list[str]:
         required = [n.name for n in items if n.required]
         said = _group_words(word, items, format_utc)
         parts.append(f"{said}: {_names(names, _md_name, required=required)}")
+    if e.merge_queue_stuck:
+        parts.append(f"{STUCK_IN_QUEUE}: {_names(e.merge_queue_stuck, _md_name)}")
     return parts
 
 

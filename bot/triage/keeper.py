@@ -133,6 +133,8 @@ def _details_json(entry: TriageEntry) -> str:
             "failing_on_base": list(entry.failing_on_base),
             "incomplete": [named_dict(n) for n in entry.incomplete],
             "pending": [named_dict(n) for n in entry.pending],
+            "in_merge_queue": entry.in_merge_queue,
+            "merge_queue_stuck": list(entry.merge_queue_stuck),
         },
         separators=(",", ":"),
         ensure_ascii=False,
@@ -172,4 +174,6 @@ def _from_stored(row: StoredTriage, not_read: NotRead | None) -> TriageEntry:
         failing_on_base=tuple(details.get("failing_on_base", ())),
         incomplete=tuple(named_of(n) for n in details.get("incomplete", ())),
         pending=tuple(named_of(n) for n in details.get("pending", ())),
+        in_merge_queue=bool(details.get("in_merge_queue", False)),
+        merge_queue_stuck=tuple(details.get("merge_queue_stuck", ())),
     )

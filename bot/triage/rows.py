@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, Literal
 
+from bot.core.merge_queue import stuck_names
 from bot.core.model import (
     FAILING_STATES,
     INCOMPLETE_STATES,
@@ -96,6 +97,9 @@ class TriageEntry:
     failing_on_base: tuple[str, ...] = ()  # failing ones that also fail on the merge base
     incomplete: tuple[Named, ...] = ()  # cancelled, stale, unknown (and never reported, stale)
     pending: tuple[Named, ...] = ()  # pending (and never reported, not yet stale)
+    in_merge_queue: bool = False  # GitHub's merge queue holds it
+    # required contexts missing or failing on its merge-group commit: stuck in the merge queue
+    merge_queue_stuck: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -117,10 +121,13 @@ class Filters:
     repos: frozenset[str] = frozenset()
     verdicts: frozenset[str] = frozenset()
     drafts: DraftFilter | None = None
+    stuck_in_merge_queue: bool = False  # only those stuck in the merge queue
 
     def keep(self, entry: TriageEntry) -> bool:
         """Whether the entry passes every filter."""
         if self.repos and entry.repo.lower() not in {r.lower() for r in self.repos}:
+            return False
+        if self.stuck_in_merge_queue and not entry.merge_queue_stuck:
             return False
         if self.verdicts and entry.verdict.value not in self.verdicts:
             return False
@@ -193,6 +200,8 @@ def entry_for(
         failing_on_base=tuple(on_base),
         incomplete=in_order(waiting[Verdict.INCOMPLETE]),
         pending=in_order(waiting[Verdict.PENDING]),
+        in_merge_queue=report.merge_queue is not None,
+        merge_queue_stuck=stuck_names(report.merge_queue),
     )
 
 
@@ -291,6 +300,7 @@ class Totals:
     never_reported: int  # pull requests with a required context that never reported
     drafts: int
     repos: tuple[str, ...] = field(default=())
+    stuck_in_merge_queue: int = 0  # pull requests stuck in the merge queue
 
     @property
     def total(self) -> int:
@@ -309,6 +319,7 @@ def totals(entries: Sequence[TriageEntry]) -> Totals:
         docs_stuck=sum(e.docs_stuck for e in entries),
         drafts=sum(1 for e in entries if e.draft),
         repos=tuple(sorted({e.repo for e in entries}, key=str.lower)),
+        stuck_in_merge_queue=sum(1 for e in entries if e.merge_queue_stuck),
     )
 
 
@@ -326,8 +337,14 @@ def labels(t: Totals) -> list[tuple[str, int, str]]:
          f"{t.never_reported} with a required check never reported"),
         ("docs-stuck", t.docs_stuck,
          plural(t.docs_stuck, "docs build", "docs builds") + " cancelled, stale or unknown"),
+        ("queue-stuck", t.stuck_in_merge_queue,
+         f"{t.stuck_in_merge_queue} stuck in the merge queue"),
         ("drafts", t.drafts, plural(t.drafts, "draft", "drafts")),
     ]  # fmt: skip
+
+
+# Said only when there are some (most views have none): the table's and the markdown's summary.
+QUIET_WHEN_NONE: Final = frozenset({"never-reported", "queue-stuck"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,8 +37,8 @@ LONG = " and a very long tail that cannot fit in any terminal column at all, rea
 PULL_KEYS = {
     "repo", "number", "title", "author", "draft", "head_sha", "verdict", "counts",
     "required_failing", "oldest_unsettled", "observed_at", "comment_url", "read_at", "not_read",
-    "failing", "never_reported", "required_never_reported", "failing_on_base",
-    "incomplete", "pending",
+    "failing", "never_reported", "required_never_reported", "failing_on_base", "in_merge_queue",
+    "merge_queue_stuck", "incomplete", "pending",
 }  # fmt: skip
 ORDER = [101, 104, 7430, 102, 103]  # then the passing 105 and 106, in either order
 
@@ -315,8 +315,12 @@ def test_filters(shared: Env, args: list[str], expected: list[int]) -> None:
 
 @pytest.mark.parametrize(
     "args",
-    [["--verdict", "green"], ["--drafts", "maybe"], ["--repo", "not a repo"],
-     ["--repo", "octo/other"]],  # a repository not configured: an error, not an empty view
+    [
+        ["--verdict", "green"],
+        ["--drafts", "maybe"],
+        ["--repo", "not a repo"],
+        ["--repo", "octo/other"],
+    ],  # a repository not configured: an error, not an empty view
 )
 def test_bad_filters_exit_2(shared: Env, args: list[str]) -> None:
     result = report(shared, *args)

@@ -43,10 +43,14 @@ from support import (
 from bot.core.annotations import with_annotations
 from bot.core.base import MergeBase, with_base
 from bot.core.facts import facts_key
+from bot.core.merge_queue import QueueConfig, QueueRead, judge_queue
 from bot.core.model import (
+    BRANCH_PROTECTION,
     MARKER,
     Annotation,
     Policy,
+    QueueEntry,
+    QueueState,
     Report,
     RequiredChecks,
     RequiredContext,
@@ -55,6 +59,7 @@ from bot.core.model import (
     Verdict,
     format_utc,
 )
+from bot.core.queue_sources import documented_for
 from bot.core.reconcile import NO_SIGNALS_NOTE, TRUNCATED_NOTE, reconcile
 from bot.core.remedies import REMEDIES, remedy_for
 from bot.docs.readthedocs.rows import RtdLookup
@@ -76,6 +81,7 @@ from bot.render.stamp import parse_stamp, stamp_line, stamp_of
 from bot_sandbox import Sandbox, World
 
 GOLDEN = TESTS / "golden"
+MAIN_RULE = (Rule(BRANCH_PROTECTION, "main"),)
 LAST_LINE = "This bot reads CI state and retriggers nothing."
 HEADLINE = "### ⚪ Incomplete · `docs/readthedocs.org:omni-docs` cancelled · 4 passing"
 DAY = "2026\u201110\u201105"  # 2026-10-05 with non-breaking hyphens
@@ -1232,3 +1238,142 @@ def test_the_facts_stamp_follows_the_marker_and_reads_back() -> None:
     )
     diff = [a for a, b in zip(first.splitlines(), second.splitlines(), strict=True) if a != b]
     assert len(diff) == 2  # the stamp and the visible "first observed" line, nothing else
+
+
+# --- a pull request in the merge queue -----------------------------------------------------
+
+GROUP_SHA = "9c1e5a7d3b8f2e4a6c0d1b3f5e7a9c2d4f6b8e0a"
+QUEUED_AT = at(13, 22)
+
+
+def queued_report(
+    group: tuple[Signal, ...] | None,
+    *,
+    required: tuple[str, ...],
+    expected: tuple[str, ...] = (),
+    timeout: int | None = 60,
+) -> Report:
+    """The pull request's head passes everything; GitHub's merge queue holds it since 13:22 and
+    its merge-group commit carries `group` (None: no merge queue)."""
+    checks = RequiredChecks("main", True, tuple(RequiredContext(n, MAIN_RULE) for n in required))
+    head = (
+        run("tests", "success", workflow="ci", completed_at=at(13, 10), required=True),
+        run("DCO", "success", app="dco", description="DCO", completed_at=at(13, 1)),
+        status(DOCS, "success", description="Read the Docs build succeeded!",
+               created_at=at(13, 5)),
+    )  # fmt: skip
+    entry = None
+    if group is not None:
+        entry = QueueEntry(QueueState.AWAITING_CHECKS, "AWAITING_CHECKS", 1, QUEUED_AT,
+                           GROUP_SHA, "b" * 40)  # fmt: skip
+    snap = dataclasses.replace(snapshot(*head), required_checks=checks, base="main", queue=entry)
+    report = reconcile(snap, {}, Policy(), now=NOW, expected=expected)
+    if entry is None:
+        return report
+    read = QueueRead(MergeBase(GROUP_SHA, group), QueueConfig(timeout))
+    return dataclasses.replace(report, merge_queue=judge_queue(entry, read, checks, expected))
+
+
+def rtd_and_dco_missing_report() -> Report:
+    """Read the Docs and the DCO app never reported on the merge-group commit."""
+    tests = run("tests", "success", workflow="ci", completed_at=at(13, 30), event="merge_group")
+    return queued_report((tests,), required=("tests", "DCO", DOCS))
+
+
+def no_checks_in_queue_report() -> Report:
+    """Nothing at all reported on the merge-group commit (a `[[repos]] expected` name too)."""
+    return queued_report((), required=("tests",), expected=("DCO",))
+
+
+def one_failing_in_queue_report() -> Report:
+    """One required check failed on the merge-group commit (it passed on the head)."""
+    tests = run("tests", "failure", workflow="ci", completed_at=at(13, 40), event="merge_group",
+                url="https://github.com/example/omni/actions/runs/77/job/88",
+                description="2 failed, 210 passed")  # fmt: skip
+    dco = run("DCO", "success", app="dco", completed_at=at(13, 23))
+    return queued_report((tests, dco), required=("tests", "DCO"))
+
+
+def not_queued_report() -> Report:
+    return queued_report(None, required=("tests",))
+
+
+QUEUE_CASES: dict[str, Callable[[], Report]] = {
+    "queue_rtd_and_dco_missing": rtd_and_dco_missing_report,
+    "queue_no_checks": no_checks_in_queue_report,
+    "queue_one_failing": one_failing_in_queue_report,
+    "queue_not_queued": not_queued_report,
+}
+
+
+def queue_links(report: Report) -> set[str]:
+    """The merge-queue section's link targets: the merge-group commit, the failing checks'
+    details pages, and the sources of the documented behaviours it quotes."""
+    found = report.merge_queue
+    if found is None:
+        return set()
+    urls = {safe_url(f"{report.url.rpartition('/pull/')[0]}/commit/{found.entry.commit}")}
+    urls |= {safe_url(s.url) for s in found.failing}
+    urls |= {safe_url(d.source) for s in found.missing if (d := documented_for(s)) is not None}
+    return {html.escape(u) for u in urls if u}
+
+
+@pytest.mark.parametrize("case", list(QUEUE_CASES))
+def test_golden_merge_queue_comment(case: str) -> None:
+    report = QUEUE_CASES[case]()
+    body = Renderer().markdown(report)
+    assert body == golden(f"{case}.md", body)
+    page = to_html(body)
+    hrefs = set(re.findall(r'<a href="([^"]*)"', page))
+    assert hrefs <= own_links(report) | queue_links(report)
+    outside = text_outside_code(page)
+    for what, pattern in LIVE_PATTERNS.items():
+        assert pattern.search(outside) is None, (what, pattern.search(outside))
+    json_text = report_json(report)
+    assert json_text == golden(f"{case}.json", json_text)
+
+
+def test_the_queue_entry_is_never_passing_while_a_required_context_is_missing() -> None:
+    for make in (rtd_and_dco_missing_report, no_checks_in_queue_report):
+        body = Renderer().markdown(make())
+        section = next(line for line in body.splitlines() if "**Merge queue**" in line)
+        assert section.startswith("⏳ **Merge queue**: awaiting checks, queued 2026")
+        assert "passed" not in section and "✅" not in section
+    body = Renderer().markdown(rtd_and_dco_missing_report())
+    rows = [line for line in body.splitlines() if "not reported on merge-group commit" in line]
+    assert [r.split("`")[1] for r in rows] == ["DCO", DOCS]  # one row per missing context
+    minutes = "queued 41 min ago as of 2026\u201110\u201105\u00a014:03\u00a0UTC"
+    assert all(minutes in r and r.endswith("the queue gives up after 60 min  ") for r in rows)
+    assert "[`readthedocs/readthedocs.org#10021`](https://github.com/readthedocs/" in body
+    assert "[`opentdf/web-sdk#1036`](https://github.com/opentdf/web-sdk/pull/1036)" in body
+
+
+def test_merge_queue_json() -> None:
+    data = report_dict(rtd_and_dco_missing_report())["merge_queue"]
+    assert data == {
+        "state": "AWAITING_CHECKS",
+        "position": 1,
+        "enqueued_at": "2026-10-05T13:22:00Z",
+        "commit": GROUP_SHA,
+        "base_commit": "b" * 40,
+        "timeout_minutes": 60,
+        "verdict": "pending",
+        "checks": 1,
+        "missing": ["DCO", DOCS],
+        "failing": [],
+        "pending": [],
+        "errors": [],
+    }
+    assert report_dict(not_queued_report())["merge_queue"] is None
+    failing = report_dict(one_failing_in_queue_report())["merge_queue"]
+    said = (failing["failing"], failing["missing"], failing["verdict"])
+    assert said == (["tests"], [], "failing")
+
+
+def test_the_merge_queue_is_in_the_facts_key_only_when_queued() -> None:
+    plain = queued_report(None, required=("tests", "DCO", DOCS))
+    queued = rtd_and_dco_missing_report()
+    assert facts_key(plain) == facts_key(dataclasses.replace(queued, merge_queue=None))
+    assert facts_key(queued) != facts_key(plain)
+    later = dataclasses.replace(queued, observed_at=NOW + timedelta(minutes=30))
+    assert facts_key(later) == facts_key(queued)  # the minutes are said as of observed_at
