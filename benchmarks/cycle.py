@@ -236,6 +236,8 @@ def write_config(info: dict[str, Any], folder: Path, *, stateless: bool = False)
         f"[github]\napi_url = {q(info['github_url'])}\ntoken = {q(info['token'])}\n\n"
         f"[readthedocs]\napi_url = {q(info['rtd_url'])}\n"
         f"business_api_url = {q(info['rtd_url'])}\n\n"
+        f"[codecov]\napi_url = {q(info['codecov_url'])}\n\n"
+        f"[azure_pipelines]\napi_url = {q(info['azure_url'])}\n\n"
         f"[state]\npath = {q(state)}\n\n"
         '[log]\nformat = "text"\nlevel = "INFO"\n\n'
         f"[[repos]]\nname = {q(info['repo'])}\n"
@@ -322,9 +324,13 @@ def measure(child: Child, stats: dict[str, Any]) -> dict[str, Any]:
     """One run's numbers: the sandbox's statistics and the child's costs."""
     github: dict[str, int] = {}
     rtd: dict[str, int] = {}
+    provider: dict[str, int] = {}  # Codecov and Azure DevOps (issue 25), by service and route
     for key, count in stats["by_route"].items():
         service, _, kind = key.partition(" ")
-        (rtd if service == "rtd" else github)[kind] = count
+        if service in ("codecov", "azure"):
+            provider[f"{service} {kind}"] = count
+        else:
+            (rtd if service == "rtd" else github)[kind] = count
     per_minute = stats.get("writes_per_minute") or {}
     return {
         "github_requests": sum(github.values()),
@@ -337,6 +343,8 @@ def measure(child: Child, stats: dict[str, Any]) -> dict[str, Any]:
         "requests_by_kind": github,
         "graphql_by_query": stats.get("by_query", {}),
         "rtd_requests_by_kind": rtd,
+        "provider_requests": sum(provider.values()),
+        "provider_requests_by_kind": provider,
         "writes_per_minute": per_minute,
         "writes_per_minute_max": max(per_minute.values(), default=0),
         "exit_code": child.returncode,
@@ -646,6 +654,7 @@ def report(results: dict[str, dict[str, Any] | None]) -> str:
         row("GitHub requests", "github_requests"),
         row("GraphQL points", "graphql_points"),
         row("Read the Docs requests", "rtd_requests"),
+        row("Codecov + Azure DevOps requests", "provider_requests"),
         row("writes (POST/PATCH)", "writes"),
         row("  comments created", "writes_created"),
         row("  comments edited", "writes_edited"),
@@ -729,6 +738,14 @@ def notes(results: dict[str, dict[str, Any] | None]) -> list[str]:
         for line in run.get("log_warnings_first", []) + run.get("stderr_tail", []):
             out.append(f"  stderr: {line}")
         previous = run
+    out.append(
+        "Codecov + Azure DevOps requests per cycle (issue 25): "
+        + ", ".join(
+            f"{n} {results[n]['provider_requests']}"  # type: ignore[index]
+            for n in ("cold", "warm", "stateless", "changed")
+            if results.get(n) is not None
+        )
+    )
     commits = {n: r.get("bot_commit") for n, r in results.items() if r and n in RUNS[:4]}
     if len(set(commits.values())) > 1:
         out.append(f"WARNING: the bot's code changed during the benchmark: {commits}")
@@ -803,6 +820,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="heads that fail (one failing check run each; default: each check run fails "
         "with 3%% chance, most heads of 60 checks)",
     )  # fmt: skip
+    parser.add_argument(
+        "--codecov-fraction", type=float, default=0.0,
+        help="heads given a stuck Codecov status before the cold cycle (codecov/patch pending "
+        "on GitHub, Codecov's record pending with one upload; default: none)",
+    )  # fmt: skip
     parser.add_argument("--skip-naive", action="store_true", help="do not run the naive poller")
     parser.add_argument(
         "--keep-rate-limit",
@@ -825,6 +847,10 @@ def run_all(args: argparse.Namespace, folder: Path) -> dict[str, dict[str, Any] 
             info = sandbox.ready(timeout_s=min(args.timeout, 600.0))
             print(f"sandbox: {info['github_url']} repo {info['repo']}", flush=True)
             config, state = write_config(info, folder), folder / "state.sqlite3"
+            if args.codecov_fraction > 0:
+                payload = {"fraction": args.codecov_fraction, "seed": 2}
+                stuck = len(sandbox.control("POST", "codecov", payload)["stuck"])
+                print(f"sandbox: {stuck} heads hold a stuck Codecov status", flush=True)
             for name in ("cold", "warm", "stateless", "changed"):
                 if name == "stateless":
                     results[name] = stateless_cycle(sandbox, info, folder, args.timeout)
@@ -881,6 +907,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("\n".join(service_report(results)))
     line: dict[str, Any] = {"prs": args.prs, "checks": args.checks, "latency_ms": args.latency_ms}
     line["failing_fraction"] = args.failing_fraction
+    line["codecov_fraction"] = args.codecov_fraction
     line["bot_commit"] = commit
     line.update(results)
     line.update(naive_ratio(results))

@@ -67,11 +67,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
             stats = control(args.control_url, "GET", "stats")
-            github = sum(n for k, n in stats["by_route"].items() if not k.startswith("rtd "))
+            others = ("rtd ", "codecov ", "azure ")  # second sources: not GitHub's budget
+            github = sum(n for k, n in stats["by_route"].items() if not k.startswith(others))
+            sources = sum(n for k, n in stats["by_route"].items() if k.startswith(others[1:]))
             results[name] = {
                 "cpu_s": round(cpu, 2),
                 "wall_s": round(wall, 2),
                 "github_requests": github,
+                "provider_requests": sources,
                 "graphql_points": stats["graphql_points"],
                 "writes": stats["writes"],
                 "changed_heads": changed,

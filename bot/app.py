@@ -16,8 +16,6 @@ from github import Auth, Github, GithubIntegration
 from github.GithubException import GithubException
 
 from bot.cycle import Cycle, Reports, Summary, WritePacing
-from bot.docs.readthedocs.client import RtdApi
-from bot.docs.readthedocs.provider import ReadTheDocs
 from bot.github.client import GitHubApi, GitHubError
 from bot.github.installations import BotGitHub, Installations
 from bot.guard import Guard, install_github_guard
@@ -25,6 +23,11 @@ from bot.logs import register_secrets
 from bot.render.comment import Renderer
 from bot.retry import Sleep
 from bot.settings import ConfigError, RepoSettings, Settings, read_private_key
+from bot.sources.azure_pipelines.provider import KIND as AZURE_PIPELINES
+from bot.sources.base import Connection, Kind, Wiring
+from bot.sources.codecov.provider import KIND as CODECOV
+from bot.sources.readthedocs.provider import KIND as READ_THE_DOCS
+from bot.sources.readthedocs.provider import api_urls
 from bot.state.leases import Leases, all_leases
 from bot.state.lock import StateLock
 from bot.state.ports import CycleState, StoreError
@@ -35,6 +38,9 @@ from bot.triage.keeper import RowMemo, TriageKeeper
 log = logging.getLogger(__name__)
 
 GITHUB_TIMEOUT_S = 30
+
+# The one list of second sources: each is a folder of bot/sources/ (its contract: base.py).
+SOURCES: tuple[Kind, ...] = (READ_THE_DOCS, CODECOV, AZURE_PIPELINES)
 
 
 def now_utc() -> datetime:
@@ -47,7 +53,7 @@ class Clients:
     """The clients one command needs, built from settings, sharing one stop Event."""
 
     github: BotGitHub
-    rtd: RtdApi
+    sources: tuple[Connection, ...]  # every enabled second source's client, in SOURCES' order
     login: str
     stop: threading.Event = field(default_factory=threading.Event)
     sleep: Sleep | None = None  # how every wait waits; None: on `stop`, so a stop ends it
@@ -60,7 +66,8 @@ class Clients:
 
     def close(self) -> None:
         """Release connections."""
-        self.rtd.close()
+        for source in self.sources:
+            source.close()
 
 
 def pygithub_options(settings: Settings) -> dict[str, Any]:
@@ -112,41 +119,36 @@ def _github(
     return shell, login
 
 
+def request_guard(settings: Settings, kinds: Sequence[Kind] = SOURCES) -> Guard:
+    """The allowlist of every request: GitHub's, Read the Docs' roots, what each source declares."""
+    allowed = tuple(a for kind in kinds for a in kind.allowances(settings))
+    return Guard.for_urls(settings.github.api_url, tuple(api_urls(settings).values()), allowed)
+
+
 def build_clients(
     settings: Settings,
     repos: Sequence[RepoSettings],
     *,
     stop: threading.Event | None = None,
     sleep: Sleep | None = None,
+    kinds: Sequence[Kind] = SOURCES,
 ) -> Clients:
-    """Install the request guard, then build the GitHub and Read the Docs clients.
+    """Install the request guard, then build the GitHub client and each enabled source's.
 
     `sleep` is how they (and a cycle made from them) wait: retry backoff, a server's
     Retry-After, write pacing; None waits on `stop`, so that a stop request ends every wait.
     """
     stop = stop or threading.Event()
     register_secrets(settings.secret_values())
-    rtd_cfg = settings.readthedocs
-    rtd_urls = {"org": rtd_cfg.api_url, "com": rtd_cfg.business_api_url, "self": rtd_cfg.api_url}
-    guard = Guard.for_urls(settings.github.api_url, tuple(rtd_urls.values()))
+    guard = request_guard(settings, kinds)
     install_github_guard(guard)
     github, login = _github(settings, stop, sleep)
     if login is None:  # a token's user, read through GitHubApi so the request is counted
         login = github.viewer_login()
-    rtd = RtdApi(
-        api_urls=rtd_urls,
-        tokens={  # each site's own token, sent only to that site
-            "org": rtd_cfg.token.get_secret_value(),
-            "com": rtd_cfg.business_token.get_secret_value(),
-            "self": rtd_cfg.token.get_secret_value(),
-        },
-        guard=guard,
-        timeout_s=settings.readthedocs.timeout_seconds,
-        max_retries=settings.readthedocs.max_retries,
-        stop=stop,
-        sleep=sleep,
-    )
-    return Clients(github, rtd, login, stop, sleep)
+    wiring = Wiring(guard, stop, sleep)
+    connected = (kind.connect(settings, wiring) for kind in kinds)
+    sources = tuple(c for c in connected if c is not None)
+    return Clients(github, sources, login, stop, sleep)
 
 
 def renderer(settings: Settings) -> Renderer:
@@ -169,8 +171,9 @@ def make_cycle(
 
     The cycle keeps the triage rows in `store` (a read-only state, a dry run's, drops them).
     """
-    docs = (ReadTheDocs(clients.rtd, store),)
-    observers = (TriageKeeper(store, clock=now_utc, docs=docs, memo=clients.rows),)
+    docs = tuple(source.source(store) for source in clients.sources)
+    stuck = tuple(source for source in docs if source.docs)
+    observers = (TriageKeeper(store, clock=now_utc, docs=stuck, memo=clients.rows),)
     return Cycle(
         github=clients.github,
         docs=docs,

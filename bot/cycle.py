@@ -21,8 +21,8 @@ from bot.core.facts import core_key, facts_key
 from bot.core.merge_queue import QueueRead, judge_queue
 from bot.core.model import FAILING_STATES, MARKER, Policy, PullSnapshot, Report, Signal, Verdict
 from bot.core.reconcile import github_state, reconcile_until
+from bot.core.remedies import READTHEDOCS
 from bot.core.required import HEAD_SEEN_KEY, expected_signals
-from bot.docs.provider import DocsProvider
 from bot.github.annotations import AnnotationReader, Found, failing_runs
 from bot.github.bases import BaseReader
 from bot.github.client import Comment, GitHubApi, GitHubError, RateLimited
@@ -33,6 +33,7 @@ from bot.render.comment import Renderer
 from bot.render.stamp import Stamp, generation_of, parse_stamp
 from bot.retry import Retryable, RetryPolicy, Stopped, pause, run_with_retries
 from bot.settings import PolicySettings, RepoSettings
+from bot.sources.base import Source
 from bot.state.ports import CycleState, PullRecord, StoredComment
 
 log = logging.getLogger(__name__)
@@ -206,6 +207,9 @@ class Summary:
     graphql_points: int = 0
     rtd_requests: int = 0
     dry_run: bool = False  # the comments were shown, not written: created means would create
+    # requests to each second source, by its name, and its name in words (bot.sources)
+    source_requests: dict[str, int] = field(default_factory=dict)
+    source_labels: dict[str, str] = field(default_factory=dict)
 
     def line(self) -> str:
         """The one-line cycle summary."""
@@ -224,6 +228,9 @@ class Summary:
             f"{comments}; GitHub requests {self.github_requests} "
             f"({self.graphql_points} GraphQL points), Read the Docs requests {self.rtd_requests}"
         )
+        for name, count in self.source_requests.items():
+            if count and name != READTHEDOCS:  # Read the Docs' count is said above, always
+                text += f", {self.source_labels.get(name, name)} requests {count}"
         if self.deferred:
             text += f"; {self.deferred} writes carried to the next cycle (write pacing)"
         if self.refused:
@@ -268,7 +275,7 @@ def selected(snapshot: PullSnapshot, policy: PolicySettings) -> bool:
 
 
 def read_docs(
-    snapshot: PullSnapshot, repo: RepoSettings, docs: Sequence[DocsProvider], *, now: datetime
+    snapshot: PullSnapshot, repo: RepoSettings, docs: Sequence[Source], *, now: datetime
 ) -> dict[str, Evidence]:
     """What every docs provider says about the head's statuses, by context."""
     found: dict[str, Evidence] = {}
@@ -364,7 +371,7 @@ class Cycle:
         self,
         *,
         github: GitHubApi,
-        docs: Sequence[DocsProvider],
+        docs: Sequence[Source],
         store: CycleState,
         renderer: Renderer,
         policy: PolicySettings,
@@ -439,7 +446,7 @@ class Cycle:
         self._waiting, self._groups = [], {}
         self._records, self._left_stored = {}, {}
         gh_before, points_before = self.github.usage.total, self.github.usage.graphql_points
-        rtd_before = self._docs_requests()
+        sources_before = self._source_requests()
         with gc_paused():
             self._plan_all(repos, plans, summary)
             for observer in self.observers:
@@ -448,7 +455,7 @@ class Cycle:
         self._publish_all(plans, summary)
         summary.github_requests = self.github.usage.total - gh_before
         summary.graphql_points = self.github.usage.graphql_points - points_before
-        summary.rtd_requests = self._docs_requests() - rtd_before
+        self._count_sources(summary, sources_before)
         return summary
 
     def _plan_all(self, repos: Sequence[RepoSettings], plans: list[Plan], summary: Summary) -> None:
@@ -476,8 +483,16 @@ class Cycle:
                 self._repo_failed(repo.name, summary, f"{exc.__class__.__name__}: {exc}")
                 log.warning("could not read %s", repo.name, exc_info=True)
 
-    def _docs_requests(self) -> int:
-        return sum(provider.requests for provider in self.docs)
+    def _source_requests(self) -> dict[str, int]:
+        return {source.name: source.requests for source in self.docs}
+
+    def _count_sources(self, summary: Summary, before: Mapping[str, int]) -> None:
+        """What this pass asked each second source (Read the Docs' also as `rtd_requests`)."""
+        for source in self.docs:
+            spent = source.requests - before.get(source.name, 0)
+            summary.source_requests[source.name] = spent
+            summary.source_labels[source.name] = source.label
+        summary.rtd_requests = summary.source_requests.get(READTHEDOCS, 0)
 
     def stopping(self) -> bool:
         """Whether a stop was requested (the service's flag or the Event handed down)."""
@@ -1173,7 +1188,7 @@ class Cycle:
         self._left = []  # a refresh checks no comment: the pass does
         self._groups = {}  # merge groups change by the minute: read again for this refresh
         gh_before, points_before = self.github.usage.total, self.github.usage.graphql_points
-        rtd_before = self._docs_requests()
+        sources_before = self._source_requests()
         failing: dict[str, list[PullSnapshot]] = {}  # asked together, as a pass does
         for snapshot, repo in pulls:
             if not isinstance(snapshot, PullSnapshot) or not selected(snapshot, self.policy):
@@ -1195,5 +1210,5 @@ class Cycle:
         self._publish_all(plans, summary)
         summary.github_requests = self.github.usage.total - gh_before
         summary.graphql_points = self.github.usage.graphql_points - points_before
-        summary.rtd_requests = self._docs_requests() - rtd_before
+        self._count_sources(summary, sources_before)
         return summary

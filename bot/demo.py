@@ -45,6 +45,8 @@ def demo_settings(sandbox: Sandbox, state_path: Path) -> Settings:
         {
             "github": {"api_url": sandbox.github_url, "token": "sandbox-token"},
             "readthedocs": {"api_url": sandbox.rtd_url, "business_api_url": sandbox.rtd_url},
+            "codecov": {"api_url": sandbox.codecov_url},
+            "azure_pipelines": {"api_url": sandbox.azure_url},
             "state": {"path": str(state_path)},
             "repos": [{"name": DEMO_REPO}],
         }

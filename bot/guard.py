@@ -53,6 +53,24 @@ RTD_ALLOWED: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 )
 
 
+@dataclass(frozen=True)
+class Allowance:
+    """What one second source may be asked (bot.sources: each provider declares its own): GET
+    only, below its configured API roots, paths (below a root) matching one of `paths`."""
+
+    source: str  # the provider's name ("codecov")
+    label: str  # its name in words ("Codecov"), for the refusal
+    # origin + path of each API root, e.g. "https://api.codecov.io:443/api/v2"
+    roots: tuple[str, ...]
+    paths: tuple[re.Pattern[str], ...]
+
+    @classmethod
+    def of(cls, source: str, label: str, urls: Sequence[str], paths: Sequence[str]) -> Allowance:
+        """The allowance for API roots given as URLs and path patterns (regex, fullmatch)."""
+        roots = tuple(origin(u) + urlsplit(u).path.rstrip("/") for u in urls)
+        return cls(source, label, roots, tuple(re.compile(p) for p in paths))
+
+
 class RefusedRequest(RuntimeError):
     """Raised before sending a request that is outside the allowlist."""
 
@@ -226,15 +244,43 @@ class Guard:
     rtd_prefixes: tuple[str, ...]  # paths of the RTD API roots, e.g. ("/api/v3",)
     github_origin: str = ""  # scheme://host:port of the GitHub API ("" : not checked)
     rtd_roots: tuple[str, ...] = ()  # origin + path of each RTD API root ("" : not checked)
+    sources: tuple[Allowance, ...] = ()  # every other second source's (bot.sources declares)
 
     @classmethod
-    def for_urls(cls, github_api_url: str, rtd_api_urls: tuple[str, ...]) -> Guard:
-        """Build the guard for a GitHub API root and the Read the Docs API roots."""
+    def for_urls(
+        cls,
+        github_api_url: str,
+        rtd_api_urls: tuple[str, ...],
+        sources: Sequence[Allowance] = (),
+    ) -> Guard:
+        """Build the guard for a GitHub API root, the Read the Docs API roots and what every
+        other second source declares it may ask."""
         rest = urlsplit(github_api_url).path.rstrip("/")
         graphql_path = rest[: -len("/v3")] + "/graphql" if rest.endswith("/v3") else "/graphql"
         rtd = tuple(urlsplit(u).path.rstrip("/") for u in rtd_api_urls)
         roots = tuple(origin(u) + urlsplit(u).path.rstrip("/") for u in rtd_api_urls)
-        return cls(rest, graphql_path, rtd, origin(github_api_url), roots)
+        return cls(rest, graphql_path, rtd, origin(github_api_url), roots, tuple(sources))
+
+    def check_source(self, source: str, method: str, url: str) -> None:
+        """Raise RefusedRequest unless this request is a GET its source declared (any other
+        method, host, port or path is refused before it is sent)."""
+        method = method.upper()
+        allowed = [a for a in self.sources if a.source == source]
+        label = allowed[0].label if allowed else source
+        where, path = origin(url), urlsplit(url).path
+        roots = [r for a in allowed for r in a.roots]
+        if not any(r.startswith(where + "/") or r == where for r in roots):
+            raise ForeignHost(f"refused: {method} to host {where}, not a configured {label} host")
+        for allowance in allowed:
+            for root in allowance.roots:
+                mine = root == where or root.startswith(where + "/")
+                prefix = root[len(where) :] if mine else None
+                if prefix is None or not path.startswith(prefix + "/"):
+                    continue
+                rest = path[len(prefix) :]
+                if method == "GET" and any(p.fullmatch(rest) for p in allowance.paths):
+                    return
+        raise RefusedRequest(f"refused: {method} {path} is not on the bot's {label} allowlist")
 
     def check_github(self, method: str, url: str, body: Any = None) -> None:
         """Raise RefusedRequest unless this GitHub request is on the allowlist."""

@@ -9,24 +9,20 @@ writing is said as such.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from github import Auth, Github, GithubIntegration
 from github.GithubException import GithubException
 from sqlalchemy.exc import SQLAlchemyError
 
-from bot.app import pygithub_options
-from bot.docs.readthedocs.client import RtdApi, RtdError
+from bot.app import SOURCES, pygithub_options, request_guard
 from bot.github.client import GitHubApi, GitHubError, Probe
 from bot.guard import Guard, install_github_guard
 from bot.settings import Settings, read_private_key
+from bot.sources.base import Kind, Outcome
 from bot.state import store
 from bot.state.ports import StoreError
-
-Outcome = Literal["ok", "note", "problem", "unverified"]
 
 # What the bot needs of each repository (README, "Credentials"); an App says what it has.
 NEEDED = {
@@ -75,12 +71,11 @@ class Report:
         return "configuration NOT OK: " + ", ".join(parts)
 
 
-def check_services(settings: Settings) -> Report:
-    """Ask GitHub and Read the Docs (reads only) about every credential and repository."""
-    rtd_urls = (settings.readthedocs.api_url, settings.readthedocs.business_api_url)
-    guard = Guard.for_urls(settings.github.api_url, rtd_urls)
+def check_services(settings: Settings, kinds: Sequence[Kind] = SOURCES) -> Report:
+    """Ask GitHub and every second source (reads only) about every credential and repository."""
+    guard = request_guard(settings, kinds)
     install_github_guard(guard)
-    found = [*_github(settings), *_readthedocs(settings, guard), *_shared_state(settings)]
+    found = [*_github(settings), *_sources(settings, guard, kinds), *_shared_state(settings)]
     return Report(tuple(found))
 
 
@@ -262,76 +257,16 @@ def _refused_or_unverified(key: str, what: str, answer: Probe) -> Finding:
     return Finding("problem" if refused else "unverified", key, f"{what} ({_said(answer)})")
 
 
-# -- Read the Docs -----------------------------------------------------------------------
+# -- every second source (bot.sources: each provider's own probe) ------------------------
 
 
-def _readthedocs(settings: Settings, guard: Guard) -> Iterator[Finding]:
-    cfg = settings.readthedocs
-    sites = (
-        ("org", "readthedocs.token", cfg.api_url, cfg.token.get_secret_value()),
-        ("com", "readthedocs.business_token", cfg.business_api_url,
-         cfg.business_token.get_secret_value()),
-    )  # fmt: skip
-    refused: set[str] = set()
-    for host, key, url, token in sites:
-        if not token:
-            yield Finding("note", key, f"not set: {url} is read anonymously (throttled)")
-            continue
-        with _rtd(settings, guard, host, url, token) as rtd:
-            try:
-                count = rtd.own_projects(host)
-            except RtdError as exc:
-                if exc.status in (401, 403):
-                    refused.add(host)
-                    yield Finding("problem", key, f"Read the Docs refused the token ({url}: {exc})")
-                else:
-                    yield Finding(
-                        "unverified", key, f"Read the Docs could not be asked ({url}: {exc})"
-                    )
-            else:
-                yield Finding(
-                    "ok", key, f"accepted by {url} ({count} project(s) of the token's user)"
-                )
-    if "org" not in refused:
-        yield from _rtd_projects(settings, guard)
-
-
-def _rtd_projects(settings: Settings, guard: Guard) -> Iterator[Finding]:
-    """Each `rtd_project` exists on the Community site (readthedocs.api_url)."""
-    cfg = settings.readthedocs
-    named = [(i, r.rtd_project) for i, r in enumerate(settings.repos) if r.rtd_project]
-    if not named:
-        return
-    with _rtd(settings, guard, "org", cfg.api_url, cfg.token.get_secret_value()) as rtd:
-        for index, slug in named:
-            key = f"repos[{index}].rtd_project"
-            try:
-                found = rtd.project_exists("org", slug)
-            except RtdError as exc:
-                yield Finding(
-                    "unverified", key, f"{slug}: Read the Docs could not be asked ({exc})"
-                )
-                continue
-            if found:
-                yield Finding("ok", key, f"{slug}: its builds can be read at {cfg.api_url}")
-            else:
-                yield Finding(
-                    "problem", key, f"{slug}: no such project at {cfg.api_url} (404), or it is "
-                    "not visible to this token",
-                )  # fmt: skip
-
-
-@contextmanager
-def _rtd(settings: Settings, guard: Guard, host: str, url: str, token: str) -> Iterator[RtdApi]:
-    """A Read the Docs client for one site, not retried (check-config asks once)."""
-    rtd = RtdApi(
-        api_urls={host: url}, tokens={host: token}, guard=guard,
-        timeout_s=settings.readthedocs.timeout_seconds, max_retries=0,
-    )  # fmt: skip
-    try:
-        yield rtd
-    finally:
-        rtd.close()
+def _sources(settings: Settings, guard: Guard, kinds: Sequence[Kind]) -> Iterator[Finding]:
+    for kind in kinds:
+        try:
+            for said in kind.probe(settings, guard):
+                yield Finding(said.outcome, said.key, said.text)
+        except Exception as exc:  # a provider's probe never ends the check
+            yield Finding("unverified", kind.name, f"{kind.label} could not be asked ({exc})")
 
 
 # -- the shared state (PostgreSQL) -----------------------------------------------------------

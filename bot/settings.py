@@ -197,6 +197,49 @@ class ReadTheDocsSettings(_Section):
         return _clean_secret(value)
 
 
+class CodecovSettings(_Section):
+    """[codecov]: Codecov's API v2, read for `codecov/*` statuses and check runs not final on
+    GitHub (bot/sources/codecov). Public repositories need no token."""
+
+    enabled: bool = True
+    api_url: str = "https://api.codecov.io/api/v2"
+    service: Literal["github", "github_enterprise"] = "github"  # Codecov's name of the host
+    token: SecretStr = SecretStr("")  # a Codecov API token: private repositories only
+    timeout_seconds: float = Field(default=10.0, gt=0, le=300, allow_inf_nan=False)
+    max_retries: int = Field(default=3, ge=0, le=10)
+
+    @field_validator("api_url")
+    @classmethod
+    def _check_url(cls, value: str) -> str:
+        return _http_url(value)
+
+    @field_validator("token", mode="before")
+    @classmethod
+    def _check_token(cls, value: object) -> object:
+        return _clean_secret(value)
+
+
+class AzurePipelinesSettings(_Section):
+    """[azure_pipelines]: the Azure DevOps build API, read for Azure Pipelines check runs and
+    statuses not final on GitHub (bot/sources/azure_pipelines). Public projects need no token."""
+
+    enabled: bool = True
+    api_url: str = "https://dev.azure.com"
+    token: SecretStr = SecretStr("")  # a personal access token (Build: read): private projects
+    timeout_seconds: float = Field(default=10.0, gt=0, le=300, allow_inf_nan=False)
+    max_retries: int = Field(default=3, ge=0, le=10)
+
+    @field_validator("api_url")
+    @classmethod
+    def _check_url(cls, value: str) -> str:
+        return _http_url(value)
+
+    @field_validator("token", mode="before")
+    @classmethod
+    def _check_token(cls, value: object) -> object:
+        return _clean_secret(value)
+
+
 class ScheduleSettings(_Section):
     """[schedule]: how often `run` polls."""
 
@@ -399,6 +442,8 @@ class Settings(BaseSettings):
 
     github: GitHubSettings = Field(default_factory=GitHubSettings)
     readthedocs: ReadTheDocsSettings = Field(default_factory=ReadTheDocsSettings)
+    codecov: CodecovSettings = Field(default_factory=CodecovSettings)
+    azure_pipelines: AzurePipelinesSettings = Field(default_factory=AzurePipelinesSettings)
     schedule: ScheduleSettings = Field(default_factory=ScheduleSettings)
     policy: PolicySettings = Field(default_factory=PolicySettings)
     state: StateSettings = Field(default_factory=StateSettings)
@@ -446,6 +491,8 @@ class Settings(BaseSettings):
             self.github.token,
             self.readthedocs.token,
             self.readthedocs.business_token,
+            self.codecov.token,
+            self.azure_pipelines.token,
             *self.webhooks.secrets,
         )
         found = [t.get_secret_value() for t in tokens if t.get_secret_value()]

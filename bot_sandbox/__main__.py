@@ -115,6 +115,8 @@ def serve(args: argparse.Namespace) -> int:
             "github_url": sb.github_url,
             "graphql_url": sb.graphql_url,
             "rtd_url": sb.rtd_url,
+            "codecov_url": sb.codecov_url,
+            "azure_url": sb.azure_url,
             "control_url": f"{sb.base_url}/_sandbox",
             "token": info["token"],
             "login": info["login"],

@@ -7,6 +7,7 @@ import hashlib
 import json
 import logging
 import re
+import sys
 import threading
 import time
 from collections import Counter
@@ -19,7 +20,7 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from bot_sandbox import graphql_api, rest_api, rtd_api
+from bot_sandbox import graphql_api, providers_api, rest_api, rtd_api
 from bot_sandbox.world import API, RTD_API, Answer, AppRec, Call, World
 
 logger = logging.getLogger(__name__)
@@ -32,6 +33,8 @@ EXPOSED = (
 GITHUB_PREFIX = "/api/v3"
 GRAPHQL_PATH = "/api/graphql"
 RTD_PREFIX = "/rtd/api/v3"
+CODECOV_PREFIX = "/codecov/api/v2"
+AZURE_PREFIX = "/azure"
 CONTROL_PREFIX = "/_sandbox/"
 
 
@@ -108,6 +111,12 @@ class _HTTPServer(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], sandbox: Sandbox) -> None:
         super().__init__(address, _Handler)
         self.sandbox = sandbox
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up mid-answer (a bot refusing a huge page) is no sandbox error."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 class Sandbox:
@@ -189,6 +198,16 @@ class Sandbox:
     def rtd_url(self) -> str:
         """RTD API v3 base URL: http://127.0.0.1:PORT/rtd/api/v3."""
         return self.base_url + RTD_PREFIX
+
+    @property
+    def codecov_url(self) -> str:
+        """Codecov API v2 base URL: http://127.0.0.1:PORT/codecov/api/v2."""
+        return self.base_url + CODECOV_PREFIX
+
+    @property
+    def azure_url(self) -> str:
+        """Azure DevOps base URL (dev.azure.com's place): http://127.0.0.1:PORT/azure."""
+        return self.base_url + AZURE_PREFIX
 
     # -- recording, faults, limits ---------------------------------------------------------
 
@@ -430,6 +449,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if path.startswith(RTD_PREFIX + "/"):
             service, rel = "rtd", path[len(RTD_PREFIX) :]
+        elif path.startswith(CODECOV_PREFIX + "/"):
+            service, rel = "codecov", path[len(CODECOV_PREFIX) :]
+        elif path.startswith(AZURE_PREFIX + "/"):
+            service, rel = "azure", path[len(AZURE_PREFIX) :]
         elif path == GRAPHQL_PATH:
             service, rel = "github", "/graphql"
         elif path.startswith(GITHUB_PREFIX + "/") or path == GITHUB_PREFIX:
@@ -449,6 +472,8 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if service == "rtd":
                 reply, rule, kind, answer = self._rtd(sandbox, call, path)
+            elif service in _PROVIDERS:
+                reply, rule, kind, answer = self._provider(sandbox, call, path, service)
             else:
                 reply, rule, kind, answer = self._github(sandbox, call, path)
         except Exception as exc:
@@ -658,6 +683,29 @@ class _Handler(BaseHTTPRequestHandler):
         headers.update(answer.headers)
         return _Reply(answer.status, body, headers), rule, kind, answer
 
+    def _provider(
+        self, sandbox: Sandbox, call: Call, full_path: str, service: str
+    ) -> tuple[_Reply, _Rule | None, str, Answer | None]:
+        """Codecov or Azure DevOps: the real answer, or a fault rule's, as for RTD."""
+        handle = _PROVIDERS[service]
+        rule = sandbox._take_rule(call.method, (call.path, full_path), call)
+        if rule is not None and not rule.apply and rule.transform is None:
+            answer = _fault_answer(rule, service)
+        else:
+            answer = handle(call)
+            if rule is not None and rule.transform is not None:
+                answer = _transformed(rule, answer)
+            elif rule is not None:
+                answer = _fault_answer(rule, service)
+        body = answer.raw if answer.raw is not None else _dump(answer.payload, call)
+        headers = {"Content-Type": "application/json; charset=utf-8"}
+        headers.update(answer.headers)
+        kind = f"{service}.{'uploads' if call.path.endswith('/uploads/') else 'record'}"
+        return _Reply(answer.status, body, headers), rule, kind, answer
+
+
+_PROVIDERS = {"codecov": providers_api.codecov_handle, "azure": providers_api.azure_handle}
+
 
 def _github_headers() -> dict[str, str]:
     return {
@@ -799,7 +847,7 @@ def _fault_answer(rule: _Rule, service: str) -> Answer:
     )
     if rule.body is not None:
         raw = _as_bytes(rule.body()) if callable(rule.body) else rule.body
-    elif service == "rtd":
+    elif service in ("rtd", "codecov"):
         raw = json.dumps({"detail": phrase}).encode()
     else:
         raw = json.dumps(
@@ -833,6 +881,15 @@ def _control(sandbox: Sandbox, method: str, path: str, body: bytes) -> _Reply:
         except (ValueError, TypeError) as exc:
             return reply(400, {"error": str(exc)})
         return reply(200, {"changed": changed})
+    if method == "POST" and path == "/_sandbox/codecov":
+        try:
+            args = json.loads(body or b"{}")
+            stuck = providers_api.stick_codecov(
+                sandbox.world, float(args.get("fraction", 0.05)), seed=int(args.get("seed", 0))
+            )
+        except (ValueError, TypeError) as exc:
+            return reply(400, {"error": str(exc)})
+        return reply(200, {"stuck": stuck})
     if method == "POST" and path == "/_sandbox/comments":
         # Seeds or edits comments directly (a benchmark's settled state); not a GitHub write.
         try:

@@ -30,10 +30,12 @@ from bot import logs
 from bot.cli import main
 from bot.core.model import MARKER, Kind, Policy, PullSnapshot, Report, Signal
 from bot.core.reconcile import reconcile
-from bot.docs.readthedocs.rows import RtdLookup
-from bot.docs.readthedocs.rules import RtdBuild
-from bot.guard import Guard
+from bot.guard import Allowance, Guard
 from bot.logs import HEADER_LOGGERS
+from bot.sources.azure_pipelines.provider import PATHS as AZURE_PATHS
+from bot.sources.codecov.provider import PATHS as CODECOV_PATHS
+from bot.sources.readthedocs.rows import RtdLookup
+from bot.sources.readthedocs.rules import RtdBuild
 from bot_sandbox import Recorded, Sandbox, World
 
 TESTS = Path(__file__).resolve().parent  # tests/: data/ and golden/ live here
@@ -96,6 +98,12 @@ def write_config(tmp: Path, sandbox: Sandbox, **policy: Any) -> Path:
         "[readthedocs]",
         f'api_url = "{sandbox.rtd_url}"',
         f'business_api_url = "{sandbox.rtd_url}"',
+        "max_retries = 1",
+        "[codecov]",
+        f'api_url = "{sandbox.codecov_url}"',
+        "max_retries = 1",
+        "[azure_pipelines]",
+        f'api_url = "{sandbox.azure_url}"',
         "max_retries = 1",
         "[state]",
         f'path = "{tmp / "state.sqlite3"}"',
@@ -298,7 +306,16 @@ class Refused:
 
 def outside_allowlist(sandbox: Sandbox) -> list[Refused]:
     """Recorded requests that the bot's own allowlist does not permit."""
-    guard = Guard.for_urls(sandbox.github_url, (sandbox.rtd_url,))
+    guard = Guard.for_urls(
+        sandbox.github_url,
+        (sandbox.rtd_url,),
+        (
+            Allowance.of("codecov", "Codecov", (sandbox.codecov_url,), CODECOV_PATHS),
+            Allowance.of("azure-pipelines", "Azure", (sandbox.azure_url,), AZURE_PATHS),
+        ),
+    )
+    urls = {"codecov": sandbox.codecov_url, "azure": sandbox.azure_url}
+    names = {"codecov": "codecov", "azure": "azure-pipelines"}
     refused: list[Refused] = []
     for r in sandbox.requests:
         try:
@@ -306,6 +323,8 @@ def outside_allowlist(sandbox: Sandbox) -> list[Refused]:
                 guard.check_github(r.method, sandbox.graphql_url, r.body)
             elif r.service == "github":
                 guard.check_github(r.method, sandbox.github_url + r.path)
+            elif r.service in urls:
+                guard.check_source(names[r.service], r.method, urls[r.service] + r.path)
             else:
                 guard.check_rtd(r.method, sandbox.rtd_url + r.path)
         except Exception as exc:

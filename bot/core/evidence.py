@@ -11,11 +11,18 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Final, NamedTuple, Protocol
 
-from bot.core.model import Policy, Row, Signal, SinceSource, State
+from bot.core.model import Kind, Policy, Row, Signal, SinceSource, State
 
 HEAD_KEY: Final = "\0"
+RUN_KEY: Final = "\x01"  # a check run's evidence key starts so (no context contains it)
 # The clock's resolution: a pending signal is stale from its limit plus one tick on.
 TICK: Final = timedelta(microseconds=1)
+
+
+def evidence_key(signal: Signal) -> str:
+    """The key a provider's evidence for `signal` is given under: a status's context (as
+    ever), a check run's identity key (a check run and a status may share a name)."""
+    return signal.name if signal.kind is Kind.STATUS else RUN_KEY + signal.key
 
 
 class Since(NamedTuple):

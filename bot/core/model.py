@@ -266,6 +266,7 @@ class Reconciliation:
     build_created: datetime | None = None
     build_finished: datetime | None = None
     fetched_at: datetime | None = None
+    link_label: str | None = None  # the words of the link to the record page, e.g. "RTD build"
 
 
 @dataclass(frozen=True, slots=True)

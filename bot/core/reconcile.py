@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Final
 
-from bot.core.evidence import HEAD_KEY, Evidence, Judge, Since
+from bot.core.evidence import HEAD_KEY, Evidence, Judge, Since, evidence_key
 from bot.core.model import (
     FAILING_STATES,
     GROUP_ORDER,
@@ -245,7 +245,7 @@ def _row(
     signal: Signal, docs: Mapping[str, Evidence], *, clock: Judge, seen: _Seen, number: int
 ) -> Row:
     since = _since(signal, seen)
-    evidence = docs.get(signal.name) if signal.kind is Kind.STATUS else None
+    evidence = docs.get(evidence_key(signal)) if signal.kind is not Kind.EXPECTED else None
     if evidence is not None:
         return evidence.row(signal, number=number, since=since, judge=clock)
     base = github_state(signal)

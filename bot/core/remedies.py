@@ -14,7 +14,7 @@ from bot.core.model import Row, State
 
 DCO_APP: Final = "dco"  # the DCO app's slug (dcoapp/app)
 ACTIONS_APP: Final = "github-actions"
-# The second source's provider name on a reconciled row (bot/docs/readthedocs writes it).
+# The second source's provider name on a reconciled row (bot/sources/readthedocs writes it).
 READTHEDOCS: Final = "readthedocs"
 
 

@@ -432,10 +432,12 @@ def row_view(
         finding = rec.finding
         if rec.divergent:  # "GitHub's status says failure." is on the row already
             finding = finding.removeprefix(f"GitHub's status says {signal.github_state}. ")
+            if finding.endswith(f"; {note}."):  # and so is "GitHub still shows pending"
+                finding = finding.removesuffix(f"; {note}.") + "."
         said.append(prose(finding, FINDING_LIMIT))
         build = _link(rec.build_url)
         if build and details and build != details:
-            said.append(f"[RTD build]({build})")
+            said.append(f"[{rec.link_label or 'record'}]({build})")
         details = details or build
     name = code(signal.name)
     first = with_remedy(Md(" — ".join(said)), row, lead=lead)

@@ -46,6 +46,9 @@ class Metrics:
             "github_graphql_points_total", "GitHub GraphQL rate-limit points spent."
         )
         self.rtd_requests = counter("readthedocs_requests_total", "Requests sent to Read the Docs.")
+        self.source_requests = counter(
+            "source_requests_total", "Requests sent to each second source, by source.", "source"
+        )
         self.rate_limit_remaining = gauge(
             "github_rate_limit_remaining",
             "GitHub's rate-limit budget left (requests, or points for graphql), by resource.",
@@ -105,6 +108,8 @@ class Metrics:
         self.github_requests.inc(summary.github_requests)
         self.graphql_points.inc(summary.graphql_points)
         self.rtd_requests.inc(summary.rtd_requests)
+        for source, count in summary.source_requests.items():
+            self.source_requests.labels(source).inc(count)
         for resource, left in dict(usage.remaining).items():
             self.rate_limit_remaining.labels(resource).set(left)
         for resource, reset in dict(usage.reset_at).items():

@@ -19,20 +19,19 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from bot import app as wiring
 from bot.cycle import Summary
-from bot.docs.readthedocs.client import RtdApi
 from bot.github.client import Usage
 from bot.service.http import HttpServer, Monitor, serve
 from bot.service.limits import Limits
 from bot.service.replicas import Replicas
 from bot.service.webhooks import Webhooks, attach_webhooks
 from bot.settings import RepoSettings, Settings
+from bot.sources.base import Connection
 from bot.state.ports import StoreError
 from bot.state.store import Store
 
 log = logging.getLogger(__name__)
 
 STATE_PROBLEM = "state"  # the ProblemTracker key of an unusable state (for /readyz)
-RTD_CREDENTIAL_KEYS = ("readthedocs:org", "readthedocs:com", "readthedocs:self")
 
 
 @dataclass
@@ -260,7 +259,7 @@ class Service:
         self.monitor.load_entries(store)
         if self.webhooks is not None:
             self.webhooks.after_cycle(summary, mine)
-        self._problems({**summary.failed, **credential_problems(self.clients.rtd)})
+        self._problems({**summary.failed, **credential_problems(self.clients.sources)})
         self._prune(store)
         if not self.stop.is_set():  # a stopped scheduler takes no new run time
             _hold_if_over_budget(self.scheduler, summary, self.clients.github.usage)
@@ -270,7 +269,8 @@ class Service:
         self.tracker.update(failed)
         service = {k: v for k, v in failed.items() if "#" not in k}
         self.monitor.set_service_problems(service)
-        known = [STATE_PROBLEM, *self.monitor.repos, *RTD_CREDENTIAL_KEYS]
+        credentials = [key for source in self.clients.sources for key in source.problem_keys()]
+        known = [STATE_PROBLEM, *self.monitor.repos, *credentials]
         self.monitor.metrics.set_problems(service, known=known)
 
     def _prune(self, store: Store) -> None:
@@ -322,9 +322,10 @@ def server_limits(settings: Settings) -> Limits:
     )
 
 
-def credential_problems(rtd: RtdApi) -> dict[str, str]:
-    """The Read the Docs sites that refused the bot's credential (401/403) in their last read."""
-    return {f"readthedocs:{site}": why for site, why in rtd.refused.items()}
+def credential_problems(sources: Sequence[Connection]) -> dict[str, str]:
+    """The second sources (or their sites) that refused the bot's credential (401/403) in
+    their last read, by key (e.g. readthedocs:com, codecov)."""
+    return {key: why for source in sources for key, why in source.problems().items()}
 
 
 def _leased(repos: Sequence[RepoSettings], held: Sequence[str]) -> list[RepoSettings]:

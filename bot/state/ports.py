@@ -67,7 +67,7 @@ class PullRecord:
 class RtdRead:
     """The state's row of one Read the Docs commit: last good answer, and a failing run."""
 
-    payload: str | None  # opaque JSON (bot.docs.readthedocs.evidence); None: never read well
+    payload: str | None  # opaque JSON (bot.sources.readthedocs.evidence); None: never read well
     read_at: datetime | None
     failing_since: datetime | None  # None while reads succeed
     failure: str | None = None  # what the first failure of the run was
@@ -182,6 +182,20 @@ class PacingState(Protocol):
 
     def last_write_at(self) -> datetime | None:
         """When a comment was last created or edited, if ever."""
+
+
+class SourceReads(Protocol):
+    """Any second source's reads kept, by source and record key (the last good answer, and a
+    failing run): one table for every provider but Read the Docs (bot.sources.cache)."""
+
+    def get_source_read(self, source: str, key: str) -> RtdRead | None:
+        """The last good answer, when it was read, and since when (and how) reading fails."""
+
+    def put_source_read(self, source: str, key: str, *, payload: str, now: datetime) -> None:
+        """Keep a good answer."""
+
+    def source_read_failed(self, source: str, key: str, *, now: datetime, failure: str) -> None:
+        """Note a failed read."""
 
 
 class RtdCache(Protocol):
@@ -348,6 +362,7 @@ class CycleState(
     FactsState,
     PacingState,
     RtdCache,
+    SourceReads,
     RequiredCache,
     TriageState,
     BaseKeeper,

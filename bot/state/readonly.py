@@ -136,6 +136,12 @@ class ReadOnlyState(Closing):
         """The kept RTD read."""
         return self._reads.get_rtd_read(host, project, commit) if self._has("rtd_reads") else None
 
+    def get_source_read(self, source: str, key: str) -> RtdRead | None:
+        """The kept read of a source's record."""
+        if not self._has("source_reads"):
+            return None
+        return self._reads.get_source_read(source, key)
+
     def required_known(
         self,
         repo: str,
@@ -236,6 +242,12 @@ class ReadOnlyState(Closing):
     def rtd_read_failed(
         self, host: str, project: str, commit: str, *, now: datetime, failure: str
     ) -> None:
+        """Record nothing."""
+
+    def put_source_read(self, source: str, key: str, *, payload: str, now: datetime) -> None:
+        """Record nothing."""
+
+    def source_read_failed(self, source: str, key: str, *, now: datetime, failure: str) -> None:
         """Record nothing."""
 
     def remember_required(

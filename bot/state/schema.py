@@ -99,6 +99,18 @@ rtd_reads = Table(
     Column("failure", Text),
 )
 
+# Every second source but Read the Docs (issue 25): its record of one commit or build, by key
+source_reads = Table(
+    "source_reads",
+    metadata,
+    Column("source", Text, primary_key=True),
+    Column("record_key", Text, primary_key=True),
+    Column("payload", Text),
+    Column("read_at", Text),
+    Column("failing_since", Text),
+    Column("failure", Text),
+)
+
 required_checks = Table(
     "required_checks",
     metadata,

@@ -69,12 +69,13 @@ RETENTION = {
     "triage": timedelta(days=7),
     "first_seen": timedelta(days=7),
     "rtd_reads": timedelta(days=30),
+    "source_reads": timedelta(days=30),
     "merge_bases": timedelta(hours=1),
     "base_contexts": timedelta(hours=1),
     "run_annotations": timedelta(hours=1),
 }
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
-HEAD = 13  # the schema version this bot writes: the newest revision in migrations/versions
+HEAD = 14  # the schema version this bot writes: the newest revision in migrations/versions
 SCHEMA_VERSION = HEAD
 _ADVISORY_MIGRATION_KEY = 0x43495342  # one transaction-scoped lock while a PostgreSQL migrates
 
@@ -581,6 +582,52 @@ class Store(Closing):
         with self._write() as conn:
             conn.execute(upsert)
 
+    # -- every other second source's reads (bot.sources.cache) ---------------------------
+
+    def get_source_read(self, source: str, key: str) -> RtdRead | None:
+        """The last good answer of one record of a source, and since when reading it fails."""
+        r = t.source_reads.c
+        query = select(r.payload, r.read_at, r.failing_since, r.failure).where(
+            r.source == source, r.record_key == key
+        )
+        with self._read() as conn:
+            row = conn.execute(query).first()
+        if row is None:
+            return None
+        return RtdRead(
+            payload=row.payload,
+            read_at=None if row.read_at is None else from_text(row.read_at),
+            failing_since=None if row.failing_since is None else from_text(row.failing_since),
+            failure=row.failure,
+        )
+
+    def put_source_read(self, source: str, key: str, *, payload: str, now: datetime) -> None:
+        """Keep a good answer read at `now`; reading no longer fails."""
+        values = {"payload": payload, "read_at": to_text(now)}
+        upsert = self._insert(t.source_reads).values(source=source, record_key=key, **values)
+        upsert = upsert.on_conflict_do_update(
+            index_elements=["source", "record_key"],
+            set_={**values, "failing_since": None, "failure": None},
+        )
+        with self._write() as conn:
+            conn.execute(upsert)
+
+    def source_read_failed(self, source: str, key: str, *, now: datetime, failure: str) -> None:
+        """Note a failed read; the first failure of a run of them (its time, its text) is kept."""
+        r = t.source_reads.c
+        upsert = self._insert(t.source_reads).values(
+            source=source, record_key=key, failing_since=to_text(now), failure=failure
+        )
+        upsert = upsert.on_conflict_do_update(
+            index_elements=["source", "record_key"],
+            set_={
+                "failure": func.coalesce(r.failure, upsert.excluded.failure),
+                "failing_since": func.coalesce(r.failing_since, upsert.excluded.failing_since),
+            },
+        )
+        with self._write() as conn:
+            conn.execute(upsert)
+
     # -- write pacing and the audit ------------------------------------------------------
 
     def writes_since(self, since: datetime) -> int:
@@ -888,6 +935,8 @@ class Store(Closing):
             .exists()
         )
         last_read = func.coalesce(rr.read_at, rr.failing_since, "")
+        sr = t.source_reads.c
+        source_read = func.coalesce(sr.read_at, sr.failing_since, "")
         mb, bc, ra = t.merge_bases.c, t.base_contexts.c, t.run_annotations.c
 
         def open_head(table: Any) -> Any:  # a triage row (an open pull request) has this head
@@ -904,6 +953,10 @@ class Store(Closing):
             "rtd_reads": delete(t.rtd_reads).where(
                 last_read < cut["rtd_reads"],
                 func.coalesce(rr.failing_since, "") < cut["rtd_reads"],
+            ),
+            "source_reads": delete(t.source_reads).where(
+                source_read < cut["source_reads"],
+                func.coalesce(sr.failing_since, "") < cut["source_reads"],
             ),
             "merge_bases": delete(t.merge_bases).where(
                 mb.read_at < cut["merge_bases"], ~open_head(mb).exists()

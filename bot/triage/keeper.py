@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 
 from bot.core.model import PullSnapshot, Report, Verdict, parse_optional_time
-from bot.docs.provider import DocsProvider
+from bot.sources.base import Source
 from bot.state.ports import StoredTriage, TriageRows, TriageState
 from bot.triage.rows import (
     COUNT_GROUPS,
@@ -39,7 +39,7 @@ class TriageKeeper:
         store: TriageState,
         *,
         clock: Callable[[], datetime],
-        docs: Sequence[DocsProvider],
+        docs: Sequence[Source],
         memo: RowMemo | None = None,
     ) -> None:
         """Keep rows in `store`, dated by `clock`; `docs` count the stuck docs builds; `memo`

@@ -22,8 +22,8 @@ from bot.core.model import (
     group_of,
     parse_optional_time,
 )
-from bot.docs.provider import DocsProvider
 from bot.render.escape import iso_utc
+from bot.sources.base import Source
 
 COUNT_GROUPS: Final = ("failing", "pending", "incomplete", "passing")
 VERDICTS: Final = tuple(v.value for v in (Verdict.FAILING, Verdict.INCOMPLETE, Verdict.PENDING,
@@ -149,7 +149,7 @@ def entry_for(
     snapshot: PullSnapshot,
     report: Report,
     *,
-    docs: Sequence[DocsProvider],
+    docs: Sequence[Source],
     comment_id: int | None = None,
     read_at: datetime | None = None,
 ) -> TriageEntry:

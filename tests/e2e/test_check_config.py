@@ -41,6 +41,7 @@ def config(
     rtd_token: str = "",
     business_token: str = "",
     rtd_projects: tuple[str, ...] = (),
+    codecov_token: str = "",
 ) -> str:
     """A configuration file pointing at the sandbox."""
     lines = [
@@ -52,6 +53,11 @@ def config(
         f'business_api_url = "{sandbox.rtd_url}"',
         f'token = "{rtd_token}"',
         f'business_token = "{business_token}"',
+        "[codecov]",
+        f'api_url = "{sandbox.codecov_url}"',
+        f'token = "{codecov_token}"',
+        "[azure_pipelines]",
+        f'api_url = "{sandbox.azure_url}"',
     ]
     for index, name in enumerate(repos):
         lines += ["[[repos]]", f'name = "{name}"']
@@ -285,3 +291,35 @@ def test_a_postgresql_state_it_cannot_connect_to_is_a_problem_without_the_passwo
     assert "cisb_no_such_database" in line
     if parts.password:
         assert f":{parts.password}@" not in done.stdout + done.stderr
+
+
+def test_codecov_is_asked_about_each_repository_and_a_private_one_without_a_token_says_so(
+    env: tuple[World, Sandbox], tmp_path: Path
+) -> None:
+    """Issue 25: check-config's online Codecov check; a private repository without a token is
+    told once, with the key to set; a token Codecov refuses is a problem."""
+    from bot_sandbox.providers_api import add_codecov_commit, providers
+
+    world, sandbox = env
+    add_codecov_commit(world, REPO, "a" * 40, state="complete", private=True)
+    world.add_user(LOGIN, "classic-token", scopes="repo")
+    path = config(tmp_path, sandbox, github=['token = "classic-token"'])
+    out = cli("check-config", "--config", path).stdout
+    assert "codecov.token: not set: " in out
+    said = [line for line in out.splitlines() if "Codecov shows no such repository" in line]
+    assert len(said) == 1 and "private (set codecov.token)" in said[0], out
+    assert "azure_pipelines.token: not set" in out
+    providers(world).codecov_tokens.add("cc-token")
+    out = cli(
+        "check-config",
+        "--config",
+        config(tmp_path, sandbox, github=['token = "classic-token"'], codecov_token="cc-token"),
+    ).stdout
+    assert f"repos[0].name: {REPO}: Codecov answers for it at {sandbox.codecov_url}" in out
+    done = cli(
+        "check-config",
+        "--config",
+        config(tmp_path, sandbox, github=['token = "classic-token"'], codecov_token=BAD),
+    )
+    assert done.returncode == 2 and BAD not in done.stdout + done.stderr
+    assert "problem    repos[0].name: octo/omni: Codecov answered HTTP 401" in done.stdout

@@ -32,11 +32,11 @@ from bot.core.model import (
     Verdict,
 )
 from bot.core.reconcile import reconcile
-from bot.docs.readthedocs.client import RtdError, parse_build
-from bot.docs.readthedocs.rows import RtdLookup
-from bot.docs.readthedocs.rules import RtdBuild
 from bot.github import client as github_io
 from bot.guard import link_url
+from bot.sources.readthedocs.client import RtdError, parse_build
+from bot.sources.readthedocs.rows import RtdLookup
+from bot.sources.readthedocs.rules import RtdBuild
 from bot_sandbox import Sandbox, World
 
 try:  # gh-truth moves the GitHub parsing to bot/github_parse.py

@@ -34,10 +34,10 @@ from bot.core.model import (
     Verdict,
 )
 from bot.core.reconcile import dedupe, github_state, reconcile
-from bot.docs.readthedocs.rows import RtdLookup
-from bot.docs.readthedocs.rules import RtdBuild
 from bot.github.client import GitHubApi
 from bot.render.comment import Renderer
+from bot.sources.readthedocs.rows import RtdLookup
+from bot.sources.readthedocs.rules import RtdBuild
 from bot_sandbox import Sandbox, World
 
 NOW = datetime(2026, 10, 5, 14, 3, tzinfo=UTC)

@@ -44,10 +44,10 @@ from bot.core.reconcile import (
     TRUNCATED_NOTE,
     reconcile,
 )
-from bot.docs.readthedocs.rows import RtdLookup, settle_status
-from bot.docs.readthedocs.rules import PROJECT_KEY as RTD_PROJECT_KEY
-from bot.docs.readthedocs.rules import RtdBuild, Target, target_of
-from bot.docs.readthedocs.rules import project_of as rtd_project_of
+from bot.sources.readthedocs.rows import RtdLookup, settle_status
+from bot.sources.readthedocs.rules import PROJECT_KEY as RTD_PROJECT_KEY
+from bot.sources.readthedocs.rules import RtdBuild, Target, target_of
+from bot.sources.readthedocs.rules import project_of as rtd_project_of
 
 # --- GitHub's raw values -------------------------------------------------------------------
 

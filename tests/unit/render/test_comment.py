@@ -62,7 +62,6 @@ from bot.core.model import (
 from bot.core.queue_sources import documented_for
 from bot.core.reconcile import NO_SIGNALS_NOTE, TRUNCATED_NOTE, reconcile
 from bot.core.remedies import REMEDIES, remedy_for
-from bot.docs.readthedocs.rows import RtdLookup
 from bot.render.comment import COMMENT_LIMIT, Renderer, TemplateInvalid, first_meaningful_line
 from bot.render.escape import (
     NB_HYPHEN,
@@ -78,6 +77,7 @@ from bot.render.escape import (
 )
 from bot.render.report import report_dict, report_json
 from bot.render.stamp import parse_stamp, stamp_line, stamp_of
+from bot.sources.readthedocs.rows import RtdLookup
 from bot_sandbox import Sandbox, World
 
 GOLDEN = TESTS / "golden"

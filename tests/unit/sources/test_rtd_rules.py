@@ -11,8 +11,8 @@ import pytest
 
 from bot.core.evidence import Judge, Since
 from bot.core.model import Kind, Policy, Signal, SinceSource, format_utc
-from bot.docs.readthedocs.rows import RtdLookup
-from bot.docs.readthedocs.rules import (
+from bot.sources.readthedocs.rows import RtdLookup
+from bot.sources.readthedocs.rules import (
     LEGACY_CONTEXT,
     RtdBuild,
     Target,

@@ -12,7 +12,6 @@ from urllib.parse import urljoin
 import httpx
 
 from bot.core.model import parse_optional_time
-from bot.docs.readthedocs.rules import RtdBuild, describe_status
 from bot.guard import Guard, Page, Pages, RefusedRequest
 from bot.retry import (
     TOO_MANY_REQUESTS,
@@ -22,6 +21,7 @@ from bot.retry import (
     retry_after_s,
     run_with_retries,
 )
+from bot.sources.readthedocs.rules import RtdBuild, describe_status
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from bot.core.evidence import Judge, Since
 from bot.core.model import Reconciliation, Row, Signal, State, format_utc
 from bot.core.reconcile import github_finding, github_state
 from bot.core.remedies import READTHEDOCS
-from bot.docs.readthedocs.rules import RtdBuild, Settled, named_build, settling
+from bot.sources.readthedocs.rules import RtdBuild, Settled, named_build, settling
 
 RTD_SKIP_NOTIFICATION: Final = "build:user:exit-code-183"
 RTD_CANCEL_NOTIFICATION: Final = "build:user:cancelled"
@@ -218,6 +218,7 @@ def _evidence(ev: _Ev, *, divergent: bool, finding: str, clock: Judge) -> Reconc
         build_created=build.created,
         build_finished=build.finished,
         fetched_at=lookup.fetched_at,
+        link_label="RTD build",
     )
 
 

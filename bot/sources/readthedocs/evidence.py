@@ -13,9 +13,9 @@ from datetime import datetime
 from typing import Final
 
 from bot.core.model import PullSnapshot, Signal, parse_optional_time
-from bot.docs.readthedocs.client import RtdApi, RtdError
-from bot.docs.readthedocs.rows import RtdLookup
-from bot.docs.readthedocs.rules import (
+from bot.sources.readthedocs.client import RtdApi, RtdError
+from bot.sources.readthedocs.rows import RtdLookup
+from bot.sources.readthedocs.rules import (
     FINAL_STATES,
     INVALID_SLUG,
     LEGACY_UNCHECKED,
