@@ -193,6 +193,9 @@ def make_cycle(
         fence=None if leases is None else leases.valid,
         reports=clients.reports,
         progress=progress,
+        # stamped beside the generation where there is one: a lease's (one process writes 0,
+        # and its stamps carry no epoch, so a lost SQLite state re-stamps nothing)
+        epoch="" if leases is None else store.epoch,
     )
 
 

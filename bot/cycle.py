@@ -19,7 +19,7 @@ from bot.core.base import MergeBase, judged, needs_base, with_base
 from bot.core.evidence import Evidence
 from bot.core.facts import core_key, facts_key
 from bot.core.merge_queue import QueueRead, judge_queue
-from bot.core.model import FAILING_STATES, MARKER, Policy, PullSnapshot, Report, Signal, Verdict
+from bot.core.model import FAILING_STATES, Policy, PullSnapshot, Report, Signal, Verdict
 from bot.core.reconcile import github_state, reconcile_until
 from bot.core.remedies import READTHEDOCS
 from bot.core.required import HEAD_SEEN_KEY, expected_signals
@@ -27,6 +27,13 @@ from bot.github.annotations import AnnotationReader, Found, failing_runs
 from bot.github.bases import BaseReader
 from bot.github.client import Comment, GitHubApi, GitHubError, RateLimited
 from bot.github.merge_groups import MergeGroupReader
+from bot.github.ownership import (
+    foreign_marked,
+    foreign_words,
+    is_claimed,
+    kept_and_later,
+    last_edit_is_the_bots,
+)
 from bot.github.parse import PullFailure
 from bot.progress import WriteProgress
 from bot.render.comment import Renderer
@@ -199,6 +206,9 @@ class Summary:
     left: int = 0
     deferred: int = 0
     refused: int = 0  # planned writes GitHub refused (a rate limit on a write or its re-read)
+    deleted: int = 0  # the bot's own later comments deleted (never two comments on a PR)
+    # marked comments another login wrote (a changed token's old ones), by login: never edited
+    foreign: dict[str, int] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)  # owner/name[#N] -> what went wrong
     rate_limited_s: float | None = None
     verdicts: dict[str, str] = field(default_factory=dict)  # owner/name#N -> verdict
@@ -231,10 +241,14 @@ class Summary:
         for name, count in self.source_requests.items():
             if count and name != READTHEDOCS:  # Read the Docs' count is said above, always
                 text += f", {self.source_labels.get(name, name)} requests {count}"
+        if self.deleted:
+            text += f"; deleted {self.deleted} later comments of the bot's own (never two)"
         if self.deferred:
             text += f"; {self.deferred} writes carried to the next cycle (write pacing)"
         if self.refused:
             text += f"; GitHub refused {self.refused} planned writes (rate limit)"
+        if self.foreign:
+            text += "; " + foreign_words(self.foreign)
         if self.failed:
             text += f"; could not process: {', '.join(self.failed)}"
         return text
@@ -336,11 +350,6 @@ def unread_only(report: Report, stamp: Stamp) -> bool:
     )
 
 
-def is_own(comment: Comment, login: str) -> bool:
-    """The bot's comment: it carries the marker AND the bot wrote it."""
-    return comment.author == login and comment.body.startswith(MARKER)
-
-
 UNKNOWN_EDITOR = "(an editor GitHub did not name)"  # never a login: a stamp is then not trusted
 
 
@@ -388,6 +397,7 @@ class Cycle:
         fence: Callable[[str], int | None] | None = None,
         reports: Reports | None = None,
         progress: Callable[[str], None] | None = None,
+        epoch: str = "",
     ) -> None:
         self.github, self.docs, self.store, self.renderer = github, tuple(docs), store, renderer
         self.progress = progress  # a terminal's line of how far the writes are ("" clears it)
@@ -405,6 +415,11 @@ class Cycle:
         self._left: list[Plan] = []  # this pass's comments left as they are (to be checked)
         # The bot's own comments (None: it has none) found by a batched listing, by PR.
         self._listed: dict[tuple[str, int], Comment | None] = {}
+        # The bot's own comments found beside the one it keeps (two runs at once, a lost create
+        # answer), by PR: deleted once the kept one is written.
+        self._later: dict[tuple[str, int], list[Comment]] = {}
+        # Marked comments other logins wrote, seen by this pass's listings: login -> ids.
+        self._foreign: dict[str, set[int]] = {}
         # What the state holds for the pull requests being planned, read a chunk at a time.
         self._records: dict[tuple[str, int], PullRecord] = {}
         # The recorded comments this pass leaves as they are, as read when planned.
@@ -429,6 +444,9 @@ class Cycle:
         # Several replicas: the generation this replica may write under now, read from the
         # state just before each write (None: its lease is lost: no write). None: one process.
         self.fence = fence
+        # The state's identity, stamped beside the generation: a stamp of another epoch (a
+        # recreated or swapped database) is never newer than this state's lease.
+        self.epoch = epoch
         self.observers = tuple(observers)
 
     # -- the pass ------------------------------------------------------------------------
@@ -443,6 +461,7 @@ class Cycle:
         summary = Summary(dry_run=self.dry_run)
         plans: list[Plan] = []
         self._left, self._listed, self._bases, self._annotations = [], {}, {}, {}
+        self._later, self._foreign = {}, {}
         self._waiting, self._groups = [], {}
         self._records, self._left_stored = {}, {}
         gh_before, points_before = self.github.usage.total, self.github.usage.graphql_points
@@ -453,6 +472,8 @@ class Cycle:
                 observer.pulls_done()
             plans.extend(self._check_left(summary))
         self._publish_all(plans, summary)
+        self._delete_later(summary)
+        summary.foreign = {login: len(ids) for login, ids in sorted(self._foreign.items())}
         summary.github_requests = self.github.usage.total - gh_before
         summary.graphql_points = self.github.usage.graphql_points - points_before
         self._count_sources(summary, sources_before)
@@ -619,14 +640,13 @@ class Cycle:
             return
         try:
             listed = self.github.pulls_comments(
-                repo, numbers, until=lambda c: is_own(c, self.login)
+                repo, numbers, until=lambda c: is_claimed(c, self.login)
             )
         except GitHubError as exc:  # each is listed over REST when planned (or fails alone)
             log.warning("could not list the comments of %s over GraphQL: %s", repo, exc)
             return
         for number, comments in listed.items():
-            own = [c for c in comments if is_own(c, self.login)]
-            self._listed[(repo, number)] = own[0] if own else None
+            self._listed[(repo, number)] = self._keep(repo, number, comments)
 
     def _stamped_bases(self, repo: str, snapshots: Sequence[PullSnapshot]) -> None:
         """Keep the merge bases the bot's own listed comments are stamped with for their head
@@ -833,7 +853,7 @@ class Cycle:
             return Plan(report, "leave", "", comment_key, stored.comment_id, stored.node_id)
         if self.dry_run:  # the write would re-read the comment first: so does the prediction
             current = self.github.get_comment(repo.name, stored.comment_id)
-            if current is None or not is_own(current, self.login):
+            if current is None or current.author != self.login:
                 return self._plan_unknown(snapshot, repo)
             body = self.body(report)
             if current.body == body:
@@ -879,7 +899,7 @@ class Cycle:
         stamp is not signed: anyone who may edit the comment could have written it)."""
         if own is None:
             return None
-        if own.editor is not None and own.editor != self.login:
+        if not last_edit_is_the_bots(own, self.login):
             log.info(
                 "comment %d was last edited by %s: its stamp is not trusted", own.id, own.editor
             )
@@ -888,7 +908,9 @@ class Cycle:
 
     def body(self, report: Report) -> str:
         """The comment body of a report, stamped with its repository's lease generation."""
-        return self.renderer.markdown(report, generation=self.generation(report.repo))
+        return self.renderer.markdown(
+            report, generation=self.generation(report.repo), epoch=self.epoch
+        )
 
     # -- the comment stays true ----------------------------------------------------------------
 
@@ -916,7 +938,7 @@ class Cycle:
         for key in due:
             record, plan = kept[key], left[key]
             current = found.get(record.node_id)
-            if current is not None and is_own(current, self.login):
+            if current is not None and current.author == self.login:  # marker or not
                 if sha256(current.body) == record.body_hash:
                     good.append(key)
                     continue
@@ -990,6 +1012,38 @@ class Cycle:
                 continue
             setattr(summary, outcome, getattr(summary, outcome) + 1)
 
+    def _delete_later(self, summary: Summary) -> None:
+        """Never two comments: delete the bot's own comments found beside the one it keeps
+        (marker AND its login, never another's), once that one was written or left; a pull
+        request whose write failed, or a lease no longer held, keeps them for the next run."""
+        later, self._later = self._later, {}
+        for (repo, number), comments in sorted(later.items()):
+            label = f"{repo}#{number}"
+            if self.dry_run:
+                for comment in comments:
+                    self._say(f"== {label}: would delete the bot's later comment {comment.id}")
+                continue
+            if label in summary.failed or (self.fence is not None and self.fence(repo) is None):
+                continue
+            for comment in comments:
+                if self.stopping() or not self._wait_for_write_budget():
+                    return
+                try:
+                    self.github.delete_own_comment(repo, comment, login=self.login)
+                except RateLimited as exc:
+                    summary.rate_limited_s = exc.wait_s
+                    return
+                except GitHubError as exc:
+                    log.warning("could not delete comment %d on %s: %s", comment.id, label, exc)
+                    continue
+                self.pacing.wrote()
+                summary.deleted += 1
+                log.info("deleted the bot's later comment %d on %s (never two)", comment.id, label)
+
+    def _say(self, text: str) -> None:
+        if self.out is not None:
+            self.out(text)
+
     def _reread(self, batch: Sequence[Plan], summary: Summary) -> dict[str, Comment | None]:
         """Re-read the comments this batch will edit, in one query (GitHub has no CAS).
 
@@ -1055,8 +1109,8 @@ class Cycle:
                 existing = reread[plan.node_id]
             else:
                 existing = self.github.get_comment(repo, plan.comment_id)
-            if existing is not None and is_own(existing, self.login):
-                return self._edit_or_keep(plan, existing)
+            if existing is not None and existing.author == self.login:
+                return self._edit_or_keep(plan, existing)  # marker or not: the bot's, restored
             self.store.forget_comment(repo, number)
         own = (
             plan.found if plan.looked and plan.comment_id is None else self._find_own(repo, number)
@@ -1110,21 +1164,42 @@ class Cycle:
             raise LeaseLost(f"{plan.label}: the lease of {plan.report.repo} is not held")
         if generation_of(plan.body) not in (None, held):
             raise LeaseLost(f"{plan.label}: rendered under another lease generation")
-        stamped = None if current is None else generation_of(current.body)
-        if stamped is not None and stamped > held:
-            raise LeaseLost(
-                f"{plan.label}: the comment is stamped by generation {stamped}, newer than {held}"
+        stamped = None if current is None else generation_of(current.body, epoch=self.epoch)
+        if stamped is not None and stamped > held and current is not None:
+            if self._edited_by_the_bot(current):
+                raise LeaseLost(
+                    f"{plan.label}: the comment is stamped by generation {stamped}, newer than "
+                    f"{held}"
+                )
+            log.info(
+                "%s: the comment's stamp is not the bot's (someone else edited it last): "
+                "restored whatever it says",
+                plan.label,
             )
+
+    def _edited_by_the_bot(self, comment: Comment) -> bool:
+        """Whether GitHub attributes the comment's last edit to the bot (asked of GraphQL when
+        the comment was read over REST; what cannot be asked is not the bot's edit)."""
+        known = last_edit_is_the_bots(comment, self.login)
+        if known is not None or not comment.node_id:
+            return bool(known)
+        try:
+            read = self.github.read_comments([comment.node_id]).get(comment.node_id)
+        except RateLimited:
+            raise
+        except GitHubError as exc:
+            log.warning("could not read who last edited comment %d: %s", comment.id, exc)
+            return False
+        return read is not None and bool(last_edit_is_the_bots(read, self.login))
 
     def _find_own(self, repo: str, number: int, *, editor: bool = False) -> Comment | None:
         """The bot's oldest own comment on the pull request, if any. With `editor`, also its
         last editor: REST does not say who edited a comment, so it is asked of GraphQL before a
         stamp is trusted (where it cannot be asked, the editor is unknown and the stamp is not
         trusted); a write, which trusts no stamp, does not ask it."""
-        own = [c for c in self.github.list_comments(repo, number) if is_own(c, self.login)]
-        if not own:
+        found = self._keep(repo, number, self.github.list_comments(repo, number))
+        if found is None:
             return None
-        found = own[0]
         if not editor:
             return found
         try:
@@ -1138,9 +1213,22 @@ class Cycle:
         except GitHubError as exc:
             log.warning("could not read who last edited comment %d: %s", found.id, exc)
             read = None
-        if read is None or not is_own(read, self.login):
-            return replace(found, editor=UNKNOWN_EDITOR)
+        if read is None or read.author != self.login:
+            return replace(found, editor=UNKNOWN_EDITOR, editor_read=True)
         return read
+
+    def _keep(self, repo: str, number: int, comments: Sequence[Comment]) -> Comment | None:
+        """The bot's comment to keep among a pull request's comments; its own later ones are
+        noted, to be deleted once the kept one is written."""
+        kept, later = kept_and_later(comments, self.login)
+        for comment in comments:
+            if foreign_marked([comment], self.login):
+                self._foreign.setdefault(comment.author or "", set()).add(comment.id)
+        if later:
+            self._later[(repo, number)] = later
+        else:
+            self._later.pop((repo, number), None)
+        return kept
 
     def _record(self, plan: Plan, comment: Comment, action: str) -> None:
         comment_id = comment.id
@@ -1208,6 +1296,7 @@ class Cycle:
         for observer in self.observers:
             observer.pulls_done()
         self._publish_all(plans, summary)
+        self._delete_later(summary)
         summary.github_requests = self.github.usage.total - gh_before
         summary.graphql_points = self.github.usage.graphql_points - points_before
         self._count_sources(summary, sources_before)

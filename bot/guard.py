@@ -35,12 +35,37 @@ GITHUB_REST_ALLOWED: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("GET", rf"/{_OWNER_REPO}/pulls(?:/\d+)?"),
         ("GET", rf"/{_OWNER_REPO}/commits/[^/]+/(?:check-runs|status|statuses)"),
         ("GET", rf"/{_OWNER_REPO}/compare/[^?#]+\.\.\.[0-9a-f]{{40}}"),
+        ("GET", rf"/{_OWNER_REPO}/branches/[^?#/]+"),  # branch protection's app pins
         ("GET", rf"/{_OWNER_REPO}/issues/\d+/comments"),
         ("POST", rf"/{_OWNER_REPO}/issues/\d+/comments"),
         ("GET", rf"/{_OWNER_REPO}/issues/comments/\d+"),
         ("PATCH", rf"/{_OWNER_REPO}/issues/comments/\d+"),
     )
 )
+
+# The one DELETE: of an issue comment, and only of one the bot admitted just before (its own
+# later comment: marker AND its login), once. Nothing else is ever deleted.
+OWN_COMMENT_DELETE = re.compile(rf"/{_OWNER_REPO}/issues/comments/\d+")
+_admitted: set[str] = set()
+_admitted_lock = threading.Lock()
+
+
+def admit_delete(path: str) -> None:
+    """Let one DELETE of `path` (below the REST root) pass: the caller checked that the comment
+    is the bot's own."""
+    if OWN_COMMENT_DELETE.fullmatch(path) is None:
+        raise RefusedRequest(f"refused: DELETE {path} is not of an issue comment")
+    with _admitted_lock:
+        _admitted.add(path)
+
+
+def _take_delete(path: str) -> bool:
+    with _admitted_lock:
+        if path in _admitted:
+            _admitted.discard(path)
+            return True
+    return False
+
 
 RTD_ALLOWED: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     ("GET", re.compile(pattern))
@@ -298,6 +323,8 @@ class Guard:
         prefix = self.github_rest_prefix
         if prefix and path.startswith(prefix + "/"):
             path = path[len(prefix) :]
+        if method == "DELETE" and OWN_COMMENT_DELETE.fullmatch(path) and _take_delete(path):
+            return
         if not any(m == method and p.fullmatch(path) for m, p in GITHUB_REST_ALLOWED):
             raise RefusedRequest(f"refused: {method} {path} is not on the bot's allowlist")
 

@@ -18,6 +18,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from bot.app import SOURCES, pygithub_options, request_guard
 from bot.github.client import GitHubApi, GitHubError, Probe
+from bot.github.ownership import foreign_marked, foreign_words
 from bot.guard import Guard, install_github_guard
 from bot.settings import Settings, read_private_key
 from bot.sources.base import Kind, Outcome
@@ -113,6 +114,7 @@ def _token(settings: Settings) -> Iterator[Finding]:
     yield from _token_kind(login, answer.headers.get("x-oauth-scopes"))
     for index, repo in enumerate(settings.repos):
         yield from _token_repo(api, f"repos[{index}].name", repo.name)
+        yield from _foreign_comments(api, f"repos[{index}].name", repo.name, login)
 
 
 def _token_kind(login: str, scopes: str | None) -> Iterator[Finding]:
@@ -181,6 +183,36 @@ def _token_repo(api: GitHubApi, key: str, repo: str) -> Iterator[Finding]:
         yield Finding(
             "ok", key, f"{where}: the repository, its pull requests and #{number}'s check runs, "
             "statuses and comments can be read",
+        )  # fmt: skip
+
+
+FOREIGN_PULLS = 100  # the open pull requests whose comments check-config looks through
+
+
+def _foreign_comments(api: GitHubApi, key: str, repo: str, login: str) -> Iterator[Finding]:
+    """A changed token: marked comments another login wrote on the first open pull requests
+    (this login never edits them; they keep their last verdict until someone deletes them)."""
+    pulls = api.probe(f"/repos/{repo}/pulls?state=open&per_page={FOREIGN_PULLS}")
+    if pulls.status != 200 or not isinstance(pulls.data, list):
+        return
+    numbers = [
+        p["number"] for p in pulls.data if isinstance(p, dict) and type(p.get("number")) is int
+    ]
+    if not numbers:
+        return
+    try:
+        listed = api.pulls_comments(repo, numbers)
+    except GitHubError as exc:
+        yield Finding("unverified", key, f"{repo}: its comments could not be listed: {exc}")
+        return
+    foreign: dict[str, int] = {}
+    for comments in listed.values():
+        for author, count in foreign_marked(comments, login).items():
+            foreign[author] = foreign.get(author, 0) + count
+    if foreign:
+        yield Finding(
+            "note", key, f"{repo}: {foreign_words(foreign)} (this login is {login}; looked at "
+            f"{len(numbers)} open pull requests)",
         )  # fmt: skip
 
 
@@ -282,6 +314,7 @@ def _shared_state(settings: Settings) -> Iterator[Finding]:
     try:
         with engine.connect() as conn:
             version = store.schema_version(conn)
+            epoch = store.read_epoch(conn) if version >= store.EPOCH_SINCE else ""
     except SQLAlchemyError as exc:
         reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
         yield Finding("problem", "state.url", f"{shown}: cannot connect and read ({reason})")
@@ -292,6 +325,11 @@ def _shared_state(settings: Settings) -> Iterator[Finding]:
     finally:
         engine.dispose()
     yield _schema_finding(shown, version, store.HEAD)
+    if epoch:
+        yield Finding(
+            "ok", "state.url", f"{shown}: state epoch {epoch} (written in every comment's stamp; "
+            "another database is another epoch)",
+        )  # fmt: skip
 
 
 def _schema_finding(shown: str, version: int, head: int) -> Finding:

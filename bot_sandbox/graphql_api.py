@@ -416,9 +416,23 @@ class Objects:
             "databaseId": rec.id,
             "body": rec.body,
             "author": self.actor(rec.author),
+            "createdAt": iso(rec.created_at),
             "lastEditedAt": iso(rec.last_edited_at),
             "editor": None if rec.editor is None else self.actor(rec.editor),
             "isMinimized": False,
+            "userContentEdits": lambda info, **args: connection(rec.edits, self._edit, args),
+        }
+
+    def _edit(self, edit: tuple[str, datetime]) -> JSON:
+        """A UserContentEdit: who edited, when."""
+        editor, at = edit
+        return {
+            "__typename": "UserContentEdit",
+            "id": node_id("UserContentEdit", zlib.crc32(f"{editor}:{iso(at)}".encode())),
+            "editedAt": iso(at),
+            "createdAt": iso(at),
+            "updatedAt": iso(at),
+            "editor": self.actor(editor),
         }
 
     def repository(self, info: Any, owner: str, name: str, **kw: Any) -> JSON | None:
@@ -547,7 +561,8 @@ class Objects:
                 "id": node_id("RepositoryRuleset", ruleset.id),
                 "databaseId": ruleset.id,
                 "name": ruleset.name,
-                "enforcement": "ACTIVE",
+                "enforcement": ruleset.enforcement,
+                "source": {"__typename": ruleset.source},
             },
         }
 

@@ -318,6 +318,44 @@ def get_commit(call: Call, params: dict[str, str]) -> Answer:
     return Answer(200, commit_json(rec, rec.commits[sha]))
 
 
+@route("GET", _REPO + r"/branches/(?P<branch>[^/?#]+)", "branches.get")
+def get_branch(call: Call, params: dict[str, str]) -> Answer:
+    """GET /repos/{o}/{r}/branches/{branch}: the shape a read token gets (a real answer:
+    tests/data/real/branch_protected.json), branch protection's checks with their app_id."""
+    rec = _repo(call, params)
+    branch = unquote(params["branch"])
+    if rec is None:
+        return not_found()
+    refused = rec.branch_errors.get(branch)
+    if refused is not None:
+        return error(refused, "Resource not accessible by integration")
+    names = rec.required_checks.get(branch)
+    pins = rec.required_apps.get(branch, {})
+    checks = [{"context": n, "app_id": pins.get(n)} for n in names or ()]
+    protection: dict[str, Any] = {
+        "enabled": names is not None,
+        "required_status_checks": {
+            "enforcement_level": "non_admins" if names else "off",
+            "contexts": list(names or ()),
+            "checks": checks,
+        },
+    }
+    api = f"{API}/repos/{rec.full_name}"
+    return Answer(
+        200,
+        {
+            "name": branch,
+            "_links": {
+                "self": f"{api}/branches/{branch}",
+                "html": f"{WEB}/{rec.full_name}/tree/{branch}",
+            },
+            "protected": names is not None,
+            "protection": protection,
+            "protection_url": f"{api}/branches/{branch}/protection",
+        },
+    )
+
+
 @route("GET", _REPO + r"/compare/(?P<base>[^?#]+?)\.\.\.(?P<head>[^/?#]+)", "compare")
 def compare(call: Call, params: dict[str, str]) -> Answer:
     """GET /repos/{o}/{r}/compare/{base}...{head}: GitHub's shape (tests/data/real/compare.json),
@@ -605,9 +643,15 @@ def create_comment(call: Call, params: dict[str, str]) -> Answer:
     if problem:
         return problem
     assert call.login is not None
-    data = call.world.add_comment(
-        rec.full_name, int(params["number"]), author=call.login, body=payload["body"]
-    )
+    with call.world.lock:
+        if call.world.twin_creates > 0:  # another run created it a moment before this one
+            call.world.twin_creates -= 1
+            call.world.add_comment(
+                rec.full_name, int(params["number"]), author=call.login, body=payload["body"]
+            )
+        data = call.world.add_comment(
+            rec.full_name, int(params["number"]), author=call.login, body=payload["body"]
+        )
     return Answer(201, data, headers={"Location": data["url"]})
 
 

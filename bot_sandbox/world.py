@@ -199,6 +199,8 @@ class RulesetRec:
     name: str
     branches: tuple[str, ...]  # the branch names it targets
     checks: tuple[tuple[str, int | None], ...]  # (context, integrationId or None)
+    enforcement: str = "ACTIVE"  # or EVALUATE (insights only) or DISABLED: GraphQL's enum
+    source: str = "Repository"  # or "Organization": an organisation ruleset on this branch
 
 
 @dataclass
@@ -264,6 +266,9 @@ class CommentRec:
     deleted: bool = False
     last_edited_at: datetime | None = None  # GraphQL lastEditedAt: None until someone edits it
     editor: str | None = None  # GraphQL editor: who made the last edit
+    # GraphQL userContentEdits, oldest first: (editor, editedAt); the first edit also records
+    # the original text's entry (its author, when it was created), as GitHub's history shows
+    edits: list[tuple[str, datetime]] = field(default_factory=list)
 
 
 @dataclass
@@ -288,6 +293,10 @@ class RepoRec:
     merge_bases: dict[tuple[str, str], str] = field(default_factory=dict)
     # branch protection: base branch -> names of required checks and statuses
     required_checks: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # branch protection's app pins ("expected source"): base branch -> context -> app id
+    required_apps: dict[str, dict[str, int]] = field(default_factory=dict)
+    # base branch -> the status REST answers on GET .../branches/{branch} (pins unreadable)
+    branch_errors: dict[str, int] = field(default_factory=dict)
     rulesets: list[RulesetRec] = field(default_factory=list)
     # base branch -> the error GitHub gives on that ref's `rules` (a token that may not read them)
     rules_errors: dict[str, str] = field(default_factory=dict)
@@ -300,11 +309,12 @@ class RepoRec:
 
     def required_for(self, branch: str) -> list[tuple[str, int | None, str]]:
         """(context, integrationId, where) GitHub requires on `branch`: protection, rulesets."""
+        pins = self.required_apps.get(branch, {})
         found: list[tuple[str, int | None, str]] = [
-            (c, None, "protection") for c in self.required_checks.get(branch, ())
+            (c, pins.get(c), "protection") for c in self.required_checks.get(branch, ())
         ]
         for ruleset in self.rulesets:
-            if branch in ruleset.branches:
+            if branch in ruleset.branches and ruleset.enforcement == "ACTIVE":
                 found.extend((c, app, ruleset.name) for c, app in ruleset.checks)
         return found
 
@@ -368,6 +378,9 @@ class World:
         self.repos_by_id: dict[int, RepoRec] = {}
         self.check_runs: dict[int, CheckRunRec] = {}
         self.comment_recs: dict[int, CommentRec] = {}
+        # Creates answered as if another run of the bot created the same comment a moment
+        # before (two stateless runs at once): each of the next `twin_creates` creates makes two.
+        self.twin_creates = 0
         self.rtd_projects: dict[str, RtdProjectRec] = {}
         self.rtd_tokens: set[str] = set()
         # called (under the lock) on changes GitHub sends webhooks for: (world, event, action,
@@ -685,12 +698,16 @@ class World:
             self._changed("pull_request", "closed", repo, pull)
 
     def set_required_checks(
-        self, repo: str, names: Iterable[str], *, branch: str | None = None
+        self, repo: str, names: Iterable[str | tuple[str, int]], *, branch: str | None = None
     ) -> None:
-        """Branch protection: the check and status names required on `branch` (default branch)."""
+        """Branch protection: the check and status names required on `branch` (default branch);
+        a (name, app id) is pinned to that app ("expected source")."""
         with self.lock:
             rec = self.repo(repo)
-            rec.required_checks[branch or rec.default_branch] = tuple(names)
+            where = branch or rec.default_branch
+            given = [(n, None) if isinstance(n, str) else n for n in names]
+            rec.required_checks[where] = tuple(n for n, _ in given)
+            rec.required_apps[where] = {n: app for n, app in given if app is not None}
             self._changed("branch_protection_rule", "edited", repo, rec)
 
     def add_ruleset(
@@ -700,8 +717,11 @@ class World:
         checks: Iterable[str | tuple[str, int | None]],
         *,
         branches: Iterable[str] | None = None,
+        enforcement: str = "ACTIVE",
+        source: str = "Repository",
     ) -> RulesetRec:
-        """An active ruleset requiring `checks` (a name, or (name, app id)) on `branches`."""
+        """A ruleset requiring `checks` (a name, or (name, app id)) on `branches`: active, or
+        in `evaluate` mode or disabled; the repository's own or its organisation's."""
         with self.lock:
             rec = self.repo(repo)
             ruleset = RulesetRec(
@@ -709,6 +729,8 @@ class World:
                 name=name,
                 branches=tuple(branches or (rec.default_branch,)),
                 checks=tuple((c, None) if isinstance(c, str) else c for c in checks),
+                enforcement=enforcement,
+                source=source,
             )
             rec.rulesets.append(ruleset)
             self._changed("repository_ruleset", "created", repo, ruleset)
@@ -1013,6 +1035,9 @@ class World:
             rec.body = body
             rec.updated_at = self.now()
             rec.last_edited_at, rec.editor = rec.updated_at, editor or rec.author
+            if not rec.edits:
+                rec.edits.append((rec.author, rec.created_at))
+            rec.edits.append((rec.editor, rec.updated_at))
             pull = self.repo(rec.repo).pulls.get(rec.number)
             if pull is not None:
                 pull.updated_at = max(pull.updated_at, rec.updated_at)

@@ -176,6 +176,9 @@ class RequiredChecks:
     read: bool
     contexts: tuple[RequiredContext, ...] = ()
     error: str | None = None  # why it could not be read (read is False)
+    # why branch protection's app pins ("expected source": REST checks[].app_id) could not be
+    # read (None: read, or no branch protection requires anything there)
+    pins_error: str | None = None
 
 
 class QueueState(StrEnum):

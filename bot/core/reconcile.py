@@ -256,6 +256,13 @@ def _row(
 
 def _required_note(checks: RequiredChecks | None) -> tuple[str, ...]:
     """Said once where the base branch's rules could not be read."""
+    if checks is not None and checks.read and checks.pins_error is not None:
+        pins = checks.pins_error.strip().rstrip(".") or "no reason given"
+        return (
+            f"Which app branch protection of {checks.base} requires each check from could not "
+            f"be read ({pins}): a required check is counted as reported whichever app "
+            "reported it.",
+        )
     if checks is None or checks.read:
         return ()
     error = (checks.error or "no reason given").strip().rstrip(".")

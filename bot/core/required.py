@@ -84,12 +84,20 @@ def _expected(name: str, contexts: list[RequiredContext], signals: Sequence[Sign
     slug = next((s.app for s in signals if app_id is not None and s.app_id == app_id), None)
     rules = tuple(dict.fromkeys(rule for c in contexts for rule in c.rules))
     status = app_id is not None and any(s.kind is Kind.STATUS and s.name == name for s in signals)
+    others = sorted(
+        {s.app or f"the app with id {s.app_id}" for s in signals
+         if s.kind is Kind.CHECK_RUN and s.name == name and s.app_id != app_id}
+    )  # fmt: skip
+    said = [STATUS_OF_UNKNOWN_APP] if status else []
+    if others:  # the row names both apps
+        required = slug or f"the app with id {app_id}"
+        said.append(f"Required from {required}; reported by {' and '.join(others)}.")
     return Signal(
         name,
         Kind.EXPECTED,
         EXPECTED_STATE,
         app=slug,
-        description=STATUS_OF_UNKNOWN_APP if status else None,
+        description=" ".join(said) or None,
         required=True,
         app_id=app_id,
         rules=rules,

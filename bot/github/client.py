@@ -5,6 +5,7 @@ Query text lives in bot/github_query.py, parsing into the model in bot/github_pa
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import re
@@ -27,6 +28,7 @@ from bot.core.annotations import GENERIC, QUOTED
 from bot.core.base import MergeBase
 from bot.core.merge_queue import QueueConfig
 from bot.core.model import (
+    BRANCH_PROTECTION,
     Annotation,
     PullSnapshot,
     QueueEntry,
@@ -34,6 +36,7 @@ from bot.core.model import (
     RequiredChecks,
     Signal,
 )
+from bot.github.ownership import is_own
 from bot.github.parse import Comment as Comment
 from bot.github.parse import (
     Partial,
@@ -45,11 +48,13 @@ from bot.github.parse import (
     parse_contexts,
     parse_graphql_comment,
     parse_labels,
+    parse_pins,
     parse_pull,
     parse_required,
     parse_rest_comment,
     required_of,
     reread,
+    with_pins,
 )
 from bot.github.query import (
     ANNOTATIONS_QUERY,
@@ -66,7 +71,7 @@ from bot.github.query import (
     pulls_page_query,
     required_sets_query,
 )
-from bot.guard import Page, Pages, last_page, link_url, same_origin
+from bot.guard import Page, Pages, RefusedRequest, admit_delete, last_page, link_url, same_origin
 from bot.retry import (
     TRANSIENT_STATUSES,
     Retryable,
@@ -602,7 +607,8 @@ class GitHubApi:
             raise MalformedAnswer(f"{partial.label}: {partial.reason}")
         self._complete(owner, name, [partial], required=True)
         if partial.base is not None:
-            partial.required_checks = _required_of_ref(partial.base, node.get("baseRef"), errors)
+            found = _required_of_ref(partial.base, node.get("baseRef"), errors)
+            partial.required_checks = self._pinned(repo, found)
         snapshot = partial.finish()
         if isinstance(snapshot, PullFailure):
             raise MalformedAnswer(f"{snapshot.label}: {snapshot.reason}")
@@ -782,8 +788,31 @@ class GitHubApi:
             for i, base in enumerate(chunk):
                 mine = [e for e in errors if str(_path(e)[1]) == f"b{i}"]
                 node = _get(data, "repository", f"b{i}") if not mine else None
-                found[base] = _required_of_ref(base, node, mine)
+                found[base] = self._pinned(repo, _required_of_ref(base, node, mine))
         return found
+
+    def _pinned(self, repo: str, checks: RequiredChecks) -> RequiredChecks:
+        """Branch protection's contexts tied to the app it pins each to ("expected source"):
+        GraphQL gives names only, REST's branch answer (read access) gives `checks[].app_id`.
+        Asked only where branch protection requires something; where it cannot be read, the
+        set says so (`pins_error`) and its names stand unpinned."""
+        if not checks.read or not any(
+            rule.source == BRANCH_PROTECTION for c in checks.contexts for rule in c.rules
+        ):
+            return checks
+        path = f"/repos/{repo}/branches/{quote(checks.base, safe='')}"
+        try:
+            _, data = self._send("GET", path, kind="rest_get")
+            return with_pins(checks, parse_pins(data))
+        except RateLimited:
+            raise
+        except GitHubError as exc:
+            log.warning(
+                "%s: the apps required checks of %s are pinned to: %s", repo, checks.base, exc
+            )
+            return replace(checks, pins_error=exc.reason or str(exc))
+        except Unreadable as exc:
+            return replace(checks, pins_error=str(exc))
 
     # -- the comment -----------------------------------------------------------------------
 
@@ -904,6 +933,17 @@ class GitHubApi:
             body={"body": body},
         )
         return _comment(data)
+
+    def delete_own_comment(self, repo: str, comment: Comment, *, login: str) -> None:
+        """Delete one of the bot's own later comments (never two on a pull request): only a
+        comment `login` wrote that carries the marker, and the allowlist admits this one DELETE
+        for its id alone. A comment already gone is no failure."""
+        if not is_own(comment, login):
+            raise RefusedRequest(f"refused: comment {comment.id} is not the bot's own")
+        path = f"/repos/{repo}/issues/comments/{comment.id}"
+        admit_delete(path)
+        with contextlib.suppress(NotFound):
+            self._send("DELETE", path, kind="rest_write", retry=False)
 
     # -- the merge base --------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from bot.core.merge_queue import entry_of
 from bot.core.model import (
@@ -345,6 +345,7 @@ def required_of(connection: Any) -> dict[str, bool]:
 
 
 REQUIRED_STATUS_CHECKS = "REQUIRED_STATUS_CHECKS"
+ACTIVE = "ACTIVE"  # a ruleset's enforcement that requires; EVALUATE and DISABLED do not
 
 
 def parse_required(base: str, node: Any) -> RequiredChecks:
@@ -368,6 +369,9 @@ def parse_required(base: str, node: Any) -> RequiredChecks:
     for rule in rules["nodes"]:
         if not isinstance(rule, dict) or rule.get("type") != REQUIRED_STATUS_CHECKS:
             continue
+        enforcement = get(rule, "repositoryRuleset", "enforcement")
+        if enforcement is not None and enforcement != ACTIVE:
+            continue  # evaluate (insights only) or disabled: it requires nothing
         ruleset = get(rule, "repositoryRuleset", "name")
         where = Rule(RULESET, ruleset if isinstance(ruleset, str) else "")
         for check in get(rule, "parameters", "requiredStatusChecks") or []:
@@ -380,6 +384,39 @@ def parse_required(base: str, node: Any) -> RequiredChecks:
     return RequiredChecks(base, read=True, contexts=contexts)
 
 
+def parse_pins(data: Any) -> dict[str, int | None]:
+    """Branch protection's app pins from REST `GET /repos/{o}/{r}/branches/{branch}`:
+    `protection.required_status_checks.checks[] {context, app_id}` (context -> app id, None
+    where any app may report it). Raises Unreadable on another shape."""
+    checks = get(data, "protection", "required_status_checks", "checks")
+    if get(data, "protection") is None or checks is None:
+        return {}  # no branch protection (or none requiring checks): nothing pinned
+    if not isinstance(checks, list):
+        raise Unreadable("the branch's required status checks are not a list")
+    pins: dict[str, int | None] = {}
+    for check in checks:
+        context, app = get(check, "context"), get(check, "app_id")
+        if not isinstance(context, str):
+            raise Unreadable("a required status check has no context")
+        pinned = app if isinstance(app, int) and not isinstance(app, bool) and app > 0 else None
+        pins[context] = pinned if pins.get(context, pinned) == pinned else None
+    return pins
+
+
+def with_pins(checks: RequiredChecks, pins: Mapping[str, int | None]) -> RequiredChecks:
+    """The required set with branch protection's contexts tied to the app it pins them to."""
+    found: dict[tuple[str, int | None], list[Rule]] = {}
+    for context in checks.contexts:
+        for rule in context.rules:
+            app = context.app_id
+            if rule.source == BRANCH_PROTECTION and app is None:
+                app = pins.get(context.name)
+            if rule not in found.get((context.name, app), ()):
+                found.setdefault((context.name, app), []).append(rule)
+    contexts = tuple(RequiredContext(name, tuple(why), app) for (name, app), why in found.items())
+    return replace(checks, contexts=contexts)
+
+
 @dataclass(frozen=True, slots=True)
 class Comment:
     """An issue comment: the parts the bot needs (the author in REST's login form)."""
@@ -389,6 +426,9 @@ class Comment:
     body: str
     node_id: str = ""
     editor: str | None = None  # who made the last edit (GraphQL only; None: never edited)
+    # whether `editor` was read (GraphQL); a REST answer does not say who edited a comment
+    editor_read: bool = False
+    created_at: str = ""  # ISO UTC as GitHub gave it ("" where not given)
 
 
 def parse_rest_comment(data: Any) -> Comment:
@@ -396,12 +436,13 @@ def parse_rest_comment(data: Any) -> Comment:
     comment_id = get(data, "id")
     if not isinstance(comment_id, int):
         raise Unreadable("a comment has no id")
-    node_id = get(data, "node_id")
+    node_id, created = get(data, "node_id"), get(data, "created_at")
     return Comment(
         id=comment_id,
         author=normal_login(get(data, "user", "login"), get(data, "user", "type")),
-        body=get(data, "body") or "",
+        body=_body(get(data, "body")),
         node_id=node_id if isinstance(node_id, str) else "",
+        created_at=created if isinstance(created, str) else "",
     )
 
 
@@ -411,6 +452,48 @@ def parse_graphql_comment(node: Any, node_id: str) -> Comment:
     if not isinstance(comment_id, int):
         raise Unreadable("an IssueComment has no databaseId")
     author = normal_login(get(node, "author", "login"), get(node, "author", "__typename"))
-    editor = normal_login(get(node, "editor", "login"), get(node, "editor", "__typename"))
-    body = get(node, "body") or ""
-    return Comment(id=comment_id, author=author, body=body, node_id=node_id, editor=editor)
+    created = get(node, "createdAt")
+    return Comment(
+        id=comment_id,
+        author=author,
+        body=_body(get(node, "body")),
+        node_id=node_id,
+        editor=last_editor(node),
+        editor_read=True,
+        created_at=created if isinstance(created, str) else "",
+    )
+
+
+UNNAMED_EDITOR: Final = "(an editor GitHub did not name)"  # never a login: not the bot's edit
+
+
+def last_editor(node: Any) -> str | None:
+    """Who edited an IssueComment last (None: nobody since it was written).
+
+    The editor of the newest of the edits asked (`firstEdit`/`lastEdit`: both ends of
+    `userContentEdits`, the later `editedAt` wins), else `editor`; an edited comment
+    (`lastEditedAt`) whose editor GitHub does not name (a deleted account) was not edited by
+    the bot."""
+    edits = [
+        edit
+        for end in ("firstEdit", "lastEdit")
+        if isinstance(nodes := get(node, end, "nodes"), list)
+        for edit in nodes
+        if isinstance(edit, dict) and isinstance(edit.get("editedAt"), str)
+    ]
+    if edits:  # the newest; edits of the same time naming different editors name nobody
+        at = max(str(edit["editedAt"]) for edit in edits)
+        names = {_editor(edit) for edit in edits if edit["editedAt"] == at}
+        return names.pop() or UNNAMED_EDITOR if len(names) == 1 else UNNAMED_EDITOR
+    login = _editor(node)
+    if login is None and get(node, "lastEditedAt") is not None:
+        return UNNAMED_EDITOR
+    return login
+
+
+def _editor(node: Any) -> str | None:
+    return normal_login(get(node, "editor", "login"), get(node, "editor", "__typename"))
+
+
+def _body(value: Any) -> str:
+    return value if isinstance(value, str) else ""

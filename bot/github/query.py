@@ -17,7 +17,7 @@ QUEUE_CONFIG = "configuration { checkResponseTimeout }"
 RULES = (
     "refUpdateRule { pattern requiredStatusCheckContexts }\n"
     f"    rules(first: {PAGE}) {{ pageInfo {{ hasNextPage }} nodes {{ type"
-    " repositoryRuleset { name }\n"
+    " repositoryRuleset { name enforcement }\n"
     "      parameters { ... on RequiredStatusChecksParameters {"
     " requiredStatusChecks { context integrationId } } } } }"
 )
@@ -157,14 +157,25 @@ query MoreLabels($owner: String!, $name: String!, $number: Int!, $after: String)
 """
 
 # What tells the bot's own comment and whether someone else edited it last.
-COMMENT_FIELDS = "id databaseId body author { __typename login } editor { __typename login }"
+COMMENT_FIELDS = (
+    "id databaseId body createdAt lastEditedAt author { __typename login }"
+    " editor { __typename login }"
+)
+# A comment re-read by id also says who made its newest edit, whoever `editor` names: both ends
+# of `userContentEdits` (GitHub does not document its order; the later `editedAt` is the last
+# edit), a page of one each per comment, no extra point on a nodes(ids:) read.
+_EDIT = "nodes { editedAt editor { __typename login } }"
+LAST_EDIT = (
+    f"firstEdit: userContentEdits(first: 1) {{ {_EDIT} }}"
+    f" lastEdit: userContentEdits(last: 1) {{ {_EDIT} }}"
+)
 
 COMMENTS_QUERY = f"""
 query Comments($ids: [ID!]!) {{
   {RATE}
   nodes(ids: $ids) {{
     __typename
-    ... on IssueComment {{ {COMMENT_FIELDS} }}
+    ... on IssueComment {{ {COMMENT_FIELDS} {LAST_EDIT} }}
   }}
 }}
 """

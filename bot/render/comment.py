@@ -506,7 +506,7 @@ def _expected_view(
         said = rules[:1].upper() + rules[1:] + "."
     if signal.app_id is not None:
         app = f"`{signal.app}`" if signal.app else f"the app with id {signal.app_id}"
-        said += f" Only a check of {app} satisfies the ruleset."
+        said += f" Only a check of {app} satisfies the rule."
         if signal.description:
             said += " " + signal.description
     if row.since is None:
@@ -732,11 +732,11 @@ class Renderer:
                 f"(write {{{{ marker }}}} on the first line); it renders {first[:60]!r}"
             )
 
-    def markdown(self, report: Report, *, generation: int = 0) -> str:
+    def markdown(self, report: Report, *, generation: int = 0, epoch: str = "") -> str:
         """Render the status comment, shrinking it to stay within GitHub's 65,536 characters;
-        its stamp records `generation` (the lease's; 0 without one)."""
+        its stamp records `generation` (the lease's; 0 without one) and the state's `epoch`."""
         view = comment_view(report)
-        stamp = stamp_of(report, generation=generation)
+        stamp = stamp_of(report, generation=generation, epoch=epoch)
         body = self._render(report, view, stamp, shown=None)
         if len(body) <= COMMENT_LIMIT:
             return body

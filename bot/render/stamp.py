@@ -47,6 +47,7 @@ _MAX_REF: Final = 255  # git's practical limit on a ref name
 _EARLIEST_US: Final = 946_684_800 * 10**6
 _LATEST_US: Final = 253_402_300_799 * 10**6
 _MAX_GENERATION: Final = 2**63 - 1
+_EPOCH: Final = re.compile(r"[0-9a-f]{16,64}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +62,9 @@ class Stamp:
     merge_base: tuple[str, str] | None = None  # (base branch, merge-base commit) of this head
     # the facts key without the merge-base findings and quoted annotations ("": facts_key)
     core: str = ""
+    # the identity of the state whose lease issued `generation` ("": none, or an older bot):
+    # generations are ordered only within one epoch
+    epoch: str = ""
 
     @property
     def core_key(self) -> str:
@@ -85,7 +89,7 @@ def seen_key(signal_key: str) -> str:
     return hashlib.sha256(signal_key.encode("utf-8")).hexdigest()[:16]
 
 
-def stamp_of(report: Report, *, generation: int = 0) -> Stamp:
+def stamp_of(report: Report, *, generation: int = 0, epoch: str = "") -> Stamp:
     """The stamp of a report: its facts and the first-seen times it was reconciled with."""
     seen = {seen_key(key): at for key, at in report.first_seen}
     key, core = facts_key(report), core_key(report)
@@ -97,6 +101,7 @@ def stamp_of(report: Report, *, generation: int = 0) -> Stamp:
         generation,
         report.merge_base,
         "" if core == key else core,
+        epoch,
     )
 
 
@@ -113,6 +118,8 @@ def stamp_line(stamp: Stamp) -> str:
         data["b"] = list(stamp.merge_base)
     if stamp.core:  # the same: absent where it is the facts key
         data["c"] = stamp.core
+    if stamp.epoch:  # the same: absent with no state
+        data["e"] = stamp.epoch
     text = json.dumps(data, separators=(",", ":"), sort_keys=True).encode("ascii")
     encoded = base64.urlsafe_b64encode(text).decode("ascii").rstrip("=")
     return f"<!-- ci-status-bot:stamp v{VERSION} {encoded} -->"
@@ -144,11 +151,14 @@ def parse_stamp(body: str) -> Stamp | None:
     return _decode(v2["data"])
 
 
-def generation_of(body: str) -> int | None:
+def generation_of(body: str, *, epoch: str | None = None) -> int | None:
     """The lease generation stamped in a comment body (0: written with no lease); None when
-    the body has no stamp the bot can read (a v1 stamp says 0)."""
+    the body has no stamp the bot can read (a v1 stamp says 0) or, with `epoch`, when its
+    stamp is of another epoch (another state's generations are not comparable)."""
     stamp = parse_stamp(body)
-    return None if stamp is None else stamp.generation
+    if stamp is None or (epoch is not None and stamp.epoch != epoch):
+        return None
+    return stamp.generation
 
 
 def _decode(data: str) -> Stamp | None:
@@ -189,8 +199,11 @@ def _stamp(value: dict[str, Any]) -> Stamp | None:
     core = value.get("c", "")
     if not (isinstance(core, str) and (core == "" or _HEX64.fullmatch(core))):
         return None
+    epoch = value.get("e", "")
+    if not (isinstance(epoch, str) and (epoch == "" or _EPOCH.fullmatch(epoch))):
+        return None
     seen_at = {k: t for k, t in times.items() if t is not None}
-    return Stamp(key, observed, head, seen_at, generation, merge_base, core)
+    return Stamp(key, observed, head, seen_at, generation, merge_base, core, epoch)
 
 
 def _micros(value: datetime) -> int:

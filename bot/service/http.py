@@ -92,6 +92,7 @@ class Monitor:
         # several replicas: what this one holds, and why it is not ready (bot.service.replicas)
         self.leases: Callable[[], list[str]] | None = None
         self.lease_problem: Callable[[], str | None] = lambda: None
+        self.epoch: Callable[[], str] = lambda: ""  # the shared state's identity
         self.started_at = clock()
         self.last_finished: datetime | None = None
         self.failed_at: datetime | None = None  # a cycle failed after the last that finished
@@ -253,7 +254,9 @@ def build_app(monitor: Monitor, *, extra_routes: Sequence[BaseRoute] = ()) -> St
             return PlainTextResponse(text, 503, headers=_HEADERS)
         if monitor.leases is not None:
             held = ", ".join(monitor.leases()) or "none"
-            return PlainTextResponse(f"ready; leases held: {held}\n" + listed, headers=_HEADERS)
+            epoch = monitor.epoch() or "unknown"
+            text = f"ready; leases held: {held}; state epoch {epoch}\n"
+            return PlainTextResponse(text + listed, headers=_HEADERS)
         return PlainTextResponse("ready\n" + listed, headers=_HEADERS)
 
     def metrics(_: Request) -> Response:

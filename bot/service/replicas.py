@@ -38,6 +38,13 @@ class Replicas:
         self.problem: str | None = None  # why the leases cannot be kept now
         self._thread = threading.Thread(target=self._keep, name="leases", daemon=True)
 
+    def epoch(self) -> str:
+        """The shared state's identity ("" while it cannot be read)."""
+        try:
+            return self.leases.store.epoch
+        except StoreError:
+            return ""
+
     def start(self) -> Replicas:
         """Claim a first share and keep claiming in the background."""
         self.claim()

@@ -189,6 +189,7 @@ class Service:
     def _share(self, sharing: Replicas) -> None:
         """/readyz names the leases held; /metrics counts them and the takeovers."""
         self.monitor.leases, self.monitor.lease_problem = sharing.held, sharing.readiness
+        self.monitor.epoch = sharing.epoch
         self.monitor.metrics.lease_takeovers.set_function(lambda: sharing.leases.takeovers)
 
     def _taken(self) -> None:

@@ -217,21 +217,26 @@ class RtdCache(Protocol):
 
 def required_to_json(checks: RequiredChecks) -> str:
     """A read required set as text (only sets that were read are kept)."""
-    return json.dumps(
-        [
-            {"name": c.name, "rules": [list(r) for r in c.rules], "app_id": c.app_id}
-            for c in checks.contexts
-        ]
-    )
+    contexts = [
+        {"name": c.name, "rules": [list(r) for r in c.rules], "app_id": c.app_id}
+        for c in checks.contexts
+    ]
+    if checks.pins_error is None:  # the shape kept before issue 24
+        return json.dumps(contexts)
+    return json.dumps({"contexts": contexts, "pins_error": checks.pins_error})
 
 
 def required_from_json(base: str, text: str) -> RequiredChecks:
     """A required set kept by `required_to_json`."""
+    kept = json.loads(text)
+    items, pins_error = (
+        (kept, None) if isinstance(kept, list) else (kept["contexts"], kept["pins_error"])
+    )
     contexts = tuple(
         RequiredContext(item["name"], tuple(Rule(*r) for r in item["rules"]), item["app_id"])
-        for item in json.loads(text)
+        for item in items
     )
-    return RequiredChecks(base, read=True, contexts=contexts)
+    return RequiredChecks(base, read=True, contexts=contexts, pins_error=pins_error)
 
 
 class RequiredCache(Protocol):
@@ -357,7 +362,16 @@ class MarkState(Protocol):
         """Take the marks left for these repositories."""
 
 
+class StateIdentity(Protocol):
+    """Which state this is: its epoch, written in every stamp beside the lease generation."""
+
+    @property
+    def epoch(self) -> str:
+        """The state's identity ("" with no state kept)."""
+
+
 class CycleState(
+    StateIdentity,
     CommentState,
     FactsState,
     PacingState,

@@ -88,6 +88,11 @@ class ReadOnlyState(Closing):
         """The schema version the state records."""
         return self._reads.schema_version
 
+    @property
+    def epoch(self) -> str:
+        """The state's identity ("" where it has none yet: an older schema, an empty state)."""
+        return self._reads.epoch if self._has("state_identity") else ""
+
     # -- reads -----------------------------------------------------------------------------
 
     def get_comment(self, repo: str, number: int) -> StoredComment | None:

@@ -189,6 +189,15 @@ run_annotations = Table(
     Column("read_at", Text, nullable=False),
 )
 
+# -- the state's identity: its epoch, written in every stamp beside the lease generation -------
+
+state_identity = Table(
+    "state_identity",
+    metadata,
+    Column("epoch", Text, primary_key=True),  # random, made when the state was created
+    Column("created_at", Text, nullable=False),
+)
+
 # -- several replicas on one (PostgreSQL) state ----------------------------------------------
 
 leases = Table(

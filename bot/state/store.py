@@ -75,7 +75,7 @@ RETENTION = {
     "run_annotations": timedelta(hours=1),
 }
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
-HEAD = 14  # the schema version this bot writes: the newest revision in migrations/versions
+HEAD = 15  # the schema version this bot writes: the newest revision in migrations/versions
 SCHEMA_VERSION = HEAD
 _ADVISORY_MIGRATION_KEY = 0x43495342  # one transaction-scoped lock while a PostgreSQL migrates
 
@@ -206,6 +206,15 @@ def schema_version(conn: Connection) -> int:
     return 0
 
 
+EPOCH_SINCE = 15  # the schema version that gave every state its epoch
+
+
+def read_epoch(conn: Connection) -> str:
+    """The state's epoch as recorded ("" when it has none)."""
+    found = conn.execute(select(t.state_identity.c.epoch).limit(1)).scalar()
+    return found if isinstance(found, str) else ""
+
+
 def refuse_newer(version: int, where: str) -> None:
     """Raise StoreError when the state was written by a newer bot (both versions named)."""
     if version > HEAD:
@@ -257,6 +266,7 @@ class Store(Closing):
         self._writer = engine.execution_options(bot_write=True)
         self.where = where
         self.dialect = engine.dialect.name
+        self._epoch: str | None = None  # read once: a state's epoch never changes
         # SQLite: one writer at a time in this process too (its connection is shared in memory)
         self._serial: AbstractContextManager[Any] = (
             threading.RLock() if self.dialect == "sqlite" else nullcontext()
@@ -636,6 +646,17 @@ class Store(Closing):
         query = select(func.count()).where(a.at >= to_text(since), a.action.in_(_WRITE_ACTIONS))
         with self._read() as conn:
             return int(conn.execute(query).scalar_one())
+
+    @property
+    def epoch(self) -> str:
+        """The state's identity, written in every stamp ("" for a state of this run's memory
+        only, or one read before it had an epoch): generations are ordered only within it."""
+        if self.where == ":memory:":
+            return ""
+        if self._epoch is None:
+            with self._read() as conn:
+                self._epoch = read_epoch(conn)
+        return self._epoch
 
     def last_write_at(self) -> datetime | None:
         """When a comment was last created or edited on GitHub, if ever."""

@@ -268,10 +268,12 @@ def test_a_postgresql_state_that_connects_and_is_current_is_ok(
     empty = cli("check-config", "--config", path, env=env_url)
     assert empty.returncode == 0, empty.stdout + empty.stderr
     assert "note       state.url: " in empty.stdout and "empty, not this bot's" in empty.stdout
-    Store.open(postgres_url).close()  # what the first `run` or `once` does
+    with Store.open(postgres_url) as store:  # what the first `run` or `once` does
+        epoch = store.epoch
     current = cli("check-config", "--config", path, env=env_url)
     assert current.returncode == 0, current.stdout + current.stderr
     assert "(current)" in current.stdout
+    assert f"state epoch {epoch} " in current.stdout  # issue 24: the state's identity
 
 
 def test_a_postgresql_state_it_cannot_connect_to_is_a_problem_without_the_password(

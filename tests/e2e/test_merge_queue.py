@@ -8,6 +8,7 @@ repository in one query per cycle, and nothing for a repository with no queued p
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -69,10 +70,14 @@ def show(env: Env, capsys: pytest.CaptureFixture[str], number: int) -> Any:
     return json.loads(out.out)
 
 
-def once(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+def once(env: Env, capsys: pytest.CaptureFixture[str]) -> int:
+    """One cycle; the GraphQL points its summary line says it spent."""
     code = main(["once", "--config", str(env.config)], sleep=env.waits)
     out = capsys.readouterr()  # what `once` printed is read here, not by the next command
     assert code == 0, out.err
+    spent = re.search(r"\((\d+) GraphQL points\)", out.out)
+    assert spent is not None, out.out
+    return int(spent.group(1))
 
 
 def commit_queries(env: Env) -> list[bytes]:
@@ -161,6 +166,7 @@ def test_one_query_per_repository_and_nothing_without_a_queue(
     for number in (1, 2):
         assert "not reported on merge-group commit" in bot_comments(env.world, number)[0]["body"]
     assert "Merge queue" not in bot_comments(env.world, 3)[0]["body"]
+    queued = once(env, capsys)  # warm: nothing changed
 
     env.world.dequeue(REPO, 1, reason="merged")
     env.world.dequeue(REPO, 2)
@@ -168,6 +174,8 @@ def test_one_query_per_repository_and_nothing_without_a_queue(
     once(env, capsys)
     assert commit_queries(env) == []  # no queued pull request: no extra request
     assert all("Merge queue" not in bot_comments(env.world, n)[0]["body"] for n in (1, 2))
+    plain = once(env, capsys)  # warm again, nothing queued
+    assert queued == plain + 1  # one base branch with a non-empty queue: one point more
 
 
 def test_a_queue_configuration_that_cannot_be_read(
@@ -282,3 +290,23 @@ def test_a_merge_group_delivery_refreshes_the_queued_pull_request(service: Servi
     assert not [r for r in reads if b"PullPage" in r]
     err = service.stop()
     assert service.proc is not None and service.proc.returncode == 0, err
+
+
+def test_without_a_state_a_second_run_writes_nothing(
+    queued_world: World, env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run with no state (the Action) tells the same story from the comment's stamp: the
+    minutes since queued are said as of the facts' first observation, so nothing is edited."""
+    stateless = env.config.read_text().replace(f'path = "{env.tmp / "state.sqlite3"}"', 'path = ""')
+    assert stateless != env.config.read_text()
+    env.config.write_text(stateless)
+    green_pull(env, 1)
+    queue(env, 1)
+    once(env, capsys)
+    first = bot_comments(env.world, 1)[0]["body"]
+    assert "not reported on merge-group commit" in first
+    env.sandbox.clear_requests()
+    once(env, capsys)
+    assert [r for r in env.sandbox.requests if r.method in ("POST", "PATCH", "DELETE")
+            and "/comments" in r.path] == []  # fmt: skip
+    assert bot_comments(env.world, 1)[0]["body"] == first

@@ -230,7 +230,12 @@ def test_readyz_names_the_leases_and_a_webhook_to_either_replica_is_refreshed_by
     wait_for(lambda: current(world, "tests"), 90, "every pull request commented once")
     base = f"http://127.0.0.1:{first.port}"
     answer = httpx.get(base + "/readyz", timeout=5)
-    assert answer.status_code == 200 and answer.text == f"ready; leases held: {', '.join(REPOS)}\n"
+    from bot.state.store import Store
+
+    with Store.open(postgres_url) as store:
+        epoch = store.epoch
+    held = f"ready; leases held: {', '.join(REPOS)}; state epoch {epoch}\n"
+    assert answer.status_code == 200 and answer.text == held, answer.text
     assert "ci_status_bot_leases_held 3.0" in httpx.get(base + "/metrics", timeout=5).text
     second = Replica(tmp_path / "second", sandbox, postgres_url)
     replicas.append(second)
@@ -313,3 +318,76 @@ def test_a_lost_database_is_a_problem_no_write_is_made_and_the_replica_recovers(
     assert "problem started: leases" in log and "problem resolved: leases" in log
     assert "Traceback" not in log
     assert_no_duplicate_and_no_older_stamp(world, sandbox)
+
+
+def _forged(body: str) -> str:
+    """A maintainer's edit: a false green headline and the largest generation in the stamp."""
+    from test_trust import forged_stamp
+
+    lines = body.split("\n")
+    lines[1] = forged_stamp(lines[1], generation=2**63 - 1)
+    lines[2] = "### ✅ Passing · 5 passing"
+    return "\n".join(lines)
+
+
+@pytest.fixture
+def second_database(postgres_url: str) -> Iterator[str]:
+    """Another database on the same server: the state swapped under the replicas."""
+    import psycopg
+
+    name = postgres_url.rsplit("/", 1)[1] + "_swapped"
+    base = os.environ["CISB_TEST_POSTGRES_URL"]
+    with psycopg.connect(base, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield postgres_url.rsplit("/", 1)[0] + "/" + name
+    finally:
+        with psycopg.connect(base, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_a_forged_stamp_and_a_swapped_database_freeze_no_comment(
+    fleet: tuple[World, Sandbox, list[Replica]],
+    tmp_path: Path,
+    postgres_url: str,
+    second_database: str,
+) -> None:
+    """Issue 24 in the chaos setting: a maintainer forges a false green with the largest
+    generation into a comment the replicas keep; then the replicas are restarted on another,
+    empty database (its generations start at 1 again, another epoch). Each time the next
+    change is shown within lease_seconds plus two intervals, and there is never a second
+    comment."""
+    from bot.render.stamp import parse_stamp
+    from bot.state.store import Store
+
+    world, sandbox, replicas = fleet
+    for index in range(2):
+        replicas.append(Replica(tmp_path / f"replica{index}", sandbox, postgres_url))
+    wait_for(lambda: current(world, "tests"), 90, "every pull request commented once")
+    bound = LEASE_S + 2 * INTERVAL_S
+    sender = WebhookSender(replicas[0].webhook, SECRET).attach(world)
+    try:
+        [target] = own(world, REPOS[0], 1)
+        world.add_user(login="mallory")
+        world.edit_comment(int(target["id"]), _forged(target["body"]), editor="mallory")
+        red(world, "after-forgery")
+        wait_for(lambda: current(world, "after-forgery"), bound, "shown after the forgery")
+        [restored] = own(world, REPOS[0], 1)
+        assert restored["id"] == target["id"] and "5 passing" not in restored["body"]
+        assert_no_duplicate_and_no_older_stamp(world, sandbox)
+        for replica in replicas:
+            replica.end()
+        sandbox.clear_requests()  # the new database's generations start again at 1
+        swapped = [Replica(tmp_path / f"swapped{i}", sandbox, second_database) for i in range(2)]
+        replicas.extend(swapped)
+        sender.url = swapped[0].webhook
+        red(world, "after-swap")
+        wait_for(lambda: current(world, "after-swap"), bound + 30, "shown after the swap")
+        assert_no_duplicate_and_no_older_stamp(world, sandbox)
+    finally:
+        sender.close()
+    with Store.open(second_database) as store:
+        epoch = store.epoch
+    [after] = own(world, REPOS[0], 1)
+    stamp = parse_stamp(after["body"])
+    assert stamp is not None and stamp.epoch == epoch  # written under the new state's lease

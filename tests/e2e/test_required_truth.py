@@ -170,7 +170,10 @@ def test_a_ruleset_naming_an_app_is_satisfied_only_by_that_apps_check(
     report = show(env, capsys, 2)
     [never] = expected_of(report)
     assert never["name"] == "DCO" and never["required"] is True
-    assert never["finding"] == "Not reported on this commit; required by ruleset `Main`."
+    assert never["finding"] == (  # both apps named (issue 24)
+        "Not reported on this commit; required by ruleset `Main`. Required from the app with "
+        f"id {DCO_APP_ID}; reported by github-actions."
+    )
     assert report["required_checks"]["rules"] == ["ruleset Main", "ruleset Main"]
     assert report["required_checks"]["apps"] == [DCO_APP_ID, None]
     assert report["verdict"] == "pending"
@@ -619,3 +622,76 @@ def test_a_stamp_someone_else_edited_is_not_trusted_on_the_rest_path(
     assert "2001" not in kept
     stamp_kept = parse_stamp(kept)
     assert stamp_kept is not None and stamp_kept.observed_at >= NOW - timedelta(minutes=5)
+
+
+# -- issue 24 item 6: rulesets that require nothing, organisation rulesets ------------------------
+
+
+def test_a_ruleset_in_evaluate_mode_or_disabled_requires_nothing(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    head = pull(env, 24)
+    green(env, head, "lint")
+    env.world.add_ruleset(REPO, "Trial", ["e2e"], enforcement="EVALUATE")
+    env.world.add_ruleset(REPO, "Old", ["integration"], enforcement="DISABLED")
+    report = show(env, capsys, 24)
+    assert expected_of(report) == []
+    assert report["required_checks"]["contexts"] == []
+    assert report["verdict"] == "passing"
+
+
+def test_an_organisation_ruleset_on_the_base_branch_counts_like_a_repository_one(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    head = pull(env, 25)
+    green(env, head, "lint")
+    env.world.add_ruleset(REPO, "Org policy", ["security"], source="Organization")
+    report = show(env, capsys, 25)
+    [never] = expected_of(report)
+    assert never["name"] == "security" and never["required"] is True
+    assert never["finding"] == "Not reported on this commit; required by ruleset `Org policy`."
+    assert report["verdict"] == "pending"
+
+
+# -- issue 24 item 5: a required check pinned to an app by branch protection ----------------------
+
+ACTIONS_APP_ID = 15368  # GitHub Actions' app id (bot_sandbox.world.KNOWN_APPS, as on GitHub)
+
+
+def test_a_context_branch_protection_pins_to_an_app_is_not_reported_by_another_app(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Classic protection's "expected source": `DCO` pinned to the DCO app, reported only by a
+    GitHub Actions check of that name, is not reported (GitHub keeps waiting); the finding
+    names both apps. The pin is read from REST's branch answer (read access)."""
+    head = pull(env, 26)
+    green(env, head, "DCO")  # GitHub Actions' check named DCO
+    green(env, head, "tests")
+    env.world.set_required_checks(REPO, [("DCO", DCO_APP_ID), "tests"])
+    report = show(env, capsys, 26)
+    [never] = expected_of(report)
+    assert never["name"] == "DCO" and never["required"] is True
+    assert never["finding"] == (
+        "Not reported on this commit; required by branch protection of `main`. Required from "
+        f"the app with id {DCO_APP_ID}; reported by github-actions."
+    )
+    assert report["verdict"] == "pending"
+    assert report["required_checks"]["apps"] == [DCO_APP_ID, None]
+    env.world.add_check_run(
+        REPO, head, name="DCO", app_slug="dco", started_at=HOUR_AGO, completed_at=HOUR_AGO
+    )
+    assert show(env, capsys, 26)["verdict"] == "passing"
+
+
+def test_pins_that_cannot_be_read_are_said_once(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    head = pull(env, 27)
+    green(env, head, "DCO")
+    env.world.set_required_checks(REPO, [("DCO", DCO_APP_ID)])
+    env.world.repo(REPO).branch_errors["main"] = 403
+    body = show_markdown(env, capsys, 27)
+    said = "Which app branch protection of main requires each check from could not be read"
+    assert body.count(said) == 1, body
+    report = show(env, capsys, 27)
+    assert report["verdict"] == "passing"  # the name is reported; the note says what is unknown

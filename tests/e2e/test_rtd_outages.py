@@ -342,3 +342,27 @@ def test_rtd_s_own_pre_2020_status_bodies(env: Env, file: str, checked: bool) ->
         assert "GitHub's status was not updated after the build finished" in rec["finding"]
     else:
         assert rec["build_id"] is None and "not checked" in rec["finding"]
+
+
+def test_the_pre_2020_context_is_settled_by_the_latest_build_it_names_and_says_its_version(
+    env: Env,
+) -> None:
+    """Issue 24 item 7: RTD's pre-2020 statuses were posted by branch builds: the build the
+    status names settles it even when it is a `latest` build, and the finding says which
+    version that build built."""
+    sha = f"{7463:040x}"
+    env.world.add_pull(REPO, 7463, title="old integration", author="olga", head_sha=sha)
+    started = env.now - timedelta(hours=3)
+    env.world.add_status(
+        REPO, sha, context=LEGACY, state="pending", description=PENDING,
+        target_url=f"https://readthedocs.org/projects/{RTD}/builds/45000003/", created_at=started,
+    )  # fmt: skip
+    env.world.add_rtd_build(
+        RTD, id=45000003, commit=sha, version="latest", state="finished", success=False,
+        created=started, finished=started + timedelta(minutes=3),
+    )  # fmt: skip
+    docs = signal(show(env, 7463), LEGACY)
+    rec = docs["reconciliation"]
+    assert rec is not None and rec["build_id"] == 45000003, docs
+    assert docs["state"] == "failure"
+    assert "version latest" in rec["finding"], rec["finding"]

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from bot.core.model import MARKER
 from bot.guard import Guard, RefusedRequest
 
 DOTCOM = Guard.for_urls("https://api.github.com", ("https://app.readthedocs.org/api/v3",))
@@ -120,3 +121,35 @@ def test_read_the_docs_requests_to_another_host_are_refused(url: str) -> None:
 def test_default_ports_are_the_same_origin() -> None:
     DOTCOM.check_github("GET", "https://api.github.com:443/user")
     DOTCOM.check_rtd("GET", "https://app.readthedocs.org:443/api/v3/projects/p/builds/")
+
+
+def test_the_one_delete_is_of_an_admitted_comment_id_and_only_once() -> None:
+    """Never two comments (issue 24): the allowlist admits DELETE of an issue comment only for
+    an id the bot admitted just before (its own later comment), once; nothing else."""
+    from bot.guard import admit_delete
+
+    url = "https://api.github.com:443/repos/o/r/issues/comments/{}"
+    with pytest.raises(RefusedRequest):
+        DOTCOM.check_github("DELETE", url.format(101))
+    admit_delete("/repos/o/r/issues/comments/101")
+    with pytest.raises(RefusedRequest):  # another id is still refused
+        DOTCOM.check_github("DELETE", url.format(102))
+    DOTCOM.check_github("DELETE", url.format(101))
+    with pytest.raises(RefusedRequest):  # admitted once
+        DOTCOM.check_github("DELETE", url.format(101))
+    for path in ("/repos/o/r/issues/7/comments", "/repos/o/r", "/repos/o/r/git/refs/heads/x"):
+        with pytest.raises(RefusedRequest):
+            admit_delete(path)
+
+
+def test_the_client_refuses_to_delete_a_comment_that_is_not_the_bots_own() -> None:
+    from bot.github.client import GitHubApi
+    from bot.github.parse import Comment
+
+    api = GitHubApi.__new__(GitHubApi)  # refused before anything is sent: no transport needed
+    for comment in (
+        Comment(1, "mallory", f"{MARKER}\nall green"),  # marked, another login
+        Comment(2, "ci-status-bot", "no marker"),  # the bot's login, no marker
+    ):
+        with pytest.raises(RefusedRequest):
+            api.delete_own_comment("o/r", comment, login="ci-status-bot")

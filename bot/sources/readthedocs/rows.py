@@ -228,7 +228,9 @@ def _pending_on_github(
     build = ev.build
     if outcome is _Rtd.RUNNING:
         state = clock.aged(base, build.created or since)
-        finding = _running_sentence(build, stale=state is State.STALE, clock=clock)
+        finding = _running_sentence(
+            build, stale=state is State.STALE, clock=clock, version=ev.settled.version
+        )
         return state, _evidence(ev, divergent=False, finding=finding, clock=clock)
     finding = _rtd_sentence(ev, outcome)
     if outcome is _Rtd.UNKNOWN:
@@ -250,7 +252,9 @@ def _settled_on_github(
         return state, _evidence(ev, divergent=False, finding=finding, clock=clock)
     if outcome is _Rtd.RUNNING:
         state = clock.aged(State.PENDING, ev.build.created)
-        rtd_says = _running_sentence(ev.build, stale=state is State.STALE, clock=clock)
+        rtd_says = _running_sentence(
+            ev.build, stale=state is State.STALE, clock=clock, version=ev.settled.version
+        )
     else:
         state = _RTD_AS_STATE[outcome]
         rtd_says = _rtd_sentence(ev, outcome)
@@ -261,14 +265,19 @@ def _settled_on_github(
     return state, _evidence(ev, divergent=True, finding=finding, clock=clock)
 
 
-def _build_ref(build: RtdBuild) -> str:
+def _build_ref(build: RtdBuild, version: str | None = None) -> str:
+    """ "build 123 for this exact commit"; a build of another version than the pull request's
+    `version` (the build a pre-2020 status names: a branch build, `latest`) says which."""
+    other = f" of version {build.version}" if version and build.version != version else ""
     if not build.commit:  # a named build RTD has not yet recorded a commit for
-        return f"build {build.id}, which the status names (RTD gives no commit for it yet),"
-    return f"build {build.id} for this exact commit"
+        return f"build {build.id}{other}, which the status names (RTD gives no commit for it yet),"
+    return f"build {build.id}{other} for this exact commit"
 
 
-def _running_sentence(build: RtdBuild, *, stale: bool, clock: Judge) -> str:
-    text = f"Read the Docs reports {_build_ref(build)} as {build.state}"
+def _running_sentence(
+    build: RtdBuild, *, stale: bool, clock: Judge, version: str | None = None
+) -> str:
+    text = f"Read the Docs reports {_build_ref(build, version)} as {build.state}"
     if build.created is not None:
         text += f" since {format_utc(build.created)}"
     if stale:
@@ -283,10 +292,10 @@ def _rtd_sentence(ev: _Ev, outcome: _Rtd, *, lead: str = "Read the Docs reports"
     if outcome in (_Rtd.SUCCEEDED, _Rtd.FAILED):
         when = f" at {format_utc(build.finished)}" if build.finished else ""
         done = "succeeded" if outcome is _Rtd.SUCCEEDED else "failed"
-        return f"{lead} that {_build_ref(build)} {done}{when}."
+        return f"{lead} that {_build_ref(build, ev.settled.version)} {done}{when}."
     return (
-        f'{lead} {_build_ref(build)} with state "{build.state}"{_outcome_words(build)}, '
-        "which this bot does not map."
+        f'{lead} {_build_ref(build, ev.settled.version)} with state "{build.state}"'
+        f"{_outcome_words(build)}, which this bot does not map."
     )
 
 
@@ -323,7 +332,7 @@ def _cancelled_clause(ev: _Ev) -> str:
         said = f"RTD's {label} for it: {', '.join(lookup.notifications)}."
     else:
         said = "RTD gave no notification for it."
-    return f"{_build_ref(build)} as cancelled; {_position(ev.settled)}. {said}"
+    return f"{_build_ref(build, ev.settled.version)} as cancelled; {_position(ev.settled)}. {said}"
 
 
 def _project_note(lookup: RtdLookup, clock: Judge, *, number: int) -> str:

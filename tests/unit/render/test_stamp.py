@@ -185,3 +185,20 @@ def test_the_merge_base_is_stamped_for_its_head_and_base_branch_only() -> None:
         '"b"'
         not in base64.urlsafe_b64decode(stamp_line(stamp_of(_report())).split()[3] + "==").decode()
     )
+
+
+def test_the_epoch_round_trips_and_a_malformed_one_is_ignored() -> None:
+    from bot.render.stamp import generation_of
+
+    stamp = stamp_of(_report(), generation=3, epoch="0123456789abcdef")
+    line = stamp_line(stamp)
+    parsed = parse_stamp(_body(line))
+    assert parsed == stamp and parsed.epoch == "0123456789abcdef"
+    assert generation_of(_body(line), epoch="0123456789abcdef") == 3
+    assert generation_of(_body(line), epoch="fedcba9876543210") is None  # another state's
+    assert generation_of(_body(line), epoch="") is None
+    for bad in ("x" * 16, "ab", "0" * 65, 7, None, ["0123456789abcdef"]):
+        data = json.loads(base64.urlsafe_b64decode(line.split()[3] + "==").decode())
+        data["e"] = bad
+        raw = base64.urlsafe_b64encode(json.dumps(data).encode()).decode().rstrip("=")
+        assert parse_stamp(_body(f"<!-- ci-status-bot:stamp v2 {raw} -->")) is None

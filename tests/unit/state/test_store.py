@@ -63,7 +63,7 @@ def write(store: Store, number: int, *, action: str = "created", at: datetime = 
 def test_open_creates_parent_dirs_and_file(tmp_path: Path) -> None:
     path = tmp_path / "state" / "deep" / "bot.sqlite3"
     with Store.open(path) as store:
-        assert store.schema_version == SCHEMA_VERSION == 14
+        assert store.schema_version == SCHEMA_VERSION == 15
     assert path.is_file()
 
 
@@ -508,3 +508,14 @@ def test_batched_reads_and_touches_span_more_than_one_statement(store: Store) ->
     later = T0 + timedelta(minutes=1)
     store.touch_triage("owner/repo", range(1, last + 3), now=later)
     assert [(r.number, r.updated_at) for r in store.triage_rows()] == [(1, later), (last, later)]
+
+
+def test_every_state_has_its_own_epoch_kept_across_opens(tmp_path: Path) -> None:
+    """Issue 24 item 2: a state's identity, made once (a new state is another epoch)."""
+    with Store.open(tmp_path / "a.sqlite3") as one:
+        epoch = one.epoch
+    with Store.open(tmp_path / "a.sqlite3") as again, Store.open(tmp_path / "b.sqlite3") as other:
+        assert again.epoch == epoch and len(epoch) == 16
+        assert other.epoch != epoch
+    with Store.open(":memory:") as memory:  # no state kept: no epoch
+        assert memory.epoch == ""
