@@ -38,6 +38,7 @@ from bot.triage.keeper import RowMemo, TriageKeeper
 log = logging.getLogger(__name__)
 
 GITHUB_TIMEOUT_S = 30
+QUEUE_INLINE_WAIT_S = 2.0  # a worker's job waits for a rate limit on the queue, not inline
 
 # The one list of second sources: each is a folder of bot/sources/ (its contract: base.py).
 SOURCES: tuple[Kind, ...] = (READ_THE_DOCS, CODECOV, AZURE_PIPELINES)
@@ -117,6 +118,32 @@ def _github(
         Github(lazy=True, **pygithub_options(settings)), installations=installations, **options
     )
     return shell, login
+
+
+def installation_github(settings: Settings, clients: Clients, installation: int) -> BotGitHub:
+    """A client of one App installation, over that installation's own token (PyGithub renews
+    it before it expires) and with its own budget view; installation 0: the token's client."""
+    found = clients.github.installations
+    if installation == 0 or found is None:
+        return clients.github
+    auth = found.app_auth.get_installation_auth(installation)
+    gh = Github(auth=auth, lazy=True, **pygithub_options(settings))
+    return BotGitHub(
+        gh, with_labels=bool(settings.policy.skip_labels), stop=clients.stop,
+        sleep=clients.sleep, max_inline_wait_s=QUEUE_INLINE_WAIT_S,
+    )  # fmt: skip
+
+
+def discovered_repos(settings: Settings, clients: Clients) -> list[RepoSettings]:
+    """`installations = "all"`: every repository of every installation of the App, the
+    [[repos]] entries giving their options; otherwise the [[repos]] entries."""
+    found = clients.github.installations
+    if not settings.every_installation or found is None:
+        return list(settings.repos)
+    directory = found.discover()
+    names = sorted(directory.repos(), key=str.casefold)
+    log.info("installations: %d, repositories: %d", len(directory.installations), len(names))
+    return [settings.configured_repo(n) or RepoSettings(name=n) for n in names]
 
 
 def request_guard(settings: Settings, kinds: Sequence[Kind] = SOURCES) -> Guard:

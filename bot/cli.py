@@ -15,7 +15,14 @@ from urllib.parse import urlsplit
 
 from bot.logs import redact, register_secrets, setup_logging
 from bot.render.report import report_json
-from bot.settings import ConfigError, RepoSettings, Settings, describe, load_settings
+from bot.settings import (
+    ConfigError,
+    RepoSettings,
+    Settings,
+    describe,
+    load_settings,
+    require_queue,
+)
 from bot.state.lock import StateBusy
 from bot.state.ports import StoreError, TriageRows
 from bot.state.readonly import ReadOnlyState
@@ -124,6 +131,10 @@ def cmd_once(settings: Settings, args: argparse.Namespace, sleep: Sleep | None) 
     lock = None if args.dry_run or settings.state.stateless else hold_state(settings)
     try:
         clients = build_clients(settings, repos, sleep=sleep)
+        if settings.every_installation and not args.repo:
+            from bot.app import discovered_repos
+
+            repos = discovered_repos(settings, clients)
         # A dry run records nothing: it reads an existing state and never creates one.
         store = open_reader(settings) if args.dry_run else open_store(settings)
         try:
@@ -226,6 +237,16 @@ def cmd_run(settings: Settings, _: argparse.Namespace, __: Sleep | None) -> int:
     finally:
         if lock is not None:
             lock.release()
+
+
+def cmd_worker(settings: Settings, _: argparse.Namespace, __: Sleep | None) -> int:
+    """Work the queue's jobs until SIGTERM."""
+    from bot.service.worker import run_worker
+
+    require_queue(settings)
+    settings.require_github_auth()
+    _check_templates(settings)
+    return run_worker(settings)
 
 
 def cmd_demo(_: Settings | None, args: argparse.Namespace) -> int:
@@ -341,6 +362,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"ci-status-bot {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("run", parents=[common], help="the service: poll on the schedule")
+    sub.add_parser("worker", parents=[common], help="work the queue's jobs ([queue] url)")
     once = sub.add_parser("once", parents=[common], help="one cycle, then exit")
     once.add_argument("--repo", action="append", metavar="OWNER/NAME", help="only these")
     once.add_argument("--dry-run", action="store_true", help="print what would be written")
@@ -387,6 +409,7 @@ COMMANDS = {
     "show": cmd_show,
     "once": cmd_once,
     "run": cmd_run,
+    "worker": cmd_worker,
     "report": cmd_report,
 }
 

@@ -724,7 +724,8 @@ class Cycle:
         if not self.dry_run:
             raise ValueError("read_reports reads only: use a dry-run cycle")
         for repo in repos:
-            pulls = self.github.open_pulls(repo.name, now=self.clock(), required=self.store)
+            pulls = list(self.github.open_pulls(repo.name, now=self.clock(), required=self.store))
+            self.read_groups(repo.name, queued(pulls, self.policy))  # one query, not one each
             for snapshot in pulls:
                 if isinstance(snapshot, PullFailure) or not selected(snapshot, self.policy):
                     continue  # a pull request that could not be read is named by `once`

@@ -31,6 +31,8 @@ GITHUB_REST_ALLOWED: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("GET", r"/rate_limit"),
         ("GET", r"/repos/[^/]+/[^/]+/installation"),
         ("POST", r"/app/installations/\d+/access_tokens"),
+        ("GET", r"/app/installations"),  # many installations: the App's installations ...
+        ("GET", r"/installation/repositories"),  # ... and each one's repositories
         ("GET", rf"/{_OWNER_REPO}"),
         ("GET", rf"/{_OWNER_REPO}/pulls(?:/\d+)?"),
         ("GET", rf"/{_OWNER_REPO}/commits/[^/]+/(?:check-runs|status|statuses)"),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -62,11 +63,18 @@ class RetryPolicy:
 
 
 def pause(seconds: float, stop: threading.Event | None) -> None:
-    """Wait `seconds`; raise Stopped as soon as `stop` is set (at once when it already is)."""
+    """Wait `seconds`; raise Stopped as soon as `stop` is set (at once when it already is).
+
+    The wait is logged as it starts (debug) and, when the stop ends it, with how long it had
+    lasted of how long it was to last (monotonic clock): what a stop interrupted, told.
+    """
+    log.debug("waiting %.1f s", seconds)
     if stop is None:
         threading.Event().wait(max(0.0, seconds))
         return
+    started = time.monotonic()
     if stop.wait(max(0.0, seconds)) or stop.is_set():
+        log.info("stopped %.1f s into a %.1f s wait", time.monotonic() - started, seconds)
         raise Stopped("stopped while waiting")
 
 

@@ -150,6 +150,8 @@ class GitHubSettings(_Section):
     """[github]: where GitHub is and how the bot authenticates."""
 
     api_url: str = "https://api.github.com"
+    # "all": the repositories are every repository of every installation of the App
+    installations: Literal["", "all"] = ""
     token: SecretStr = SecretStr("")
     app_id: int = Field(default=0, ge=0, le=2**53)
     private_key_path: str = ""
@@ -348,6 +350,34 @@ class StateSettings(_Section):
         return bool(self.url.get_secret_value())
 
 
+class QueueSettings(_Section):
+    """[queue]: jobs on a job queue (Procrastinate, on PostgreSQL), worked by `worker`."""
+
+    # postgresql://user:password@host:port/database (may be the state's own database)
+    url: SecretStr = SecretStr("")
+    jobs_per_worker: int = Field(default=4, ge=1, le=64)  # jobs one worker runs at once
+    # a worker that has not beaten its heartbeat for this long is dead: its jobs run again
+    stalled_seconds: float = Field(default=30.0, ge=2, le=3600, allow_inf_nan=False)
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, value: SecretStr) -> SecretStr:
+        text = _no_control(value.get_secret_value().strip())
+        if text.startswith(("redis://", "rediss://", "amqp://")):
+            raise ValueError(
+                "the bot's job queue is Procrastinate, on PostgreSQL: give a "
+                "postgresql://user:password@host:port/database URL (the state's database will do)"
+            )
+        if text:
+            _check_postgres_url(text)
+        return SecretStr(text)
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the work runs as jobs on the queue."""
+        return bool(self.url.get_secret_value())
+
+
 def _check_postgres_url(text: str) -> None:
     """Raise ValueError unless `text` is a postgresql:// URL naming a host and a database."""
     parts = urlsplit(text)
@@ -449,6 +479,7 @@ class Settings(BaseSettings):
     state: StateSettings = Field(default_factory=StateSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
     webhooks: WebhooksSettings = Field(default_factory=WebhooksSettings)
+    queue: QueueSettings = Field(default_factory=QueueSettings)
     render: RenderSettings = Field(default_factory=RenderSettings)
     log: LogSettings = Field(default_factory=LogSettings)
     repos: list[RepoSettings] = Field(default_factory=list, max_length=1000)
@@ -496,16 +527,22 @@ class Settings(BaseSettings):
             *self.webhooks.secrets,
         )
         found = [t.get_secret_value() for t in tokens if t.get_secret_value()]
-        password = urlsplit(self.state.url.get_secret_value()).password
-        return [*found, password] if password else found
+        urls = (self.state.url.get_secret_value(), self.queue.url.get_secret_value())
+        passwords = [p for url in urls if (p := urlsplit(url).password)]
+        return [*found, *passwords]
 
     def configured_repo(self, name: str) -> RepoSettings | None:
         """The [[repos]] entry GitHub would take `name` for (owner and name ignoring case)."""
         return next((r for r in self.repos if r.same_repo(name)), None)
 
+    @property
+    def every_installation(self) -> bool:
+        """Whether the repositories are found from the App's installations."""
+        return self.github.installations == "all"
+
     def require_repos(self) -> None:
-        """Raise ConfigError when no [[repos]] entry is configured."""
-        if not self.repos:
+        """Raise ConfigError when no [[repos]] entry is configured (and none is discovered)."""
+        if not self.repos and not self.every_installation:
             raise ConfigError(
                 "repos: no repository is configured (add a [[repos]] entry, or set "
                 f"CI_STATUS_BOT_REPOS){self._unconfigured_note}"
@@ -524,6 +561,11 @@ class Settings(BaseSettings):
                 "github: set either github.token or github.app_id + github.private_key_path, "
                 "not both"
             )
+        if has_token and self.every_installation:
+            raise ConfigError(
+                'github.installations = "all" needs the App\'s credentials (github.app_id and '
+                "github.private_key_path), not github.token"
+            )
         if has_token:
             return
         if not github.uses_app:
@@ -533,6 +575,18 @@ class Settings(BaseSettings):
                 f"{self._github_token_note}{self._unconfigured_note}"
             )
         _require_app_keys(github)
+
+
+def require_queue(settings: Settings) -> None:
+    """Raise ConfigError unless the queue can be used: a URL and a shared (PostgreSQL) state
+    (every worker writes under the state's fenced leases)."""
+    if not settings.queue.enabled:
+        raise ConfigError("queue.url: not set: `worker` works the jobs of a queue (set queue.url)")
+    if not settings.state.shared:
+        raise ConfigError(
+            "state.url: a queue's workers share one PostgreSQL state (their writes are fenced "
+            "by its leases): set state.url (the queue's database will do)"
+        )
 
 
 def _require_app_keys(github: GitHubSettings) -> None:

@@ -331,6 +331,7 @@ class Context:
     errors: list[JSON] = field(default_factory=list)
     # a fine-grained or installation token's permissions (None: not limited), as REST's
     permissions: Mapping[str, str] | None = None
+    reach: frozenset[str] | None = None  # an installation token: the repositories it sees
 
 
 class Objects:
@@ -438,6 +439,8 @@ class Objects:
     def repository(self, info: Any, owner: str, name: str, **kw: Any) -> JSON | None:
         """Query.repository (null + NOT_FOUND error when unknown)."""
         rec = self.world.find_repo(f"{owner}/{name}")
+        if rec is not None and self.ctx.reach is not None and rec.full_name not in self.ctx.reach:
+            rec = None  # another installation's repository: as if it did not exist
         if rec is None:
             node = info.field_nodes[0]
             loc = node.loc.source.get_location(node.loc.start) if node.loc else None
@@ -915,6 +918,7 @@ def run_query(
     login: str,
     charge: Callable[[int], JSON],
     permissions: Mapping[str, str] | None = None,
+    reach: frozenset[str] | None = None,
 ) -> Outcome:
     """Validate, refuse mutations, charge, execute; `charge(points)` returns rateLimit fields."""
     if not isinstance(body, dict) or not isinstance(body.get("query"), str):
@@ -958,7 +962,7 @@ def run_query(
         return Outcome({"errors": problems}, 1, kind)
     rate = charge(cost.points)
     rate = {**rate, "cost": cost.points, "nodeCount": cost.nodes, "__typename": "RateLimit"}
-    ctx = Context(world=world, login=login, rate=rate, permissions=permissions)
+    ctx = Context(world=world, login=login, rate=rate, permissions=permissions, reach=reach)
     with world.lock:
         for hook in list(world.graphql_hooks):
             hook(world, operation.name.value if operation.name else None)

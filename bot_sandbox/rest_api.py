@@ -218,12 +218,60 @@ def get_installation(call: Call, params: dict[str, str]) -> Answer:
     return Answer(200, installation_json(app, params["owner"]))
 
 
+@route("GET", r"/app/installations", "app_installations", auth="jwt")
+def list_app_installations(call: Call, params: dict[str, str]) -> Answer:
+    """GET /app/installations: every installation of the App named by the JWT (paginated)."""
+    found = call.world.app_installations(call.login or "")
+    per_page = max(1, min(100, call.int_arg("per_page", 30)))
+    page = max(1, call.int_arg("page", 1))
+    chunk = found[(page - 1) * per_page : page * per_page]
+    headers: dict[str, str] = {}
+    if page * per_page < len(found):
+        query = urlencode({"per_page": per_page, "page": page + 1})
+        headers["Link"] = f'<{API}/app/installations?{query}>; rel="next"'
+    body = [installation_json(a, a.account or _owner_of(a)) for a in chunk]
+    return Answer(200, body, headers=headers)
+
+
+def _owner_of(app: Any) -> str:
+    return app.repos[0].split("/", 1)[0] if app.repos else f"account-{app.installation_id}"
+
+
+@route("GET", r"/installation/repositories", "installation_repositories")
+def list_installation_repositories(call: Call, params: dict[str, str]) -> Answer:
+    """GET /installation/repositories: the repositories the installation token reaches."""
+    rec = call.world.token_record(call.token or "")
+    app = None if rec is None or rec.installation_id is None else (
+        call.world.app_by_installation(rec.installation_id)
+    )
+    if app is None:
+        doc = f"{DOCS}/apps/installations#list-repositories-accessible-to-the-app-installation"
+        return error(403, "This endpoint requires an installation token", doc)
+    repos = [r for name in app.repos if (r := call.world.find_repo(name)) is not None]
+    per_page = max(1, min(100, call.int_arg("per_page", 30)))
+    page = max(1, call.int_arg("page", 1))
+    chunk = repos[(page - 1) * per_page : page * per_page]
+    headers: dict[str, str] = {}
+    if page * per_page < len(repos):
+        query = urlencode({"per_page": per_page, "page": page + 1})
+        headers["Link"] = f'<{API}/installation/repositories?{query}>; rel="next"'
+    body = {
+        "total_count": len(repos),
+        "repository_selection": "selected",
+        "repositories": [repo_json(r, world=call.world) for r in chunk],
+    }
+    return Answer(200, body, headers=headers)
+
+
 @route("POST", r"/app/installations/(?P<iid>\d+)/access_tokens", "access_tokens", auth="jwt")
 def create_access_token(call: Call, params: dict[str, str]) -> Answer:
     """POST /app/installations/{id}/access_tokens: a fresh one-hour token."""
     app = call.world.app_by_installation(int(params["iid"]))
     if app is None or app.slug != call.login:
         return not_found()
+    if app.suspended_at is not None:
+        doc = f"{DOCS}/apps/apps#create-an-installation-access-token-for-an-app"
+        return error(403, "This installation has been suspended", doc)
     token = "ghs_" + secrets.token_hex(18)
     rec = call.world.issue_installation_token(app, token)
     return Answer(

@@ -136,6 +136,10 @@ class Sandbox:
             "core": _Bucket(5000, 5000, now + 3600),
             "graphql": _Bucket(5000, 5000, now + 3600),
         }
+        # an installation's own budget (GitHub gives each installation one): set per
+        # installation, or for every installation token with `installation_limits = True`
+        self._installation_buckets: dict[tuple[int, str], _Bucket] = {}
+        self.installation_limits = False
         self._stats = _Stats()
         self._http = _HTTPServer((host, port), self)
         self._thread: threading.Thread | None = None
@@ -283,6 +287,34 @@ class Sandbox:
         with self._lock:
             self._buckets[resource] = _Bucket(limit, left, time.time() + reset_in_s, limit - left)
 
+    def set_installation_rate_limit(
+        self,
+        installation_id: int,
+        resource: str,
+        *,
+        limit: int = 5000,
+        remaining: int | None = None,
+        reset_in_s: float = 3600,
+    ) -> None:
+        """Give one installation's tokens a primary rate limit of their own ("core", "graphql")."""
+        if resource not in self._buckets:
+            raise ValueError(f"unknown rate-limit resource {resource!r}")
+        left = limit if remaining is None else remaining
+        bucket = _Bucket(limit, left, time.time() + reset_in_s, limit - left)
+        with self._lock:
+            self._installation_buckets[(installation_id, resource)] = bucket
+
+    def _bucket(self, resource: str, installation: int | None) -> _Bucket:
+        """The bucket a request spends from (under the lock): its installation's, if it has one."""
+        if installation is None:
+            return self._buckets[resource]
+        key = (installation, resource)
+        found = self._installation_buckets.get(key)
+        if found is None and self.installation_limits:
+            found = _Bucket(5000, 5000, time.time() + 3600)
+            self._installation_buckets[key] = found
+        return found if found is not None else self._buckets[resource]
+
     def rate_limit(self, resource: str) -> dict[str, int]:
         """The current state of one rate-limit resource."""
         with self._lock:
@@ -335,17 +367,17 @@ class Sandbox:
                 return rule
         return None
 
-    def _bucket_blocked(self, resource: str) -> dict[str, str] | None:
+    def _bucket_blocked(self, resource: str, iid: int | None = None) -> dict[str, str] | None:
         with self._lock:
-            bucket = self._buckets[resource]
+            bucket = self._bucket(resource, iid)
             bucket.refresh(time.time())
             if bucket.remaining <= 0:
                 return bucket.headers(resource)
             return None
 
-    def _charge(self, resource: str, points: int) -> dict[str, str]:
+    def _charge(self, resource: str, points: int, iid: int | None = None) -> dict[str, str]:
         with self._lock:
-            bucket = self._buckets[resource]
+            bucket = self._bucket(resource, iid)
             bucket.refresh(time.time())
             bucket.remaining = max(0, bucket.remaining - points)
             bucket.used += points
@@ -353,14 +385,14 @@ class Sandbox:
                 self._stats.graphql_points += points
             return bucket.headers(resource)
 
-    def _peek(self, resource: str) -> dict[str, str]:
+    def _peek(self, resource: str, iid: int | None = None) -> dict[str, str]:
         with self._lock:
-            bucket = self._buckets[resource]
+            bucket = self._bucket(resource, iid)
             bucket.refresh(time.time())
             return bucket.headers(resource)
 
-    def _graphql_charge(self, points: int) -> dict[str, Any]:
-        headers = self._charge("graphql", points)
+    def _graphql_charge(self, points: int, iid: int | None = None) -> dict[str, Any]:
+        headers = self._charge("graphql", points, iid)
         return {
             "limit": int(headers["x-ratelimit-limit"]),
             "remaining": int(headers["x-ratelimit-remaining"]),
@@ -554,7 +586,7 @@ class _Handler(BaseHTTPRequestHandler):
                 problem,
             )
         if kind != "rate_limit":
-            blocked = sandbox._bucket_blocked(resource)
+            blocked = sandbox._bucket_blocked(resource, _installation_of(world, call))
             if blocked is not None:
                 ip = self.client_address[0]
                 reply = _Reply(
@@ -614,13 +646,14 @@ class _Handler(BaseHTTPRequestHandler):
             )
         assert call.login is not None
         rec = sandbox.world.token_record(call.token) if call.token else None
+        iid = _installation_of(sandbox.world, call)
+        installation = None if iid is None else sandbox.world.app_by_installation(iid)
         outcome = graphql_api.run_query(
-            sandbox.world,
-            body,
-            login=call.login,
-            charge=sandbox._graphql_charge,
+            sandbox.world, body, login=call.login,
+            charge=lambda points: sandbox._graphql_charge(points, iid),
             permissions=None if rec is None else rec.permissions,
-        )
+            reach=None if installation is None else frozenset(installation.repos),
+        )  # fmt: skip
         return Answer(
             200,
             outcome.payload,
@@ -633,6 +666,7 @@ class _Handler(BaseHTTPRequestHandler):
         self, sandbox: Sandbox, call: Call, answer: Answer, resource: str, *, charged: bool
     ) -> _Reply:
         headers = {**_github_headers(), **answer.headers}
+        iid = _installation_of(sandbox.world, call)
         token = sandbox.world.token_record(call.token) if call.token else None
         if token is not None and token.scopes is not None:  # a classic token says its scopes
             headers["X-OAuth-Scopes"] = token.scopes
@@ -644,12 +678,12 @@ class _Handler(BaseHTTPRequestHandler):
             headers["ETag"] = etag
             headers["Cache-Control"] = "private, max-age=60, s-maxage=60"
             if _etag_matches(call.headers.get("if-none-match"), digest):
-                headers.update(sandbox._peek(resource))
+                headers.update(sandbox._peek(resource, iid))
                 return _Reply(304, b"", headers)
         if charged and status not in (401,):
-            headers.update(sandbox._charge(resource, 1))
+            headers.update(sandbox._charge(resource, 1, iid))
         else:
-            headers.update(sandbox._peek(resource))
+            headers.update(sandbox._peek(resource, iid))
         # A fault rule's own rate-limit headers win (a limit met on one request only).
         own = {
             k.lower(): v for k, v in answer.headers.items() if k.lower().startswith("x-ratelimit")
@@ -732,6 +766,12 @@ def _etag_matches(header: str | None, digest: str) -> bool:
         return False
     tags = [t.strip() for t in header.split(",")]
     return "*" in tags or any(t.removeprefix("W/").strip('"') == digest for t in tags)
+
+
+def _installation_of(world: World, call: Call) -> int | None:
+    """The installation whose token made the request (None: a user's token, a JWT, none)."""
+    rec = world.token_record(call.token) if call.token else None
+    return None if rec is None else rec.installation_id
 
 
 def _outside_installation(world: World, token: str, path: str) -> Answer | None:

@@ -181,6 +181,40 @@ def rules_payload(world: World, event: str, action: str, repo: str, record: Any)
     }
 
 
+def installation_payload(
+    world: World,
+    event: str,
+    action: str,
+    installation_id: int,
+    *,
+    added: tuple[str, ...] = (),
+    removed: tuple[str, ...] = (),
+) -> JSON:
+    """An `installation` (created, deleted, suspend, unsuspend) or `installation_repositories`
+    (added, removed) event payload, as GitHub sends an App."""
+    app = world.app_by_installation(installation_id)
+    account = (app.account or app.repos[0].split("/")[0]) if app and app.repos else "gone"
+    data: JSON = {
+        "action": action,
+        "installation": {
+            "id": installation_id,
+            "account": {"login": account, "id": 1, "type": "Organization"},
+            "app_id": app.app_id if app else 0,
+            "suspended_at": iso(app.suspended_at) if app else None,
+        },
+        "sender": user_json(world.user(SENDER_LOGIN)),
+    }
+    def listed(names: tuple[str, ...]) -> list[JSON]:
+        return [{"full_name": n, "name": n.split("/")[1], "private": False} for n in names]
+
+    if event == "installation_repositories":
+        data["repository_selection"] = "selected"
+        data["repositories_added"], data["repositories_removed"] = listed(added), listed(removed)
+    else:
+        data["repositories"] = listed(app.repos if app else ())
+    return data
+
+
 class WebhookSender:
     """Listens to a World and delivers signed webhooks to `url` from a background thread."""
 

@@ -127,6 +127,8 @@ class AppRec:
     # what the installation was granted (GET /repos/{o}/{r}/installation says it)
     permissions: Mapping[str, str] = field(default_factory=lambda: dict(APP_PERMISSIONS))
     public_key_pem: str | None = None  # set: a JWT must carry a signature this key verifies
+    suspended_at: datetime | None = None  # suspended: no new token, and its tokens refused
+    account: str = ""  # the owner it is installed on ("": the first repository's owner)
 
 
 @dataclass
@@ -374,6 +376,7 @@ class World:
         self.tokens: dict[str, TokenRec] = {}
         self.apps: dict[str, AppRec] = {}
         self.installations: dict[int, AppRec] = {}  # an App may be installed on several owners
+        self.token_lifetime = timedelta(hours=1)  # how long an installation token lasts
         self.repos: dict[str, RepoRec] = {}
         self.repos_by_id: dict[int, RepoRec] = {}
         self.check_runs: dict[int, CheckRunRec] = {}
@@ -489,11 +492,41 @@ class World:
         with self.lock:
             rec = TokenRec(
                 login=f"{app.slug}[bot]",
-                expires_at=self.now() + timedelta(hours=1),
+                expires_at=self.now() + self.token_lifetime,
                 installation_id=app.installation_id,
             )
             self.tokens[token] = rec
             return rec
+
+    def app_installations(self, slug: str) -> list[AppRec]:
+        """Every installation of App `slug` (GET /app/installations), by id."""
+        with self.lock:
+            return sorted(
+                (a for a in self.installations.values() if a.slug == slug),
+                key=lambda a: a.installation_id,
+            )
+
+    def suspend_installation(self, installation_id: int) -> None:
+        """Suspend an installation: GitHub then refuses its tokens (new and issued)."""
+        with self.lock:
+            self.installations[installation_id].suspended_at = self.now()
+
+    def delete_installation(self, installation_id: int) -> None:
+        """Uninstall: the installation and every token it issued are gone."""
+        with self.lock:
+            gone = self.installations.pop(installation_id)
+            for token, rec in list(self.tokens.items()):
+                if rec.installation_id == installation_id:
+                    del self.tokens[token]
+            if self.apps.get(gone.slug) is gone:
+                rest = self.app_installations(gone.slug)
+                if rest:
+                    self.apps[gone.slug] = rest[0]
+
+    def set_installation_repos(self, installation_id: int, repos: Sequence[str]) -> None:
+        """Change which repositories an installation covers (added or removed on GitHub)."""
+        with self.lock:
+            self.installations[installation_id].repos = tuple(repos)
 
     def add_actions_token(
         self, token: str, repo: str, *, permissions: Mapping[str, str] | None = None
@@ -522,6 +555,10 @@ class World:
                 return None
             if rec.expires_at is not None and rec.expires_at <= self.now():
                 return None
+            if rec.installation_id is not None:
+                app = self.installations.get(rec.installation_id)
+                if app is None or app.suspended_at is not None:  # uninstalled or suspended
+                    return None
             return rec.login
 
     def token_record(self, token: str) -> TokenRec | None:
@@ -1268,8 +1305,8 @@ def installation_json(app: AppRec, account: str) -> JSON:
         "single_file_name": None,
         "has_multiple_single_files": False,
         "single_file_paths": [],
-        "suspended_by": None,
-        "suspended_at": None,
+        "suspended_by": None if app.suspended_at is None else {"login": account, "id": 1},
+        "suspended_at": iso(app.suspended_at),
     }
 
 

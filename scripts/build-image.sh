@@ -36,20 +36,21 @@ recipe="$suite python3 python3-pip python3-venv ca-certificates v1"
 tag="base-$(printf '%s' "$recipe" | sha256sum | cut -c1-12)"
 base="localhost/ci-status-bot-base:$tag"
 if ! bah inspect --type image "$base" >/dev/null 2>&1; then
-  tarball="$cache/$tag.tar"
-  if [ ! -s "$tarball" ]; then
+  rootfs="$cache/$tag.rootfs"  # a directory: the bootstrapped file system
+  if [ ! -d "$rootfs" ]; then
+    rm -rf "$rootfs.part"
     say "bootstrapping the base from Debian $suite with mmdebstrap"
     mmdebstrap --quiet --variant=apt --include=python3,python3-pip,python3-venv,ca-certificates \
       --customize-hook='rm -f "$1"/usr/lib/python3*/EXTERNALLY-MANAGED' \
       --customize-hook='ln -sf /usr/bin/python3 "$1"/usr/local/bin/python' \
       --customize-hook='ln -sf /usr/bin/pip3 "$1"/usr/local/bin/pip' \
       --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*' \
-      "$suite" "$tarball.part"
-    mv "$tarball.part" "$tarball"
+      "$suite" "$rootfs.part"
+    mv "$rootfs.part" "$rootfs"
   fi
   say "importing the base as $base"
   ctr=$(bah from scratch)
-  bah add --quiet "$ctr" "$tarball" /
+  bah add --quiet "$ctr" "$rootfs" /
   bah config --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     --cmd python3 "$ctr"
   bah commit --quiet --format docker --rm "$ctr" "$base" >/dev/null

@@ -15,8 +15,8 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager, redirect_stderr, redirect_stdout
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, redirect_stderr, redirect_stdout, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -254,6 +254,72 @@ def start_run(config: Path) -> subprocess.Popen[str]:
     )  # fmt: skip
 
 
+# What `run` logs about a stop (retry.pause, Service.shutdown): tests assert these, not seconds.
+WAITING = re.compile(r"waiting (\d+\.\d) s$", re.MULTILINE)  # a wait begins (debug)
+STOPPED_INTO = re.compile(r"stopped (\d+\.\d) s into a (\d+\.\d) s wait")  # ... cut short
+ABANDONED = "stopping without waiting for the cycle's reads to end"  # reads left at the grace
+STOPPED = re.compile(r" info stopped$", re.MULTILINE)  # the service's shutdown ran to its end
+START_GUARD_S = 120.0  # start-up and first requests on a loaded machine: a hang guard only
+EXIT_GUARD_S = 60.0  # signal to exit: a hang guard only (the seconds: benchmarks/stop.py)
+
+
+def cut_short(log: str, *, least_s: float) -> bool:
+    """Whether the log says a stop cut short a wait of at least `least_s`."""
+    return any(float(a) >= least_s and float(w) < float(a) for w, a in STOPPED_INTO.findall(log))
+
+
+@dataclass
+class LoggedRun:
+    """`ci-status-bot run` as a subprocess whose stdout and log go to files, read as they grow."""
+
+    config: Path
+    folder: Path
+    proc: subprocess.Popen[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        with self.out_path.open("w") as out, self.log_path.open("w") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "bot", "run", "--config", str(self.config)],
+                env=clean_env(), stdout=out, stderr=err, text=True,
+            )  # fmt: skip
+
+    @property
+    def out_path(self) -> Path:
+        return self.folder / "run.out"
+
+    @property
+    def log_path(self) -> Path:
+        return self.folder / "run.log"
+
+    def log(self) -> str:
+        """What it has logged so far."""
+        return self.log_path.read_text(encoding="utf-8")
+
+    def wait_until(self, met: Callable[[str], bool], what: str) -> None:
+        """Until `met(log so far)`; fails if the process ends first or START_GUARD_S pass."""
+        deadline = time.monotonic() + START_GUARD_S
+        while not met(self.log()):
+            assert self.proc.poll() is None, f"run ended before {what}: {self.log()[-2000:]}"
+            assert time.monotonic() < deadline, f"never {what}: {self.log()[-2000:]}"
+            time.sleep(0.05)
+
+    def stop(self, signum: int = signal.SIGTERM) -> float:
+        """Send `signum`; the seconds until the process exited (for benchmarks, not asserts)."""
+        self.proc.send_signal(signum)
+        sent = time.monotonic()
+        try:
+            self.proc.wait(timeout=EXIT_GUARD_S)
+        finally:
+            self.end()
+        return time.monotonic() - sent
+
+    def end(self) -> None:
+        """Kill it if it still runs."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
 def wait_ready(base: str, proc: subprocess.Popen[str], *, timeout: float = 60) -> httpx.Response:
     """Poll /readyz until it answers 200 (the process must stay alive)."""
     deadline = time.monotonic() + timeout
@@ -485,3 +551,81 @@ def action_step(inputs: dict[str, str]) -> tuple[str, dict[str, str]]:
     step = meta["runs"]["steps"][-1]
     env = {k: _INPUT.sub(lambda m: values[m[1]], str(v)) for k, v in step["env"].items()}
     return str(step["run"]), env
+
+
+class TcpRelay:
+    """A loopback TCP relay to a server (e.g. PostgreSQL) that a test can cut and restore: cut,
+    every connection through it is closed and new ones are refused, as when the server goes
+    away; restored, it relays again (the server itself, shared with other tests, is untouched)."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.target = (host, port)
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(64)
+        self.port = int(self.listener.getsockname()[1])
+        self.up = True
+        self._open: list[socket.socket] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            if not self.up:
+                client.close()
+                continue
+            try:
+                server = socket.create_connection(self.target, timeout=5)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._open += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        for end in (source, sink):
+            with suppress(OSError):
+                end.shutdown(socket.SHUT_RDWR)
+
+    def cut(self) -> None:
+        """Close every relayed connection and refuse new ones."""
+        self.up = False
+        with self._lock:
+            ends, self._open = self._open, []
+        for end in ends:
+            try:
+                end.shutdown(socket.SHUT_RDWR)
+                end.close()
+            except OSError:
+                pass
+
+    def restore(self) -> None:
+        """Relay again."""
+        self.up = True
+
+    def close(self) -> None:
+        """Cut and stop listening."""
+        self.cut()
+        self.listener.close()
+
+    def url(self, url: str) -> str:
+        """`url` (postgresql://user:pw@host:port/db) through this relay."""
+        from urllib.parse import urlsplit, urlunsplit
+
+        parts = urlsplit(url)
+        auth = parts.netloc.rpartition("@")[0]
+        netloc = f"{auth}@127.0.0.1:{self.port}" if auth else f"127.0.0.1:{self.port}"
+        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))

@@ -71,7 +71,16 @@ from bot.github.query import (
     pulls_page_query,
     required_sets_query,
 )
-from bot.guard import Page, Pages, RefusedRequest, admit_delete, last_page, link_url, same_origin
+from bot.guard import (
+    MAX_PAGES,
+    Page,
+    Pages,
+    RefusedRequest,
+    admit_delete,
+    last_page,
+    link_url,
+    same_origin,
+)
 from bot.retry import (
     TRANSIENT_STATUSES,
     Retryable,
@@ -325,12 +334,15 @@ class GitHubApi:
         sleep: Callable[[float], None] | None = None,
         max_attempts: int = GITHUB_POLICY.attempts,
         stop: threading.Event | None = None,
+        max_inline_wait_s: float = MAX_INLINE_WAIT_S,
     ) -> None:
+        """`max_inline_wait_s`: the longest rate-limit wait taken inline (a queue's worker
+        takes none: the job waits on the queue instead, and the worker works others)."""
         self._requester = gh.requester
         self._page_size = page_size
         self._with_labels = with_labels
         self._sleep = sleep  # None: wait on `stop` (every wait ends when it is set)
-        self._policy = replace(GITHUB_POLICY, attempts=max_attempts)
+        self._policy = replace(GITHUB_POLICY, attempts=max_attempts, max_wait_s=max_inline_wait_s)
         self.stop = stop or threading.Event()
         self.usage = Usage()
         # what was read from each open pull request's last raw node, by the node's digest, by repo
@@ -512,6 +524,24 @@ class GitHubApi:
         if not isinstance(login, str):
             raise MalformedAnswer("GitHub did not say the token's login")
         return login
+
+    def installation_repositories(self) -> list[str]:
+        """The repositories an installation token reaches (`GET /installation/repositories`,
+        every page), by full name."""
+        names: list[str] = []
+        for page in range(1, MAX_PAGES + 1):
+            params = {"per_page": self._page_size, "page": page}
+            _, data = self._send(
+                "GET", "/installation/repositories", kind="rest_get", parameters=params
+            )
+            found = data.get("repositories") if isinstance(data, dict) else None
+            if not isinstance(found, list):
+                raise MalformedAnswer("GitHub's installation repositories are not a list")
+            names += [r["full_name"] for r in found if isinstance(r.get("full_name"), str)]
+            total = data.get("total_count")
+            if not found or (isinstance(total, int) and len(names) >= total):
+                return names
+        raise PaginationLoop("GitHub's installation repositories ran past the page bound")
 
     def open_pulls(
         self, repo: str, *, now: datetime, required: RequiredCache | None = None

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -22,6 +23,48 @@ from bot.github.client import Comment, GitHubApi, GitHubError, NotFound, Require
 from bot.github.parse import PullFailure
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Installed:
+    """One installation of the App: its account, whether it is suspended, its repositories."""
+
+    id: int
+    account: str
+    suspended: bool = False
+    repos: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Directory:
+    """Every installation of the App as last discovered, and which one serves a repository."""
+
+    installations: Mapping[int, Installed] = field(default_factory=dict)
+
+    def repos(self) -> dict[str, int]:
+        """Every repository of every active installation -> its installation id."""
+        return {
+            repo: found.id
+            for found in self.installations.values()
+            if not found.suspended
+            for repo in found.repos
+        }
+
+    def installation_of(self, repo: str) -> int | None:
+        """The installation that serves `repo` (compared ignoring case, as GitHub does)."""
+        folded = repo.casefold()
+        return next((i for r, i in self.repos().items() if r.casefold() == folded), None)
+
+    def why_not(self, installation_id: int, repo: str) -> str | None:
+        """Why installation `installation_id` may not work `repo` now (None: it may)."""
+        found = self.installations.get(installation_id)
+        if found is None:
+            return f"installation {installation_id} no longer has the App (uninstalled)"
+        if found.suspended:
+            return f"installation {installation_id} ({found.account}) is suspended"
+        if repo.casefold() not in {r.casefold() for r in found.repos}:
+            return f"{repo} was removed from installation {installation_id} ({found.account})"
+        return None
 
 
 class Installations:
@@ -41,12 +84,88 @@ class Installations:
         self.usage = Usage()  # every installation's spending, in one budget view
         self.by_owner: dict[str, GitHubApi] = {}
         self.by_installation: dict[int, GitHubApi] = {}
+        self.directory: Directory | None = None  # `installations = "all"`: as discovered
         self._lock = threading.Lock()
 
+    def discover(self) -> Directory:
+        """Every installation of the App (`GET /app/installations`) and, for each active one,
+        the repositories its own token reaches (`GET /installation/repositories`)."""
+        try:
+            listed = [
+                (int(i.id), str(i.account.login) if i.account else "", i.suspended_at is not None)
+                for i in self.integration.get_installations()
+            ]
+        except GithubException as exc:
+            raise GitHubError(f"the App's installations: GitHub answered {exc.status}") from exc
+        found: dict[int, Installed] = {}
+        for iid, account, suspended in listed:
+            if suspended:
+                found[iid] = Installed(iid, account, suspended=True)
+                continue
+            try:
+                repos = tuple(self.client(iid).installation_repositories())
+            except GitHubError as exc:  # refused since it was listed: suspended or removed
+                log.warning("installation %d (%s): its repositories: %s", iid, account, exc)
+                repos = ()
+            found[iid] = Installed(iid, account, repos=repos)
+        directory = Directory(found)
+        with self._lock:
+            self.directory = directory
+            self.by_owner.clear()  # routed by the directory from now on
+        return directory
+
+    def discover_one(self, iid: int, *, account: str, action: str) -> Directory:
+        """The directory with one installation read again (after its webhook): gone when
+        deleted, suspended when suspended, else its repositories asked of its token."""
+        with self._lock:
+            found = dict((self.directory or Directory()).installations)
+        if action == "deleted":
+            found.pop(iid, None)
+        elif action == "suspend":
+            found[iid] = Installed(iid, account, suspended=True)
+        else:
+            try:
+                found[iid] = Installed(
+                    iid, account, repos=tuple(self.client(iid).installation_repositories())
+                )
+            except GitHubError as exc:  # suspended or removed meanwhile: nothing to work
+                log.warning("installation %d (%s): its repositories: %s", iid, account, exc)
+                found.pop(iid, None)
+        directory = Directory(found)
+        with self._lock:
+            self.directory = directory
+            self.by_owner.clear()
+            if iid not in found or found[iid].suspended:
+                self.by_installation.pop(iid, None)  # its token is refused from now on
+        return directory
+
+    def client(self, installation_id: int) -> GitHubApi:
+        """The client of one installation (its own token, renewed before it expires)."""
+        with self._lock:
+            return self._client(installation_id)
+
+    def _client(self, iid: int) -> GitHubApi:
+        api = self.by_installation.get(iid)
+        if api is None:
+            api = self.connect(self.app_auth.get_installation_auth(iid))
+            if self.shared_usage:
+                api.usage = self.usage
+            self.by_installation[iid] = api
+            log.debug("GitHub App installation %d connected", iid)
+        return api
+
+    shared_usage = True  # False: each installation's client keeps its own budget view
+
     def installation_id(self, repo: str) -> int:
-        """The configured installation, or the one GitHub names for this repository."""
+        """The configured installation, the discovered one, or the one GitHub names."""
         if self.pinned:
             return self.pinned
+        directory = self.directory
+        if directory is not None:
+            found = directory.installation_of(repo)
+            if found is None:
+                raise NotFound(f"no installation of the GitHub App covers {repo}", status=404)
+            return found
         owner, name = repo.split("/", 1)
         try:
             return int(self.integration.get_repo_installation(owner, name).id)
@@ -63,13 +182,7 @@ class Installations:
         with self._lock:
             api = self.by_owner.get(owner)
             if api is None:
-                iid = self.installation_id(repo)
-                api = self.by_installation.get(iid)
-                if api is None:
-                    api = self.connect(self.app_auth.get_installation_auth(iid))
-                    api.usage = self.usage
-                    self.by_installation[iid] = api
-                    log.debug("GitHub App installation %d serves %s", iid, owner)
+                api = self._client(self.installation_id(repo))
                 self.by_owner[owner] = api
             return api
 
@@ -94,6 +207,11 @@ class BotGitHub(GitHubApi):
         self._own.usage = self.usage
         self._writes = 0
         self._lock = threading.Lock()
+
+    @property
+    def installations(self) -> Installations | None:
+        """The App's installations (None: a token's client)."""
+        return self._installations
 
     @property
     def writing(self) -> bool:

@@ -92,6 +92,7 @@ class Monitor:
         # several replicas: what this one holds, and why it is not ready (bot.service.replicas)
         self.leases: Callable[[], list[str]] | None = None
         self.lease_problem: Callable[[], str | None] = lambda: None
+        self.checks: list[Callable[[], str | None]] = []  # more reasons not to be ready (a queue)
         self.epoch: Callable[[], str] = lambda: ""  # the shared state's identity
         self.started_at = clock()
         self.last_finished: datetime | None = None
@@ -206,7 +207,7 @@ class Monitor:
                 reset_at=usage.reset_at,
                 state_problem=self.state_problem(),
             )
-            + [p for p in (self.lease_problem(),) if p is not None]
+            + [p for p in (self.lease_problem(), *(c() for c in self.checks)) if p is not None]
         )
 
     def notes(self) -> list[str]:
@@ -382,6 +383,9 @@ class HttpServer:
         self.begin_stop()
         if self._thread.is_alive():
             self._thread.join(timeout=SHUTDOWN_GRACE_S + 1.0)
+        if self._thread.is_alive():
+            log.warning("the HTTP server did not end within %g s: exiting without it",
+                        SHUTDOWN_GRACE_S + 1.0)  # fmt: skip
 
 
 def serve(

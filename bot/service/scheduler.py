@@ -20,6 +20,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from bot import app as wiring
 from bot.cycle import Summary
 from bot.github.client import Usage
+from bot.service.dispatch import run_dispatcher
 from bot.service.http import HttpServer, Monitor, serve
 from bot.service.limits import Limits
 from bot.service.replicas import Replicas
@@ -93,6 +94,10 @@ def run_service(
     if clients is None:
         log.info("stopped during start-up")
         return 0
+    if settings.queue.enabled:  # the work is the workers': this process feeds the queue
+        return run_dispatcher(settings, clients, stop, limits=server_limits(settings))
+    if settings.every_installation:
+        repos = wiring.discovered_repos(settings, clients)
     service = Service(settings, repos, clients, stop)
     try:
         service.start()
@@ -336,13 +341,16 @@ def _leased(repos: Sequence[RepoSettings], held: Sequence[str]) -> list[RepoSett
 
 
 def _finish_cycle(worker: threading.Thread | None, clients: wiring.Clients) -> None:
-    """Give the running cycle STOP_GRACE_S to end (longer while a write is in flight)."""
+    """Give the running cycle STOP_GRACE_S to end, counted from the stop or from the end of
+    the comment write in flight (so the cycle records what it wrote); WRITE_GRACE_S at most."""
     if worker is None:
         return
-    started = time.monotonic()
+    started = quiet = time.monotonic()
     while worker.is_alive():
-        waited = time.monotonic() - started
-        if waited >= WRITE_GRACE_S or (waited >= STOP_GRACE_S and not clients.github.writing):
+        now = time.monotonic()
+        if clients.github.writing:
+            quiet = now
+        if now - started >= WRITE_GRACE_S or now - quiet >= STOP_GRACE_S:
             log.warning("stopping without waiting for the cycle's reads to end")
             return
         worker.join(0.05)

@@ -56,6 +56,8 @@ RULE_EVENTS = frozenset({"branch_protection_rule", "repository_ruleset"})
 EVENTS = frozenset(
     {"pull_request", "check_run", "check_suite", "status", "merge_group", *RULE_EVENTS}
 )
+# an App's installations changed (many installations: the repositories are found again)
+INSTALLATION_EVENTS = frozenset({"installation", "installation_repositories"})
 PULL_ACTIONS = frozenset(
     {
         "opened",
@@ -334,9 +336,13 @@ class Receiver:
         on_first_mark: Callable[[], None],
         clock: Callable[[], datetime],
         on_rules_changed: Callable[[str], object] = lambda repo: None,
+        on_installation: Callable[[str, Any], str] | None = None,
     ) -> None:
         """`note_delivery(id, event, now)` is False for a repeat; `on_first_mark` schedules;
-        `on_rules_changed(repo)` drops what is known to be required there."""
+        `on_rules_changed(repo)` drops what is known to be required there;
+        `on_installation(event, payload)` (many installations) takes an installation event
+        and says the outcome."""
+        self.on_installation = on_installation
         self.secrets = tuple(secrets)
         self.repos = {name.lower(): name for name in repos}
         self.inbox = inbox
@@ -354,7 +360,8 @@ class Receiver:
         The event name comes from an unverified header: only known names are kept as such,
         so a sender cannot grow the metric's label set.
         """
-        name = event if event in EVENTS or event == "ping" else "other"
+        known = event in EVENTS or event in INSTALLATION_EVENTS or event == "ping"
+        name = event if known else "other"
         with self._lock:
             self.counts[(name, outcome)] += 1
         for observe in self.observers:
@@ -369,7 +376,8 @@ class Receiver:
             return self._answer(event, Answer(401, "bad-signature"))
         if event == "ping":
             return self._answer(event, Answer(200, "pong"))
-        if event not in EVENTS:
+        installation = event in INSTALLATION_EVENTS and self.on_installation is not None
+        if event not in EVENTS and not installation:
             return self._answer(event, Answer(202, "ignored-event"))
         delivery = headers.get("x-github-delivery", "")
         if not delivery:
@@ -388,6 +396,8 @@ class Receiver:
             return self._answer(event, Answer(503, "state-unusable"))
         if repeated:
             return self._answer(event, Answer(202, "repeated"))
+        if installation and self.on_installation is not None:
+            return self._answer(event, Answer(202, self.on_installation(event, payload)))
         try:
             reading = read_event(event, payload, repos=self.repos)
         except Exception as exc:  # a shape no rule foresaw is the sender's problem: 400

@@ -79,9 +79,14 @@ def browser() -> Iterator[Any]:
         driver.quit()
 
 
+# The page refreshes its data every 2 s here, replacing the rows, the summary, the counts and
+# the repository buttons: the test never holds an element across a step. What it reads, it
+# reads in one script (what the page says now); what it clicks, it finds at that moment.
+PAGE_GUARD_S = 60  # a hang guard for what the page is to say (a loaded machine is slow)
+
+
 def visible(driver: Any) -> list[str]:
     """The pull requests whose rows are shown, top to bottom."""
-    # One script, so a refresh that swaps the rows cannot leave a stale element mid-read.
     pulls: list[str] = driver.execute_script(
         "return Array.from(document.querySelectorAll('#rows tr'))"
         ".filter(function (r) { return r.offsetParent !== null; })"
@@ -90,15 +95,38 @@ def visible(driver: Any) -> list[str]:
     return pulls
 
 
+def says(driver: Any, selector: str, attribute: str | None = None) -> str | None:
+    """The text (or an attribute) of what `selector` names now; None when nothing does."""
+    value: str | None = driver.execute_script(
+        "var e = document.querySelector(arguments[0]), name = arguments[1];"
+        "return e === null ? null : name === null ? e.innerText : e.getAttribute(name);",
+        selector,
+        attribute,
+    )
+    return value
+
+
+def press(driver: Any, selector: str) -> None:
+    """Click what `selector` names; found again if a refresh replaced it before the click."""
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    for _ in range(5):  # a click on a replaced element is refused before it is made
+        try:
+            driver.find_element("css selector", selector).click()
+            return
+        except StaleElementReferenceException:
+            continue
+    raise AssertionError(f"{selector} was replaced under every click")
+
+
 def click(driver: Any, group: str, value: str) -> None:
-    selector = f'[data-filter="{group}"] button[data-value="{value}"]'
-    driver.find_element("css selector", selector).click()
+    press(driver, f'[data-filter="{group}"] button[data-value="{value}"]')
 
 
-def wait_for(check: Callable[[], bool], timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
+def wait_for(check: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + PAGE_GUARD_S
     while not check():
-        assert time.monotonic() < deadline, "timed out"
+        assert time.monotonic() < deadline, f"the page never showed {what}"
         time.sleep(0.1)
 
 
@@ -109,13 +137,13 @@ def test_filters_sorting_and_refresh_in_a_real_browser(
     assert browser.title == "CI triage · 4 open pull requests"
     everything = ["octo/omni#7", "octo/omni#7430", "octo/other#9", "octo/omni#8"]
     assert visible(browser) == everything  # failing, incomplete, pending, passing
-    summary = browser.find_element("id", "summary").text
+    summary = says(browser, "#summary") or ""
     assert "1\nfailing" in summary.replace(" failing", "\nfailing")
     assert "1 docs build cancelled, stale or unknown" in summary.replace("\n", " ")
 
     click(browser, "verdict", "failing")
     assert visible(browser) == ["octo/omni#7"]
-    assert browser.find_element("id", "shown").text == "1"
+    assert says(browser, "#shown") == "1"
     click(browser, "verdict", "passing")  # two verdicts: either one
     assert visible(browser) == ["octo/omni#7", "octo/omni#8"]
     click(browser, "verdict", "failing")
@@ -130,16 +158,16 @@ def test_filters_sorting_and_refresh_in_a_real_browser(
 
     click(browser, "repo", OTHER)
     assert visible(browser) == ["octo/other#9"]
-    assert "Other <b>repo</b> change" in browser.find_element("css selector", "#rows").text
+    assert "Other <b>repo</b> change" in (says(browser, "#rows") or "")
 
-    text = browser.find_element("id", "text-filter")
+    text = browser.find_element("id", "text-filter")  # the refresh leaves the filters' inputs
     click(browser, "repo", OTHER)
     text.send_keys("omni resolver")
     assert visible(browser) == ["octo/omni#7430"]
     text.clear()
     text.send_keys("DCO")  # #7's failing DCO, #9's DCO never reported (7430's passed: no)
     assert visible(browser) == ["octo/omni#7", "octo/other#9"]
-    assert "DCO" in browser.find_element("css selector", 'tr[data-pull="octo/omni#7"]').text
+    assert "DCO" in (says(browser, 'tr[data-pull="octo/omni#7"]') or "")
     text.clear()
     text.send_keys("docs/readthedocs")  # issue 28: the cancelled docs build is named
     assert visible(browser) == ["octo/omni#7430"]
@@ -154,22 +182,23 @@ def test_filters_sorting_and_refresh_in_a_real_browser(
 
     click(browser, "checks", "never-reported")  # a required check that never reported
     assert visible(browser) == ["octo/other#9"]
-    assert "never reported: DCO" in browser.find_element("css selector", "#rows").text
+    assert "never reported: DCO" in (says(browser, "#rows") or "")
     click(browser, "checks", "never-reported")
     assert visible(browser) == everything
 
-    browser.find_element("css selector", 'th[data-sort="pull"]').click()
+    press(browser, 'th[data-sort="pull"]')
     assert visible(browser) == ["octo/omni#7", "octo/omni#8", "octo/omni#7430", "octo/other#9"]
-    browser.find_element("css selector", 'th[data-sort="pull"]').click()
+    press(browser, 'th[data-sort="pull"]')
     assert visible(browser)[0] == "octo/other#9"
-    browser.find_element("css selector", 'th[data-sort="urgency"]').click()
+    press(browser, 'th[data-sort="urgency"]')
     assert visible(browser) == everything
 
     click(browser, "verdict", "failing")
-    wait_for(lambda: browser.execute_script("return document.body.dataset.refreshedAt") is not None)
-    assert visible(browser) == ["octo/omni#7"]  # the data was reloaded, the filter kept
-    pressed = browser.find_element("css selector", '[data-value="failing"]')
-    assert pressed.get_attribute("aria-pressed") == "true"
+    clicked = browser.execute_script("return document.body.dataset.refreshedAt || ''")
+    # the page says a refresh ended after the click: the data was reloaded, the filter kept
+    wait_for(lambda: (says(browser, "body", "data-refreshed-at") or "") > clicked, "a refresh")
+    assert visible(browser) == ["octo/omni#7"]
+    assert says(browser, '[data-value="failing"]', "aria-pressed") == "true"
 
     resources = browser.execute_script(
         "return performance.getEntriesByType('resource').map(function (e) { return e.name; })"

@@ -4,6 +4,7 @@ deliveries, floods, stops on every path, an unusable state, refused credentials.
 from __future__ import annotations
 
 import json
+import re
 import signal
 import socket
 import subprocess
@@ -26,6 +27,13 @@ from bot_sandbox.webhook_sender import sign
 
 SECRET = "s3cret-hostile"
 GRAPHQL = r"/graphql"
+# Hang guards, not speed claims: start-up and a first cycle take many times longer on a
+# loaded machine than on an idle one. What the tests assert is what the bot says it did.
+START_GUARD_S = 120
+ABANDONED = "stopping without waiting for the cycle's reads to end"
+HTTP_LEFT = "the HTTP server did not end within"
+UVICORN_GAVE_UP = "timeout graceful shutdown exceeded"  # uvicorn's own line at its grace
+REFRESH_GAP_S = 2.0  # the README: "Refreshes start at least 2 s apart whatever debounce_seconds is"
 
 
 def free_port() -> int:
@@ -73,7 +81,7 @@ class Run:
             [sys.executable, "-m", "bot", "run", "--config", str(config)],
             env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
-        wait_for(ready or self.live, 60, "the service")
+        wait_for(ready or self.live, START_GUARD_S, "the service")
 
     def live(self) -> bool:
         assert self.proc is not None
@@ -313,11 +321,12 @@ def test_a_flood_with_no_debounce_is_read_in_few_refreshes(run: Run) -> None:
     config.write_text(config.read_text().replace("debounce_seconds = 1", "debounce_seconds = 0"))
     run.start(config)
     numbers = [*range(1, 21), 7430]
-    wait_for(lambda: all(bot_comments(run.world, n) for n in numbers), 60, "the first cycle")
+    wait_for(lambda: all(bot_comments(run.world, n) for n in numbers), START_GUARD_S,
+             "the first cycle")  # fmt: skip
     time.sleep(1)
     run.sandbox.clear_requests()
-    started = time.monotonic()
-    for index in range(60):  # 60 deliveries in about 3 s, three for each pull request
+    first, started = time.time(), time.monotonic()  # time.time: the sandbox's Recorded.at
+    for index in range(60):  # 60 deliveries in about 3 s (idle), three for each pull request
         number = index % 20 + 1
         action = ("synchronize", "labeled", "unlabeled")[index // 20]
         pull = {"number": number, "head": {"sha": f"{number:040x}"}}
@@ -325,52 +334,87 @@ def test_a_flood_with_no_debounce_is_read_in_few_refreshes(run: Run) -> None:
                    "pull_request": pull}  # fmt: skip
         assert run.post("pull_request", payload).status_code == 202
         time.sleep(max(0.0, started + index * 0.05 - time.monotonic()))
-    time.sleep(4)
-    queries = [r for r in run.sandbox.requests if r.graphql_operation is not None]
-    assert len(queries) <= 8, f"{len(queries)} GraphQL queries for 60 deliveries"
+    last = time.time()  # every mark is in the inbox: a refresh from now on takes them all
+
+    def queries() -> list[float]:
+        return [r.at for r in run.sandbox.requests if r.graphql_operation is not None]
+
+    wait_for(lambda: any(at > last for at in queries()), START_GUARD_S, "the last refresh")
+    time.sleep(REFRESH_GAP_S + 1)  # room for a refresh that should not come
+    _, err = run.stop()
+    refreshes = re.findall(r"webhook refresh: (\d+) pull requests seen.*GitHub requests (\d+)", err)
+    # Each refresh takes every mark so far and reads its pull requests in one query; refreshes
+    # start REFRESH_GAP_S apart, so however long this machine took to deliver the 60 (3 s
+    # idle: at most 3 refreshes; 15 s at load 8: at most 9), they fit in that span and a gap.
+    assert all(requests == "1" for _, requests in refreshes), refreshes
+    assert len(queries()) == len(refreshes)
+    assert sum(int(seen) for seen, _ in refreshes) >= 20  # every marked pull request was read
+    span = last - first
+    assert len(refreshes) <= 2 + span / REFRESH_GAP_S, f"{len(refreshes)} in {span:.1f} s"
 
 
-# -- 6. SIGTERM within 5 s on every path ------------------------------------------------------
+# -- 6. SIGTERM on every path: what the bot waited for (the seconds: benchmarks/stop.py) ------
 
 
-def test_sigterm_with_half_sent_requests_open_exits_within_5_s(run: Run) -> None:
+def stopped_cleanly(run: Run, err: str) -> None:
+    """Exit 0, through the service's own shutdown, the HTTP server's wait within its grace."""
+    assert run.proc is not None and run.proc.returncode == 0, err
+    assert re.search(r" info stopped$", err, re.MULTILINE), err[-2000:]
+    assert HTTP_LEFT not in err and UVICORN_GAVE_UP not in err, err[-2000:]
+
+
+def sigterm_with_half_sent_requests_open(run: Run) -> tuple[float, str]:
+    """40 connections half-sent (20 mid-body): SIGTERM once the server holds them all."""
     run.start(run.configure(), ready=run.first_comment)
     held = half_open(run.port, 20, body=True) + half_open(run.port, 20)
-    try:
-        time.sleep(0.5)
-        took, err = run.stop()
+    try:  # answered after the 40 were accepted and read: the server holds them all now
+        assert httpx.get(run.base + "/livez", timeout=10).status_code == 200
+        return run.stop()
     finally:
         for sock in held:
             sock.close()
-    assert run.proc is not None and run.proc.returncode == 0, err
-    assert took < 5.0, f"{took:.1f} s"
 
 
-def test_sigterm_while_a_webhook_refresh_waits_on_github_exits_within_5_s(run: Run) -> None:
+def test_sigterm_with_half_sent_requests_open_waits_for_none_of_them(run: Run) -> None:
+    _, err = sigterm_with_half_sent_requests_open(run)
+    stopped_cleanly(run, err)
+
+
+def sigterm_while_a_webhook_refresh_waits_on_github(run: Run) -> tuple[float, str]:
+    """A delivery's refresh meets a 25 s GraphQL answer: SIGTERM while it is held back."""
     run.start(run.configure(), ready=run.first_comment)
     run.sandbox.fail("POST", GRAPHQL, 200, times=-1, apply=True, delay_s=25)
     run.sandbox.clear_requests()
-    payload = CHECK_RUN
-    assert run.post("check_run", payload).status_code == 202
-    wait_for(lambda: bool(run.sandbox.requests), 10, "the refresh's read")
-    time.sleep(0.5)
-    took, err = run.stop()
-    assert took < 5.0, f"{took:.1f} s"
+    assert run.post("check_run", CHECK_RUN).status_code == 202
+    wait_for(lambda: bool(run.sandbox.requests), START_GUARD_S, "the refresh's read")
+    return run.stop()  # the sandbox records a request as it arrives: the answer is held now
+
+
+def test_sigterm_while_a_webhook_refresh_waits_on_github_leaves_the_read(run: Run) -> None:
+    _, err = sigterm_while_a_webhook_refresh_waits_on_github(run)
+    stopped_cleanly(run, err)
+    assert ABANDONED in err  # left after the grace, as a cycle's read is
     after = err.split('"stopped"')[-1] if '"stopped"' in err else err.rsplit("stopped", 1)[-1]
     assert "refresh failed" not in err and "closed database" not in after
 
 
-def test_sigterm_during_start_up_exits_within_5_s_and_never_serves(run: Run) -> None:
+def sigterm_during_start_up(run: Run) -> tuple[float, str]:
+    """Start-up's read of the token's login takes 25 s: SIGTERM while it is held back."""
     run.sandbox.fail("GET", r"/user$", 200, times=-1, apply=True, delay_s=25)
     config = run.configure()
     run.proc = subprocess.Popen(
         [sys.executable, "-m", "bot", "run", "--config", str(config)],
         env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    wait_for(lambda: any(r.path == "/user" for r in run.sandbox.requests), 20, "start-up's read")
-    took, err = run.stop()
-    assert run.proc.returncode == 0, err
-    assert took < 5.0, f"{took:.1f} s"
+    wait_for(lambda: any(r.path == "/user" for r in run.sandbox.requests), START_GUARD_S,
+             "start-up's read")  # fmt: skip
+    return run.stop()
+
+
+def test_sigterm_during_start_up_leaves_the_read_and_never_serves(run: Run) -> None:
+    _, err = sigterm_during_start_up(run)
+    assert run.proc is not None and run.proc.returncode == 0, err
+    assert "stopped during start-up" in err  # the login's read was not waited for
     with pytest.raises(httpx.ConnectError):
         httpx.get(run.base + "/livez", timeout=2)
     assert "service started" not in err

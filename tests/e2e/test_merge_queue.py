@@ -310,3 +310,19 @@ def test_without_a_state_a_second_run_writes_nothing(
     assert [r for r in env.sandbox.requests if r.method in ("POST", "PATCH", "DELETE")
             and "/comments" in r.path] == []  # fmt: skip
     assert bot_comments(env.world, 1)[0]["body"] == first
+
+
+def test_report_live_reads_the_merge_groups_in_one_query(
+    queued_world: World, env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for number in (1, 2, 3):
+        green_pull(env, number)
+    queue(env, 1)
+    queue(env, 2, checks=("tests", "DCO"))
+    args = ["report", "--config", str(env.config), "--live", "--format", "json"]
+    assert main([*args, "--stuck-in-merge-queue"]) == 0
+    pulls = json.loads(capsys.readouterr().out)["pulls"]
+    assert [(p["number"], p["merge_queue_stuck"]) for p in pulls] == [(1, ["DCO", RTD]),
+                                                                       (2, [RTD])]  # fmt: skip
+    assert len(commit_queries(env)) == 1
+    assert bot_comments(env.world, 1) == []  # --live writes nothing

@@ -129,13 +129,32 @@ def own(world: World, repo: str, number: int) -> list[dict[str, Any]]:
     ]
 
 
-def wait_for(predicate: Any, timeout: float, what: str) -> float:
+def wait_for(predicate: Any, timeout: float, what: str, *, why: Any = None) -> float:
+    """Seconds until `predicate()`; past `timeout`, fail saying `what` and `why()`."""
     started = time.monotonic()
     while not predicate():
         if time.monotonic() - started > timeout:
-            raise AssertionError(f"not within {timeout:.0f} s: {what}")
+            detail = f"\n{why()}" if why is not None else ""
+            raise AssertionError(f"not within {timeout:.0f} s: {what}{detail}")
         time.sleep(0.1)
     return time.monotonic() - started
+
+
+def report(world: World, replicas: list[Replica], check: str) -> str:
+    """What a miss needs to be understood: the comments not current, what each replica did."""
+    lines = []
+    for repo in REPOS:
+        for number in PULLS:
+            comments = own(world, repo, number)
+            if len(comments) != 1 or (number == 1 and f"`{check}`" not in comments[0]["body"]):
+                lines.append(f"{repo}#{number}: {len(comments)} comments, not naming {check}")
+    told = re.compile(r"lease|refresh|cycle:|held|problem|stopp|Traceback")
+    for replica in replicas:
+        state = "exited" if replica.proc.poll() is not None else "running or paused"
+        log = Path(replica.log.name).read_text(encoding="utf-8").splitlines()
+        lines.append(f"-- {replica.log.name} (pid {replica.proc.pid}, {state}):")
+        lines.extend([line for line in log if told.search(line)][-15:])
+    return "\n".join(lines)
 
 
 def current(world: World, check: str) -> bool:
@@ -203,14 +222,16 @@ def test_kill_9_at_random_points_and_a_pause_past_the_lease(
             newcomer = Replica(tmp_path / f"replica{len(replicas)}", sandbox, postgres_url)
             replicas.append(newcomer)
             live.append(newcomer)
-            took.append(wait_for(lambda c=check: current(world, c), bound, f"{check} shown"))
+            took.append(wait_for(lambda c=check: current(world, c), bound, f"{check} shown",
+                                 why=lambda c=check: report(world, replicas, c)))  # fmt: skip
             assert_no_duplicate_and_no_older_stamp(world, sandbox)
         paused = rng.choice(live)
         sender.url = next(r for r in live if r is not paused).webhook
         os.kill(paused.proc.pid, signal.SIGSTOP)
         time.sleep(LEASE_S + 1)  # past its lease: the others take its repositories over
         red(world, "chaos-paused")
-        took.append(wait_for(lambda: current(world, "chaos-paused"), bound, "shown, one paused"))
+        took.append(wait_for(lambda: current(world, "chaos-paused"), bound, "shown, one paused",
+                             why=lambda: report(world, replicas, "chaos-paused")))  # fmt: skip
         os.kill(paused.proc.pid, signal.SIGCONT)
         time.sleep(LEASE_S)  # it resumes with stale plans: its writes must be refused
         assert current(world, "chaos-paused")
@@ -251,9 +272,12 @@ def test_readyz_names_the_leases_and_a_webhook_to_either_replica_is_refreshed_by
     try:
         started = time.monotonic()
         red(world, "hooked")
-        # debounce_seconds (0) + 1 s and the writes' pacing when idle; a bound that is no
-        # polling cycle's under load (speed is the benchmark's, not a test's)
-        took = wait_for(lambda: current(world, "hooked"), INTERVAL_S / 2, "refreshed by holders")
+        # debounce_seconds (0) + 1 s and the writes' pacing when idle (3.9 s at load 20); the
+        # bound is no scheduled polling cycle's. Still wall-clock: the holders' 'webhook
+        # refresh:' lines once summed fewer than the three edits (a cycle after the lease
+        # change above may have made one; not verified), so they cannot stand in for it.
+        took = wait_for(lambda: current(world, "hooked"), INTERVAL_S / 2, "refreshed by holders",
+                        why=lambda: report(world, replicas, "hooked"))  # fmt: skip
     finally:
         sender.close()
     print(f"webhook to one replica: every holder's comment current after {took:.1f} s")

@@ -27,6 +27,7 @@ LAZY_ALLOWED: dict[tuple[str, str], str] = {
     ("bot/cli.py", "bot.app"): "PyGithub and httpx (the clients), only for commands that read",
     ("bot/cli.py", "bot.render.comment"): "jinja2, only for commands that render a comment",
     ("bot/cli.py", "bot.service.scheduler"): "APScheduler, Starlette, uvicorn, only for `run`",
+    ("bot/cli.py", "bot.service.worker"): "Procrastinate and PyGithub, only for `worker`",
     ("bot/cli.py", "bot.preflight"): "PyGithub and httpx, only for `check-config` online",
     ("bot/cli.py", "bot.demo"): "the loopback fake (Starlette, graphql-core), only for `demo`",
     ("bot/cli.py", "bot.triage.formats"): "jinja2 (the page), only when `report` formats",

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+import re
 import threading
-import time
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
@@ -11,9 +12,10 @@ import pytest
 
 from bot.github.client import rate_limit_wait
 from bot.guard import ForeignHost, Page, Pages, PaginationLoop, last_page, link_url
-from bot.retry import Retryable, RetryPolicy, Stopped, retry_after_s, run_with_retries
+from bot.retry import Retryable, RetryPolicy, Stopped, pause, retry_after_s, run_with_retries
 
 NOW = datetime(2026, 11, 30, 20, 0, 0, tzinfo=UTC)
+STOPPED_INTO = re.compile(r"stopped (\d+\.\d) s into a (\d+\.\d) s wait")  # retry.pause's line
 FAST = RetryPolicy(attempts=3, backoff_s=0.01, jitter_s=0.01)
 
 
@@ -79,17 +81,33 @@ def test_backoff_is_exponential_with_jitter_and_a_server_wait_is_honoured() -> N
     assert len(set(many)) > 1, "no jitter"
 
 
-def test_a_wait_ends_within_a_second_of_a_stop_request() -> None:
+def test_a_stop_ends_a_wait_and_the_log_says_how_far_into_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     stop = threading.Event()
 
     def throttled() -> None:
         raise Retryable(RuntimeError("429"), wait_s=30.0)
 
     threading.Timer(0.3, stop.set).start()
-    started = time.monotonic()
-    with pytest.raises(Stopped):
+    with caplog.at_level(logging.DEBUG, logger="bot.retry"), pytest.raises(Stopped):
         run_with_retries(throttled, policy=RetryPolicy(attempts=3), stop=stop)
-    assert time.monotonic() - started < 1.3
+    begun = [m for m in caplog.messages if m.startswith("waiting ")]
+    ended = [STOPPED_INTO.fullmatch(m) for m in caplog.messages]
+    cut = [(float(m[1]), float(m[2])) for m in ended if m]
+    assert len(begun) == 1 and len(cut) == 1  # one wait, and the stop ended it (no retry after)
+    waited, asked = cut[0]
+    assert asked >= 30.0 and waited < asked  # the bot's own clock: cut short, not waited out
+
+
+def test_a_stop_already_requested_ends_a_wait_before_it_begins(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    stop = threading.Event()
+    stop.set()
+    with caplog.at_level(logging.INFO, logger="bot.retry"), pytest.raises(Stopped):
+        pause(30.0, stop)
+    assert caplog.messages == ["stopped 0.0 s into a 30.0 s wait"]
 
 
 def test_pages_refuse_a_repeated_cursor_and_more_pages_than_the_total_implies() -> None:
