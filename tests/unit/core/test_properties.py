@@ -759,7 +759,12 @@ PLAIN_NAMES = st.sampled_from(["build", "test", "lint", "docs", "DCO", "e2e (3.1
 
 # apps in plain words: what tells two same-named runs apart is then a plain code span too
 PLAIN_RUNS = check_runs(PLAIN_NAMES).map(
-    lambda f: {**f, "app": f["app"] if f["app"] in (None, "github-actions", "dco") else "other"}
+    lambda f: {
+        **f,
+        "app": f["app"] if f["app"] in (None, "github-actions", "dco") else "other",
+        "summary": None,  # no app's own words quoted beside the names (they may be code)
+        "description": None,
+    }
 )
 
 
