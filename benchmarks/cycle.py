@@ -4,6 +4,8 @@
     python benchmarks/cycle.py --prs 50 --checks 10 --latency-ms 0      # the CI size
     python benchmarks/cycle.py --prs 2000 --checks 60 --skip-naive --failing-fraction 0.05
                                         # 5 % of heads failing (default: most heads fail)
+    python benchmarks/cycle.py ... --no-history   # the same without a failure's history
+                                        # (issue 27: its warm cycle within +5 points)
 
 It starts the sandbox in its own process (`python -m bot_sandbox serve --scenario scale`,
 every answer delayed by --latency-ms), writes a temporary TOML configuration pointing the
@@ -227,6 +229,9 @@ def bot_commit() -> str | None:
     return last.stdout.strip() + ("+dirty" if diff.returncode != 0 else "")
 
 
+POLICY: dict[str, str] = {}  # [policy] keys every configuration written carries (--no-history)
+
+
 def write_config(info: dict[str, Any], folder: Path, *, stateless: bool = False) -> Path:
     """A TOML configuration pointing the bot at the sandbox, its state in `folder` (none at
     all with `stateless`)."""
@@ -240,7 +245,9 @@ def write_config(info: dict[str, Any], folder: Path, *, stateless: bool = False)
         f"[azure_pipelines]\napi_url = {q(info['azure_url'])}\n\n"
         f"[state]\npath = {q(state)}\n\n"
         '[log]\nformat = "text"\nlevel = "INFO"\n\n'
-        f"[[repos]]\nname = {q(info['repo'])}\n"
+        "[policy]\n"
+        + "".join(f"{k} = {v}\n" for k, v in POLICY.items())
+        + f"\n[[repos]]\nname = {q(info['repo'])}\n"
     )
     path = folder / ("bot-stateless.toml" if stateless else "bot.toml")
     path.write_text(text, encoding="utf-8")
@@ -413,6 +420,7 @@ def settle(sandbox: SandboxProcess, config: Path, state: Path) -> int:
     passed. Nothing of this is measured.
     """
     from bot.app import build_clients, make_cycle, now_utc
+    from bot.core.history import FailingIndex
     from bot.core.model import PullSnapshot
     from bot.cycle import sha256
     from bot.settings import load_settings
@@ -425,6 +433,10 @@ def settle(sandbox: SandboxProcess, config: Path, state: Path) -> int:
         cycle = make_cycle(settings, clients, store, dry_run=False)
         read = clients.github.open_pulls(repo.name, now=now_utc(), required=store)
         snapshots = [s for s in read if isinstance(s, PullSnapshot)]
+        index = FailingIndex()  # as a pass has it: every open head (a failure's `elsewhere`)
+        for snapshot in snapshots:
+            index.add(snapshot)
+        cycle.reports.index[repo.name] = index
         plans = [
             cycle.rendered(p) for s in snapshots if (p := cycle.plan(s, repo)).action != "leave"
         ]
@@ -714,6 +726,12 @@ def feature_rows(got: dict[str, dict[str, Any]], runs: list[str]) -> list[tuple[
          [count(n, "CommitContexts", "graphql_by_query") for n in runs]),
         ("annotations (issue 16): CheckRunAnnotations (GraphQL)",
          [count(n, "CheckRunAnnotations", "graphql_by_query") for n in runs]),
+        ("history (issue 27): CheckAttempts (GraphQL)",
+         [count(n, "CheckAttempts", "graphql_by_query") for n in runs]),
+        ("  history: BranchHistory (GraphQL)",
+         [count(n, "BranchHistory", "graphql_by_query") for n in runs]),
+        ("  history: statuses (REST)",
+         [count(n, "GET statuses.list", "requests_by_kind") for n in runs]),
     ]  # fmt: skip
 
 
@@ -827,6 +845,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )  # fmt: skip
     parser.add_argument("--skip-naive", action="store_true", help="do not run the naive poller")
     parser.add_argument(
+        "--no-history", action="store_true",
+        help="run the bot with `[policy] history = false` (issue 27: compare the points)",
+    )  # fmt: skip
+    parser.add_argument(
         "--keep-rate-limit",
         action="store_true",
         help="run the naive poller within what is left of the sandbox's 5,000/h REST limit "
@@ -890,6 +912,8 @@ def run_all(args: argparse.Namespace, folder: Path) -> dict[str, dict[str, Any] 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point."""
     args = parse_args(argv)
+    if args.no_history:  # every configuration written says so
+        POLICY["history"] = "false"
     commit = bot_commit()
     print(f"bot: {sys.executable} -m bot, code of commit {commit}", flush=True)
     with tempfile.TemporaryDirectory(prefix="ci-status-bot-bench-") as tmp:
@@ -907,6 +931,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("\n".join(service_report(results)))
     line: dict[str, Any] = {"prs": args.prs, "checks": args.checks, "latency_ms": args.latency_ms}
     line["failing_fraction"] = args.failing_fraction
+    line["history"] = not args.no_history
     line["codecov_fraction"] = args.codecov_fraction
     line["bot_commit"] = commit
     line.update(results)

@@ -26,7 +26,7 @@ from bot.settings import (
 from bot.state.lock import StateBusy
 from bot.state.ports import StoreError, TriageRows
 from bot.state.readonly import ReadOnlyState
-from bot.triage import rows
+from bot.triage import bycheck, rows
 from bot.triage.keeper import stored_entries
 
 if TYPE_CHECKING:
@@ -259,8 +259,6 @@ def cmd_demo(_: Settings | None, args: argparse.Namespace) -> int:
 def cmd_report(settings: Settings, args: argparse.Namespace, sleep: Sleep | None) -> int:
     """The triage view from the state (no GitHub request); --live reads GitHub first, read-only."""
     filters = _report_filters(settings, args)
-    if args.by == "check" and args.format == "html":
-        raise UsageError("report: --by check writes a table, markdown or json, not html")
     try:
         live = args.live
         entries = _live_entries(settings, args.repo, sleep) if live else _stored_entries(settings)
@@ -334,14 +332,11 @@ def _triage_text(
     import bot.triage.formats as formats
 
     now = datetime.now(UTC)
+    if by == "check" and fmt != "html":  # the page groups by check in the browser
+        grouped = {"json": bycheck.checks_json, "markdown": bycheck.checks_markdown}
+        text = grouped.get(fmt, bycheck.checks_table)(view, now=now)
+        return text if text.endswith("\n") else text + "\n"
     width = shutil.get_terminal_size((formats.NARROW, 24)).columns if tty else formats.NARROW
-    if by == "check":
-        groups = rows.by_check(view)
-        if fmt == "json":
-            return formats.checks_json(groups, now=now) + "\n"
-        if fmt == "markdown":
-            return formats.checks_markdown(groups, now=now)
-        return formats.checks_table(groups, now=now, width=10**6 if wide else width)
     if fmt == "json":
         return formats.triage_json(view, now=now) + "\n"
     if fmt == "markdown":
@@ -396,11 +391,9 @@ def _parser() -> argparse.ArgumentParser:
         "--wide", action="store_true", help="the full table: every column, nothing cut"
     )
     report.add_argument(
-        "--by",
-        choices=("pull", "check"),
-        default="pull",
-        help="a row per pull request (default) or per failing check",
-    )
+        "--by", choices=("pull", "check"), default="pull",
+        help="one line per pull request, or per failing check with the pull requests it fails",
+    )  # fmt: skip
     return parser
 
 

@@ -18,6 +18,14 @@ from bot.core.annotations import needs_annotations, with_annotations
 from bot.core.base import MergeBase, judged, needs_base, with_base
 from bot.core.evidence import Evidence
 from bot.core.facts import core_key, facts_key
+from bot.core.history import (
+    BranchHistory,
+    FailingIndex,
+    HistoryInputs,
+    elsewhere_of,
+    needs_history,
+    with_history,
+)
 from bot.core.merge_queue import QueueRead, judge_queue
 from bot.core.model import FAILING_STATES, Policy, PullSnapshot, Report, Signal, Verdict
 from bot.core.reconcile import github_state, reconcile_until
@@ -26,6 +34,7 @@ from bot.core.required import HEAD_SEEN_KEY, expected_signals
 from bot.github.annotations import AnnotationReader, Found, failing_runs
 from bot.github.bases import BaseReader
 from bot.github.client import Comment, GitHubApi, GitHubError, RateLimited
+from bot.github.history import AttemptReader, Attempts, BranchReader
 from bot.github.merge_groups import MergeGroupReader
 from bot.github.ownership import (
     foreign_marked,
@@ -108,6 +117,7 @@ class Built:
     keys: tuple[str, ...] = ()  # needs_first_seen of the snapshot
     failing: bool = False  # a signal of the snapshot fails (its merge base is read)
     queue: QueueRead | None = None  # its merge-group commit's read of this pass (if queued)
+    history: HistoryInputs | None = None  # what its failing rows' history was made of
 
     def same_signals(self, snapshot: PullSnapshot, expected: Sequence[str]) -> bool:
         """Whether `snapshot` holds the very signals (and required set) this was built from:
@@ -146,6 +156,9 @@ class Reports:
         self._built: dict[tuple[str, int], Built] = {}
         # each head's failing check runs, with the signals they were found in
         self._runs: dict[tuple[str, int], tuple[tuple[Signal, ...], list[Signal]]] = {}
+        # each repository's failing checks by pull request, as its last complete listing had
+        # them (a failure's `elsewhere`: no request of its own)
+        self.index: dict[str, FailingIndex] = {}
 
     def failing_runs(self, snapshot: PullSnapshot) -> list[Signal]:
         """The head's failing check runs (bot.github.annotations), found again only when its
@@ -439,6 +452,13 @@ class Cycle:
         self._annotation_reader = AnnotationReader(
             github, store, clock=lambda: self.clock(), runs_of=self.reports.failing_runs
         )
+        # A failure's history (issue 27): failing heads' earlier attempts and base branches'
+        # last commits read this pass, and each repository's index as its listing goes.
+        self._attempts: dict[tuple[str, str], Attempts] = {}
+        self._branches: dict[tuple[str, str], BranchHistory | None] = {}
+        self._building: dict[str, FailingIndex] = {}
+        self._attempt_reader = AttemptReader(github, store, clock=lambda: self.clock())
+        self._branch_reader = BranchReader(github, store, clock=lambda: self.clock())
         # The lease generation a write to a repository's comments carries (0: no lease).
         self.generation = generation
         # Several replicas: the generation this replica may write under now, read from the
@@ -464,6 +484,7 @@ class Cycle:
         self._later, self._foreign = {}, {}
         self._waiting, self._groups = [], {}
         self._records, self._left_stored = {}, {}
+        self._attempts, self._branches, self._building = {}, {}, {}
         gh_before, points_before = self.github.usage.total, self.github.usage.graphql_points
         sources_before = self._source_requests()
         with gc_paused():
@@ -547,6 +568,8 @@ class Cycle:
                 yield from self._plan_chunk(chunk, repo, summary)
                 chunk = []
         yield from self._plan_chunk(chunk, repo, summary)
+        if repo.name in self._building:  # listed whole: the index of its failing checks is too
+            self.reports.index[repo.name] = self._building.pop(repo.name)
         yield from self._plan_waiting(repo, summary)
         prefix = f"{repo.name}#"  # the pull requests kept: planned, or failed this time
         labels = [label for group in (summary.verdicts, summary.failed) for label in group]
@@ -573,6 +596,12 @@ class Cycle:
         self.read_bases(repo.name, failing)
         self.read_annotations(repo.name, failing, ask=False)
         unread = [s for s in failing if (repo.name, s.head_sha) not in self._annotations]
+        if self.policy.history:  # every open head is counted; the failing wait for them all
+            index = self._building.setdefault(repo.name, FailingIndex())
+            for snapshot in chunk:
+                if isinstance(snapshot, PullSnapshot):
+                    index.add(snapshot)
+            unread = list(failing)
         # queued ones wait too: the repository's merge groups are read in one query at its end
         unread += [s for s in queued(chunk, self.policy) if all(s is not u for u in unread)]
         self._waiting.extend(unread)
@@ -584,7 +613,9 @@ class Cycle:
         repository's asked in one batch (100 runs a query), not one query per 50 pulls."""
         waiting, self._waiting = self._waiting, []
         self.read_groups(repo.name, waiting)
-        self.read_annotations(repo.name, [s for s in waiting if self._failing(repo, s)])
+        failing = [s for s in waiting if self._failing(repo, s)]
+        self.read_annotations(repo.name, failing)
+        self.read_history(repo.name, failing)
         yield from self._plan_each(waiting, repo, summary)
 
     def _plan_each(
@@ -682,6 +713,32 @@ class Cycle:
         for head, found in self._annotation_reader.read(repo, wanted, ask=ask).items():
             self._annotations[(repo, head)] = found
 
+    def read_history(self, repo: str, snapshots: Sequence[PullSnapshot]) -> None:
+        """Each failing head's earlier attempts and its base branch's last commits, batched
+        (bot.github.history); nothing with `[policy] history` off."""
+        if not self.policy.history:
+            return
+        wanted = [s for s in snapshots if (repo, s.head_sha) not in self._attempts]
+        for head, found in self._attempt_reader.read(repo, wanted).items():
+            self._attempts[(repo, head)] = found
+        branches = {s.base for s in snapshots if s.base and (repo, s.base) not in self._branches}
+        read = self._branch_reader.read(repo, branches) if branches else {}
+        for branch in branches:
+            self._branches[(repo, branch)] = read.get(branch)
+
+    def _history_inputs(self, repo: str, snapshot: PullSnapshot) -> HistoryInputs:
+        """What the head's failing rows' history is made of this pass (read where not yet)."""
+        if (repo, snapshot.head_sha) not in self._attempts or (
+            snapshot.base and (repo, snapshot.base) not in self._branches
+        ):
+            self.read_history(repo, [snapshot])
+        index = self.reports.index.get(repo)
+        return HistoryInputs(
+            attempts=self._attempts.get((repo, snapshot.head_sha), {}),
+            elsewhere={} if index is None else elsewhere_of(index, snapshot),
+            branch=self._branches.get((repo, snapshot.base)) if snapshot.base else None,
+        )
+
     def _plan_one(
         self, snapshot: PullSnapshot | PullFailure, repo: RepoSettings, summary: Summary
     ) -> Plan | None:
@@ -772,6 +829,11 @@ class Cycle:
         known = self._facts(repo.name, snapshot.number)
         merge = self._bases.get((repo.name, snapshot.head_sha))
         said = self._annotations.get((repo.name, snapshot.head_sha))
+        history = (
+            self._history_inputs(repo.name, snapshot)
+            if self.policy.history and self._failing(repo, snapshot)
+            else None
+        )
         group = self._groups.get((repo.name, snapshot.number))
         if (
             stamp is None
@@ -779,6 +841,7 @@ class Cycle:
             and known == (last.key, last.report.observed_at)
             and last.merge == merge
             and last.annotations == said
+            and last.history == history
             and last.queue == group
             and last.expected == tuple(repo.expected)
             and last.serves(snapshot, docs, first_seen, self.core_policy, now)
@@ -802,13 +865,16 @@ class Cycle:
                 self.read_annotations(repo.name, [snapshot])
             said = self._annotations[(repo.name, snapshot.head_sha)]
             report = with_annotations(report, said)
+        if self.policy.history and any(needs_history(row) for row in report.rows):
+            history = history or self._history_inputs(repo.name, snapshot)
+            report = with_history(report, history)  # states, verdict and headline as they were
         if snapshot.queue is not None:
             report, group = self._with_queue(report, snapshot, repo)
         key = facts_key(report)
         failing = last.failing if last is not None and same else has_failing(snapshot)
         built = Built(
             snapshot, docs, first_seen, policy, tuple(repo.expected), merge, now, until, report,
-            key, said, tuple(keys), failing, group,
+            key, said, tuple(keys), failing, group, history,
         )  # fmt: skip
         if known is not None and known[0] == key:
             report = replace(report, observed_at=known[1])
@@ -1287,6 +1353,7 @@ class Cycle:
         for name, snapshots in failing.items():
             self.read_bases(name, snapshots)
             self.read_annotations(name, snapshots)
+            self.read_history(name, snapshots)
         by_repo: dict[str, list[PullSnapshot]] = {}  # each repository's merge groups: one query
         for snapshot, repo in pulls:
             if isinstance(snapshot, PullSnapshot) and snapshot.queue is not None:

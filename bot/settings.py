@@ -260,6 +260,7 @@ class PolicySettings(_Section):
     max_writes_per_minute: int = Field(default=80, ge=1, le=80)
     max_writes_per_hour: int = Field(default=500, ge=1, le=500)
     min_seconds_between_writes: float = Field(default=1.0, ge=1.0, le=60, allow_inf_nan=False)
+    history: bool = True  # failing rows state their history (docs/history.md)
 
     @field_validator("skip_labels", "skip_authors")
     @classmethod

@@ -56,6 +56,7 @@ from bot_sandbox.world import (
     RepoRec,
     RulesetRec,
     StatusRec,
+    SuiteRec,
     World,
     app_info,
     iso,
@@ -538,7 +539,13 @@ class Objects:
             "prefix": "refs/heads/",
             "refUpdateRule": rule,
             "rules": rules,
+            "target": self._tip(rec, branch),
         }
+
+    def _tip(self, rec: RepoRec, branch: str) -> JSON | None:
+        """The branch's newest commit, where a test pushed one."""
+        commits = rec.branch_commits.get(branch)
+        return self.commit(rec, commits[0]) if commits else None
 
     @staticmethod
     def _rule(ruleset: RulesetRec, kind: str) -> JSON:
@@ -687,7 +694,57 @@ class Objects:
             "authoredDate": iso(commit.date),
             "url": f"{WEB}/{rec.full_name}/commit/{sha}",
             "statusCheckRollup": lambda info: self.rollup(rec, sha),
+            "checkSuites": lambda info, **args: self.check_suites(rec, sha, args),
+            "history": lambda info, **args: self.history(rec, sha, args),
         }
+
+    def check_suites(self, rec: RepoRec, sha: str, args: dict[str, Any]) -> JSON:
+        """Commit.checkSuites(filterBy: {appId, checkName}): the commit's suites, oldest first;
+        checkName keeps the suites holding a run of that name."""
+        given = args.get("filterBy") or {}
+        app_id, check = given.get("appId"), given.get("checkName")
+
+        def holds(suite: SuiteRec) -> bool:
+            runs = self.world.suite_check_runs(rec.full_name, suite.id, latest=False)
+            return check is None or any(r.name == check for r in runs)
+
+        suites = [
+            s
+            for s in rec.suites.values()
+            if s.head_sha == sha
+            and (app_id is None or (_app(s.app_slug) or {}).get("databaseId") == app_id)
+            and holds(s)
+        ]
+        return connection(sorted(suites, key=lambda s: s.id), lambda s: self.suite(rec, s), args)
+
+    def suite(self, rec: RepoRec, suite: SuiteRec) -> JSON:
+        """A CheckSuite with its runs: checkRuns(filterBy: {checkType, checkName}); GitHub lists
+        only each name's latest run unless asked for ALL."""
+        any_run = next(
+            iter(self.world.suite_check_runs(rec.full_name, suite.id, latest=False)), None
+        )
+        shell = self.check_run(rec, any_run)["checkSuite"] if any_run else {}
+
+        def runs(info: Any, **args: Any) -> JSON:
+            given = args.get("filterBy") or {}
+            latest = given.get("checkType", "LATEST") != "ALL"
+            found = self.world.suite_check_runs(rec.full_name, suite.id, latest=latest)
+            name = given.get("checkName")
+            found = [r for r in found if name is None or r.name == name]
+            return connection(found, lambda r: self.check_run(rec, r), args)
+
+        return {**shell, "checkRuns": runs}
+
+    def history(self, rec: RepoRec, sha: str, args: dict[str, Any]) -> JSON:
+        """Commit.history: the commit and those before it on a branch it is the tip of (as a
+        test pushed them), newest first; a commit on no such branch is alone."""
+        for commits in rec.branch_commits.values():
+            if sha in commits:
+                line = commits[commits.index(sha) :]
+                break
+        else:
+            line = [sha]
+        return connection(line, lambda c: self.commit(rec, c), args)
 
     def rollup(self, rec: RepoRec, sha: str) -> JSON | None:
         """A StatusCheckRollup (null when the commit has no contexts)."""

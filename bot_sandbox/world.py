@@ -302,6 +302,8 @@ class RepoRec:
     rulesets: list[RulesetRec] = field(default_factory=list)
     # base branch -> the error GitHub gives on that ref's `rules` (a token that may not read them)
     rules_errors: dict[str, str] = field(default_factory=dict)
+    # branch -> its commits, newest first (Ref.target.history), where a test pushed some
+    branch_commits: dict[str, list[str]] = field(default_factory=dict)
     # merge queues by base branch: checkResponseTimeout in minutes (None: GitHub gives none)
     merge_queues: dict[str, int | None] = field(default_factory=dict)
     queue_entries: dict[int, QueueEntryRec] = field(default_factory=dict)  # by pull number
@@ -673,6 +675,12 @@ class World:
             self._changed("pull_request", "opened", repo, pull)
             return pull_json(self, rec, pull)
 
+    def push_branch_commit(self, repo: str, branch: str, sha: str, **commit: Any) -> None:
+        """Push a commit onto a branch (its newest): what Ref.target.history lists first."""
+        with self.lock:
+            self.add_commit(repo, sha, **commit)
+            self.repo(repo).branch_commits.setdefault(branch, []).insert(0, sha)
+
     def set_merge_base(self, repo: str, base: str, head_sha: str, merge_base: str) -> None:
         """Make `merge_base` the merge-base commit of branch `base` and `head_sha`."""
         with self.lock:
@@ -1032,6 +1040,21 @@ class World:
                 if previous is None or run.id > previous.id:
                     latest[key] = run
             return sorted(latest.values(), key=lambda r: r.id)
+
+    def suite_check_runs(self, repo: str, suite_id: int, *, latest: bool) -> list[CheckRunRec]:
+        """A suite's check runs, oldest first: every attempt, or (latest) the newest per name."""
+        with self.lock:
+            suite = self.repo(repo).suites[suite_id]
+            runs = [
+                r for r in self.repo(repo).checks.get(suite.head_sha, []) if r.suite_id == suite_id
+            ]
+            if not latest:
+                return runs
+            newest: dict[str, CheckRunRec] = {}
+            for run in runs:
+                if run.name not in newest or run.id > newest[run.name].id:
+                    newest[run.name] = run
+            return sorted(newest.values(), key=lambda r: r.id)
 
     def all_check_runs(self, repo: str, sha: str) -> list[CheckRunRec]:
         """Every check run of a commit, oldest first."""

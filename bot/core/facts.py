@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.core.merge_queue import queue_facts
-from bot.core.model import Report, Row
+from bot.core.model import History, Report, Row
 
 
 def facts_key(report: Report) -> str:
@@ -39,9 +39,11 @@ def core_key(report: Report) -> str:
     A run with no state compares it with its comment's stamp: the same core facts, with a
     failed read of the merge base's checks or of annotations, is no new fact (the comment is
     left as it is)."""
-    if all(row.base is None and row.annotations is None for row in report.rows):
+    if all(
+        row.base is None and row.annotations is None and row.history is None for row in report.rows
+    ):
         return facts_key(report)
-    rows = tuple(row._replace(base=None, annotations=None) for row in report.rows)
+    rows = tuple(row._replace(base=None, annotations=None, history=None) for row in report.rows)
     return facts_key(replace(report, rows=rows))
 
 
@@ -115,4 +117,16 @@ def _row_facts(row: Row) -> tuple[Any, ...]:
     # appended only where looked up: the facts of a report without a base finding keep their key
     facts = plain if on_base is None else (*plain, on_base)
     # the same for the quoted annotations (a row quoting none keeps its key)
-    return facts if row.annotations is None else (*facts, "annotations", tuple(row.annotations))
+    facts = facts if row.annotations is None else (*facts, "annotations", tuple(row.annotations))
+    # and for the failure's history (a row with none keeps its key)
+    return facts if row.history is None else (*facts, "history", _history_facts(row.history))
+
+
+def _history_facts(history: History) -> tuple[Any, ...]:
+    attempts = tuple((a.state.value, _ts(a.at), a.url) for a in history.attempts)
+    elsewhere = history.elsewhere
+    return (
+        attempts,
+        None if elsewhere is None else (elsewhere.heads, elsewhere.of, _ts(elsewhere.since)),
+        None if history.base_branch is None else tuple(history.base_branch),
+    )

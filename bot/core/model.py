@@ -305,6 +305,45 @@ class Annotation(NamedTuple):
     message: str
 
 
+class Attempt(NamedTuple):
+    """An earlier run of the same check on the same head commit (or a status's earlier state)."""
+
+    state: State
+    at: datetime | None  # when it completed (a status: when it was posted)
+    url: str | None
+
+
+class Elsewhere(NamedTuple):
+    """The same check failing now on other open pull request heads of the repository."""
+
+    heads: int  # other open heads it fails on
+    of: int  # other open heads the cycle holds
+    since: datetime | None  # the earliest of those failures
+
+
+class BaseRecord(NamedTuple):
+    """The same check on the base branch's last commits: failed on `failed` of `of`."""
+
+    branch: str
+    failed: int
+    of: int
+    commits: tuple[str, ...]  # the commits it failed on, newest first
+
+
+@dataclass(frozen=True, slots=True)
+class History:
+    """Facts about a failure's history (never a label): each is left out where unknown."""
+
+    attempts: tuple[Attempt, ...] = ()  # earlier attempts on this head, oldest first
+    elsewhere: Elsewhere | None = None
+    base_branch: BaseRecord | None = None
+
+    @property
+    def empty(self) -> bool:
+        """No fact present."""
+        return not self.attempts and self.elsewhere is None and self.base_branch is None
+
+
 class Row(NamedTuple):
     """One reconciled signal of a report (a NamedTuple for the same reason as Signal)."""
 
@@ -317,6 +356,7 @@ class Row(NamedTuple):
     base: BaseCheck | None = None  # failing rows: the same signal on the merge base
     # failing check runs: the annotations quoted (None: not asked, or they could not be read)
     annotations: tuple[Annotation, ...] | None = None
+    history: History | None = None  # failing rows: facts about the failure's history
 
 
 @dataclass(frozen=True, slots=True)

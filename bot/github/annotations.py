@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from typing import TypeVar
 
 from bot.core.annotations import annotations_of_payload, annotations_payload, needs_run
 from bot.core.model import FAILING_STATES, Annotation, PullSnapshot, Signal
@@ -15,6 +16,28 @@ from bot.state.ports import AnnotationKeeper
 log = logging.getLogger(__name__)
 
 Found = dict[int, tuple[Annotation, ...]]  # run id -> its failure-level annotations
+K = TypeVar("K", int, str)
+T = TypeVar("T")
+
+
+def per_head(
+    heads: Mapping[str, Sequence[K]],
+    kept: Callable[[list[K]], dict[K, T]],
+    asked: Callable[[dict[K, str]], dict[K, T]] | None,
+) -> dict[str, dict[K, T]]:
+    """By head: what is known of each of its items (failing runs), from `kept` (the state)
+    first, then `asked` of GitHub for the rest, all heads' together (one batched read). With
+    `asked` None only the state is read, and a head with an item not kept is left out."""
+    items = {item: head for head, its in heads.items() for item in its}
+    found = kept(list(items)) if items else {}
+    unread = {item: head for item, head in items.items() if item not in found}
+    if unread and asked is not None:
+        found.update(asked(unread))
+    return {
+        head: {item: found[item] for item in its if item in found}
+        for head, its in heads.items()
+        if asked is not None or not any(item in unread for item in its)
+    }
 
 
 def failing_runs(snapshot: PullSnapshot) -> list[Signal]:
@@ -44,17 +67,17 @@ class AnnotationReader:
     ) -> dict[str, Found]:
         """By head: the annotations of each of its failing check runs that could be read.
         With `ask` False only the state is read, and a head with a run not kept is left out."""
-        heads = {snapshot.head_sha: self.runs_of(snapshot) for snapshot in snapshots}
-        runs = {s.database_id: (head, s) for head, ss in heads.items() for s in ss if s.database_id}
-        found = self._kept(repo, list(runs)) if runs and self.keeper else {}
-        unread = {run: runs[run] for run in runs if run not in found}
-        if unread and ask:
-            found.update(self._ask(repo, unread))
-        return {
-            head: {s.database_id: found[s.database_id] for s in ss if s.database_id in found}
-            for head, ss in heads.items()
-            if ask or not any(s.database_id in unread for s in ss)
+        runs = {
+            snapshot.head_sha: {s.database_id: s for s in self.runs_of(snapshot) if s.database_id}
+            for snapshot in snapshots
         }
+        signals = {run: signal for found in runs.values() for run, signal in found.items()}
+
+        def asked(unread: dict[int, str]) -> Found:
+            return self._ask(repo, {run: (head, signals[run]) for run, head in unread.items()})
+
+        kept = (lambda ids: self._kept(repo, ids)) if self.keeper else (lambda ids: {})
+        return per_head({h: list(r) for h, r in runs.items()}, kept, asked if ask else None)
 
     def _kept(self, repo: str, run_ids: list[int]) -> Found:
         found: Found = {}

@@ -45,6 +45,7 @@ from bot.github.parse import (
     get,
     normal_login,
     parse_annotation_page,
+    parse_context,
     parse_contexts,
     parse_graphql_comment,
     parse_labels,
@@ -62,6 +63,8 @@ from bot.github.query import (
     MORE_LABELS_QUERY,
     PAGE,
     VIEWER_QUERY,
+    attempts_query,
+    branch_history_query,
     commits_query,
     more_annotations_query,
     more_contexts_query,
@@ -1086,6 +1089,73 @@ class GitHubApi:
         if cursor is not None and len(specific) < QUOTED:
             more[node_id] = cursor
 
+    # -- a failure's history (issue 27) ---------------------------------------------------
+
+    def check_attempts(
+        self, repo: str, asks: Sequence[tuple[str, str, int | None]]
+    ) -> dict[int, list[Signal]]:
+        """Every run GitHub keeps (every attempt) of each asked check, (head, name, app id), on
+        its head, by the ask's index, ATTEMPTS_PER_QUERY checks per GraphQL query. An ask whose
+        answer cannot all be read (an error on it, more suites or runs than one page) is left
+        out: its attempts are not known, never guessed."""
+        owner, name = repo.split("/", 1)
+        found: dict[int, list[Signal]] = {}
+        for start in range(0, len(asks), ATTEMPTS_PER_QUERY):
+            chunk = asks[start : start + ATTEMPTS_PER_QUERY]
+            variables: dict[str, Any] = {"owner": owner, "name": name}
+            for k, (head, check, app_id) in enumerate(chunk):
+                variables |= {f"o{k}": head, f"n{k}": check, f"p{k}": app_id}
+            data, errors = self._graphql(
+                attempts_query(len(chunk)), variables, tolerate=_in_attempt
+            )
+            broken = {str(_path(e)[1]) for e in errors}
+            for k in range(len(chunk)):
+                node = None if f"a{k}" in broken else _get(data, "repository", f"a{k}")
+                runs = _attempt_runs(node)
+                if runs is not None:
+                    found[start + k] = runs
+        return found
+
+    def commit_statuses(self, repo: str, sha: str) -> list[Signal] | None:
+        """Every state posted on the commit (REST, newest first, one page of 100); None where
+        GitHub holds more than one page (the earliest states would be missing)."""
+        headers, data = self._send(
+            "GET",
+            f"/repos/{repo}/commits/{sha}/statuses",
+            kind="rest_get",
+            parameters={"per_page": PAGE},
+        )
+        if not isinstance(data, list):
+            raise MalformedAnswer("the statuses of a commit are not a list")
+        if link_url(headers.get("link", ""), "next"):
+            return None
+        try:
+            return [parse_context(_status_node(item)) for item in data]
+        except Unreadable as exc:
+            raise MalformedAnswer(f"a status of {sha} is unreadable: {exc}") from exc
+
+    def branch_histories(
+        self, repo: str, branches: Sequence[str]
+    ) -> dict[str, tuple[MergeBase, ...] | str]:
+        """Each branch's last commits, newest first, with their contexts' first page (or why
+        they could not be read), ALIAS_BATCH branches per GraphQL query."""
+        owner, name = repo.split("/", 1)
+        found: dict[str, tuple[MergeBase, ...] | str] = {}
+        for start in range(0, len(branches), ALIAS_BATCH):
+            chunk = list(branches[start : start + ALIAS_BATCH])
+            variables: dict[str, Any] = {"owner": owner, "name": name}
+            variables |= {f"b{i}": f"refs/heads/{b}" for i, b in enumerate(chunk)}
+            data, errors = self._graphql(
+                branch_history_query(len(chunk)), variables, tolerate=_in_ref
+            )
+            broken = {str(_path(e)[1]): _stable_message(e) for e in errors}
+            for i, branch in enumerate(chunk):
+                if f"b{i}" in broken:
+                    found[branch] = f"GitHub answered an error on {branch}: {broken[f'b{i}']}"
+                    continue
+                found[branch] = _branch_commits(branch, _get(data, "repository", f"b{i}"))
+        return found
+
     # -- a batched read of named pull requests (webhook refresh) ---------------------------
 
     def pulls_by_number(
@@ -1139,6 +1209,7 @@ class GitHubApi:
 
 
 PULLS_PER_QUERY = 50
+ATTEMPTS_PER_QUERY = 50  # checks whose attempts one CheckAttempts query reads (~3 points)
 MORE_ANNOTATION_PAGES = 4  # further pages of annotations of one run, PAGE each, at most
 MORE_ANNOTATION_RUNS = 50  # check runs per MoreAnnotations query
 COMMITS_PER_QUERY = 50  # merge-base commits per aliased query (their first contexts page)
@@ -1165,6 +1236,78 @@ def _commit_item(
     except Unreadable as exc:
         return MergeBase(sha, error=f"GitHub's answer for {what[0]} is unreadable: {exc}")
     return MergeBase(sha, tuple(signals), truncated=cursor is not None)
+
+
+def _in_attempt(error: dict[str, Any]) -> bool:
+    """An error inside one aliased check's attempts: repository.a<k>...."""
+    path = _path(error)
+    return len(path) > 1 and path[0] == "repository" and str(path[1]).startswith("a")
+
+
+def _attempt_runs(node: Any) -> list[Signal] | None:
+    """The runs of one aliased check's suites, as signals; None where not all were read."""
+    if not isinstance(node, dict):
+        return None
+    suites = node.get("checkSuites")
+    if not isinstance(suites, dict):
+        return None
+    nodes = suites.get("nodes")
+    if not isinstance(nodes, list) or suites.get("totalCount") != len(nodes):
+        return None
+    runs: list[Signal] = []
+    for suite in nodes:
+        connection = suite.get("checkRuns") if isinstance(suite, dict) else None
+        if not isinstance(connection, dict):
+            return None
+        items = connection.get("nodes")
+        if not isinstance(items, list) or connection.get("totalCount") != len(items):
+            return None
+        shell = {"app": suite.get("app"), "workflowRun": suite.get("workflowRun")}
+        try:
+            runs.extend(
+                parse_context({**item, "__typename": "CheckRun", "checkSuite": shell})
+                for item in items
+                if isinstance(item, dict)
+            )
+        except Unreadable:
+            return None
+    return runs
+
+
+def _status_node(item: Any) -> dict[str, Any]:
+    """A REST status as the rollup's StatusContext node (one parser for both)."""
+    if not isinstance(item, dict):
+        raise Unreadable("a status is not an object")
+    return {
+        "__typename": "StatusContext",
+        "context": item.get("context"),
+        "state": item.get("state"),
+        "description": item.get("description"),
+        "targetUrl": item.get("target_url"),
+        "createdAt": item.get("created_at"),
+    }
+
+
+def _branch_commits(branch: str, node: Any) -> tuple[MergeBase, ...] | str:
+    """A branch's last commits with their contexts, or why they cannot be read."""
+    if node is None:
+        return f"GitHub did not find the branch {branch}"
+    if isinstance(node, dict) and node.get("target") is None:
+        return ()  # a branch with no commit: no history (kept like any answer)
+    try:
+        commits = get(node, "target", "history", "nodes")
+    except Unreadable:
+        commits = None
+    if not isinstance(commits, list):
+        return f"GitHub's history of {branch} is unreadable"
+    found: list[MergeBase] = []
+    for commit in commits:
+        sha = commit.get("oid") if isinstance(commit, dict) else None
+        if not isinstance(sha, str):
+            return f"GitHub's history of {branch} names a commit without an id"
+        rollup = commit.get("statusCheckRollup")  # null: nothing reported on that commit
+        found.append(_commit_item(sha, commit, None) if rollup else MergeBase(sha))
+    return tuple(found)
 
 
 def _queue_config(branch: str, node: Any, error: str | None) -> QueueConfig:

@@ -257,3 +257,50 @@ def commits_query(shas: list[str], *, queues: int = 0) -> str:
         f"  {RATE}\n"
         f"  repository(owner: $owner, name: $name) {{\n{aliases}\n  }}\n}}\n"
     )
+
+
+# -- a failure's history (issue 27) ----------------------------------------------------------
+
+ATTEMPT_SUITES = 5  # check suites of one app holding a check's name on one commit, read at most
+ATTEMPT_RUNS = 20  # runs of one name in one suite (every attempt: checkType ALL), read at most
+ATTEMPT_RUN_FIELDS = "databaseId name status conclusion startedAt completedAt detailsUrl"
+
+
+def attempts_query(count: int) -> str:
+    """Every run GitHub keeps of `count` checks (`$o<k>` head, `$n<k>` name, `$p<k>` app id)
+    on their head commits: the app's suites holding that name, each with its runs of every
+    attempt (`checkType: ALL`; the rollup shows only the latest)."""
+    params = ", ".join(f"$o{k}: GitObjectID!, $n{k}: String!, $p{k}: Int" for k in range(count))
+    aliases = "\n".join(
+        f"    a{k}: object(oid: $o{k}) {{ ... on Commit {{ checkSuites(first: {ATTEMPT_SUITES},"
+        f" filterBy: {{appId: $p{k}, checkName: $n{k}}}) {{ totalCount nodes {{\n"
+        "      app { databaseId slug } workflowRun { event file { path } workflow { name } }\n"
+        f"      checkRuns(first: {ATTEMPT_RUNS}, filterBy: {{checkType: ALL, checkName: $n{k}}})"
+        f" {{ totalCount nodes {{ {ATTEMPT_RUN_FIELDS} }} }} }} }} }} }}"
+        for k in range(count)
+    )
+    return (
+        f"query CheckAttempts($owner: String!, $name: String!, {params}) {{\n"
+        f"  {RATE}\n"
+        f"  repository(owner: $owner, name: $name) {{\n{aliases}\n  }}\n}}\n"
+    )
+
+
+BRANCH_COMMITS = 20  # a base branch's last commits read for its record of a check
+
+
+def branch_history_query(count: int) -> str:
+    """The last BRANCH_COMMITS commits of `count` branches (`$b<i>`, qualified names), each
+    with the first page of its contexts (about one point for a few branches)."""
+    params = ", ".join(f"$b{i}: String!" for i in range(count))
+    aliases = "\n".join(
+        f"    b{i}: ref(qualifiedName: $b{i}) {{ target {{ ... on Commit {{"
+        f" history(first: {BRANCH_COMMITS}) {{ nodes {{ oid statusCheckRollup {{ {_contexts()} }}"
+        " } } } } }"
+        for i in range(count)
+    )
+    return (
+        f"query BranchHistory($owner: String!, $name: String!, {params}) {{\n"
+        f"  {RATE}\n"
+        f"  repository(owner: $owner, name: $name) {{\n{aliases}\n  }}\n}}\n"
+    )

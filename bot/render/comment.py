@@ -53,6 +53,7 @@ from bot.render.escape import (
     short_sha,
     utc,
 )
+from bot.render.history import history_clauses
 from bot.render.stamp import Stamp, stamp_of, with_stamp
 
 COMMENT_LIMIT: Final = 65_536
@@ -427,6 +428,7 @@ def row_view(
         said.append(prose(row.finding, FINDING_LIMIT))
     lead, clause = base_move(row.base, repo_url) if row.base is not None else (None, None)
     said.extend(filter(None, [clause]))
+    said.extend(history_clauses(row.history, repo_url))
     details = _link(signal.url)
     if rec is not None:
         finding = rec.finding

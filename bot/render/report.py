@@ -10,6 +10,7 @@ from bot.core.model import (
     REPORT_SCHEMA,
     Annotation,
     BaseCheck,
+    History,
     Reconciliation,
     Report,
     RequiredChecks,
@@ -83,6 +84,7 @@ def _signal_dict(row: Row) -> dict[str, Any]:
         )
         or None,
         "base": _base_dict(row.base),
+        "history": _history_dict(row.history),
         "annotations": _annotations_list(row.annotations),
         "reconciliation": _reconciliation_dict(row.reconciliation),
     }
@@ -97,6 +99,29 @@ def _base_dict(base: BaseCheck | None) -> dict[str, Any] | None:
         "state": None if base.state is None else str(base.state),
         "url": base.url,
         "since": iso_utc(base.since),
+    }
+
+
+def _history_dict(history: History | None) -> dict[str, Any] | None:
+    """interface.md's `history`: null where no fact is known (or the signal is not failing)."""
+    if history is None or history.empty:
+        return None
+    elsewhere, base = history.elsewhere, history.base_branch
+    return {
+        "attempts": [
+            {"state": str(a.state), "at": iso_utc(a.at), "url": a.url} for a in history.attempts
+        ],
+        "elsewhere": None
+        if elsewhere is None
+        else {"heads": elsewhere.heads, "of": elsewhere.of, "since": iso_utc(elsewhere.since)},
+        "base_branch": None
+        if base is None
+        else {
+            "branch": base.branch,
+            "failed": base.failed,
+            "of": base.of,
+            "commits": list(base.commits),
+        },
     }
 
 

@@ -299,6 +299,16 @@ class AnnotationKeeper(Protocol):
         """Keep runs' annotations: run id -> (its head commit, the JSON)."""
 
 
+class HistoryKeeper(Protocol):
+    """What a failure's history was read from (earlier attempts, base branches), by key."""
+
+    def get_history(self, repo: str, keys: Iterable[str]) -> dict[str, tuple[str, datetime]]:
+        """The kept payloads (opaque JSON) of those of these keys that were read, with when."""
+
+    def put_history(self, repo: str, rows: Mapping[str, tuple[str, str]], *, now: datetime) -> None:
+        """Keep history reads: key -> (its head commit, or "" for a branch; the JSON)."""
+
+
 class TriageRows(Protocol):
     """The triage view's rows, as the readers (`report`, the page, /metrics) see them."""
 
@@ -381,6 +391,7 @@ class CycleState(
     TriageState,
     BaseKeeper,
     AnnotationKeeper,
+    HistoryKeeper,
     Protocol,
 ):
     """Everything one cycle reads and records."""

@@ -193,6 +193,10 @@ class ReadOnlyState(Closing):
         """The kept annotations of these runs (none in a state from before them)."""
         return self._reads.get_annotations(repo, run_ids) if self._has("run_annotations") else {}
 
+    def get_history(self, repo: str, keys: Iterable[str]) -> dict[str, tuple[str, datetime]]:
+        """The kept history reads (none in a state from before them)."""
+        return self._reads.get_history(repo, keys) if self._has("history_reads") else {}
+
     def unread_repos(self) -> dict[str, tuple[datetime, str]]:
         """Repositories whose last read failed (none in a state from before that table)."""
         return self._reads.unread_repos() if self._has("repo_reads") else {}
@@ -276,6 +280,9 @@ class ReadOnlyState(Closing):
     def put_annotations(
         self, repo: str, runs: Mapping[int, tuple[str, str]], *, now: datetime
     ) -> None:
+        """Record nothing."""
+
+    def put_history(self, repo: str, rows: Mapping[str, tuple[str, str]], *, now: datetime) -> None:
         """Record nothing."""
 
     def put_triage(

@@ -189,6 +189,18 @@ run_annotations = Table(
     Column("read_at", Text, nullable=False),
 )
 
+# what a failure's history was read from (issue 27): earlier attempts by signal and run,
+# base branches' last commits by branch; the head (or "") prunes rows no open head has
+history_reads = Table(
+    "history_reads",
+    metadata,
+    Column("repo", Text, primary_key=True),
+    Column("key", Text, primary_key=True),
+    Column("head_sha", Text, nullable=False),
+    Column("payload", Text, nullable=False),  # JSON (bot.core.history)
+    Column("read_at", Text, nullable=False),
+)
+
 # -- the state's identity: its epoch, written in every stamp beside the lease generation -------
 
 state_identity = Table(

@@ -73,9 +73,10 @@ RETENTION = {
     "merge_bases": timedelta(hours=1),
     "base_contexts": timedelta(hours=1),
     "run_annotations": timedelta(hours=1),
+    "history_reads": timedelta(hours=1),  # a base branch's row: a day (read again hourly)
 }
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
-HEAD = 15  # the schema version this bot writes: the newest revision in migrations/versions
+HEAD = 16  # the schema version this bot writes: the newest revision in migrations/versions
 SCHEMA_VERSION = HEAD
 _ADVISORY_MIGRATION_KEY = 0x43495342  # one transaction-scoped lock while a PostgreSQL migrates
 
@@ -845,6 +846,38 @@ class Store(Closing):
         with self._write() as conn:
             conn.execute(upsert, rows)
 
+    # -- what a failure's history was read from (issue 27) ---------------------------------
+
+    def get_history(self, repo: str, keys: Iterable[str]) -> dict[str, tuple[str, datetime]]:
+        """The kept payloads of those of these keys that were read, with when."""
+        wanted, h = sorted(set(keys)), t.history_reads.c
+        found: dict[str, tuple[str, datetime]] = {}
+        for start in range(0, len(wanted), RECORDS_BATCH):
+            query = select(h.key, h.payload, h.read_at).where(
+                h.repo == repo, h.key.in_(wanted[start : start + RECORDS_BATCH])
+            )
+            with self._read() as conn:
+                for r in conn.execute(query).all():
+                    found[str(r.key)] = (str(r.payload), from_text(str(r.read_at)))
+        return found
+
+    def put_history(self, repo: str, rows: Mapping[str, tuple[str, str]], *, now: datetime) -> None:
+        """Keep history reads: key -> (head commit, or "" for a branch; payload)."""
+        if not rows:
+            return
+        at = to_text(now)
+        values = [
+            {"repo": repo, "key": key, "head_sha": head, "payload": payload, "read_at": at}
+            for key, (head, payload) in rows.items()
+        ]
+        upsert = self._insert(t.history_reads)
+        upsert = upsert.on_conflict_do_update(
+            index_elements=["repo", "key"],
+            set_={"payload": upsert.excluded.payload, "read_at": upsert.excluded.read_at},
+        )
+        with self._write() as conn:
+            conn.execute(upsert, values)
+
     # -- required checks (learned from GitHub's isRequired, per base branch and name) ----
 
     def required_known(
@@ -959,6 +992,7 @@ class Store(Closing):
         sr = t.source_reads.c
         source_read = func.coalesce(sr.read_at, sr.failing_since, "")
         mb, bc, ra = t.merge_bases.c, t.base_contexts.c, t.run_annotations.c
+        hr = t.history_reads.c
 
         def open_head(table: Any) -> Any:  # a triage row (an open pull request) has this head
             return select(tr.number).where(tr.repo == table.repo, tr.head_sha == table.head_sha)
@@ -987,6 +1021,11 @@ class Store(Closing):
             ),
             "run_annotations": delete(t.run_annotations).where(
                 ra.read_at < cut["run_annotations"], ~open_head(ra).exists()
+            ),
+            "history_reads": delete(t.history_reads).where(
+                hr.read_at < cut["history_reads"],
+                ~open_head(hr).exists(),
+                (hr.head_sha != "") | (hr.read_at < to_text(now - timedelta(days=1))),
             ),
         }
         with self._write() as conn:

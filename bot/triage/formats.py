@@ -15,11 +15,11 @@ import jinja2
 from bot.core.model import as_utc, format_utc
 from bot.render.comment import default_template_dir
 from bot.render.escape import cell_code, iso_utc, md, safe_url, short_sha
+from bot.triage.bycheck import by_check, row_checks
 from bot.triage.rows import (
     COUNT_GROUPS,
     QUIET_WHEN_NONE,
     VERDICTS,
-    CheckGroup,
     Named,
     TriageEntry,
     in_order,
@@ -354,62 +354,6 @@ def _md_named_parts(e: TriageEntry) -> list[str]:
     return parts
 
 
-def checks_table(groups: Sequence[CheckGroup], *, now: datetime, width: int = NARROW) -> str:
-    """`report --by check`: each failing check, then the pull requests it fails on."""
-    lines = []
-    for g in groups:
-        marks = _marks(g.required, False).strip()
-        count = plural(len(g.pulls), "pull request", "pull requests")
-        base = f", {g.on_base} also on the merge base" if g.on_base else ""
-        lines.append(_cell(f"{_clean(g.name)} {marks}".rstrip(), width).rstrip())
-        lines.append(_cell(f"{INDENT}failing on {count}{base}", width).rstrip())
-        for e in g.pulls:
-            pull = _pull_label(e, _PULL_WIDTH)
-            author = _cell(_clean(e.author), _AUTHOR_WIDTH)
-            lines.append(_cell(f"{INDENT}{pull:<{_PULL_WIDTH}} {author} {_clean(e.title)}",
-                               width).rstrip())  # fmt: skip
-    lines.append(
-        f"{plural(len(groups), 'failing check', 'failing checks')}; as of {format_utc(now)}."
-    )
-    return "\n".join(lines) + "\n"
-
-
-def checks_markdown(groups: Sequence[CheckGroup], *, now: datetime) -> str:
-    """`report --by check --format markdown`: a failing check a row."""
-    lines = [
-        f"### CI triage by failing check · {plural(len(groups), 'check', 'checks')} · as of "
-        f"{format_utc(now)}",
-        "",
-        "| failing check | pull requests |",
-        "|---|---|",
-    ]
-    for g in groups:
-        name = _md_name(g.name) + _marks(g.required, False)
-        base = f"{_BR}{g.on_base} also on the merge base" if g.on_base else ""
-        pulls = ", ".join(_md_link(f"{md(e.repo)}#{e.number}", e.url) for e in g.pulls)
-        lines.append(f"| {name}{base} | {pulls} |")
-    lines += ["", "This bot reads CI state and retriggers nothing."]
-    return "\n".join(lines) + "\n"
-
-
-def checks_json(groups: Sequence[CheckGroup], *, now: datetime) -> str:
-    """`report --by check --format json`: the ci-status-bot.triage/v1 schema with `checks`."""
-    document = {
-        "schema": TRIAGE_SCHEMA,
-        "generated_at": iso_utc(now),
-        "checks": [
-            {
-                "name": g.name,
-                "required": g.required,
-                "also_on_merge_base": g.on_base,
-                "pulls": [{"repo": e.repo, "number": e.number} for e in g.pulls],
-            }
-            for g in groups
-        ],
-    }
-    return json.dumps(document, ensure_ascii=False, indent=1)
-
-
 class PageRenderer:
     """The triage page: one self-contained HTML file from a jinja2 template (autoescaped)."""
 
@@ -446,8 +390,11 @@ class PageRenderer:
         says so before the first cycle, after a failed one and while GitHub's budget is out.
         """
         as_of = now if freshness is None else data_time(entries, freshness)
+        groups = by_check(entries)  # the failing checks, each with its pull requests
         return self._env.get_template(PAGE_TEMPLATE).render(
             entries=entries,
+            checks=groups,
+            row_checks=row_checks(groups),
             unread=unread_repos(entries),
             totals=totals(entries),
             verdicts=VERDICTS,

@@ -345,33 +345,3 @@ def labels(t: Totals) -> list[tuple[str, int, str]]:
 
 # Said only when there are some (most views have none): the table's and the markdown's summary.
 QUIET_WHEN_NONE: Final = frozenset({"never-reported", "queue-stuck"})
-
-
-@dataclass(frozen=True, slots=True)
-class CheckGroup:
-    """One failing check across pull requests: the pull requests it fails on, most urgent
-    first; whether it is required on any; on how many it also fails on the merge base."""
-
-    name: str
-    pulls: tuple[TriageEntry, ...]
-    required: bool
-    on_base: int
-
-
-def by_check(entries: Iterable[TriageEntry]) -> list[CheckGroup]:
-    """The failing signals grouped by check name: the check failing on most pull requests
-    first (then by name); each group's pull requests in the view's order."""
-    found: dict[str, list[TriageEntry]] = {}
-    for entry in ordered(entries):
-        for name in dict.fromkeys(entry.failing):
-            found.setdefault(name, []).append(entry)
-    groups = [
-        CheckGroup(
-            name,
-            tuple(pulls),
-            required=any(name in e.required_failing for e in pulls),
-            on_base=sum(1 for e in pulls if name in e.failing_on_base),
-        )
-        for name, pulls in found.items()
-    ]
-    return sorted(groups, key=lambda g: (-len(g.pulls), g.name.lower(), g.name))

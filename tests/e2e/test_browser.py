@@ -222,3 +222,21 @@ def test_the_page_is_readable_on_a_phone(base: str, browser: Any, tmp_path: Path
     click(browser, "verdict", "incomplete")
     assert visible(browser) == ["octo/omni#7430"]
     assert browser.save_screenshot(str(tmp_path / "triage-phone.png"))
+
+
+def test_the_page_filters_by_failing_check(base: str, browser: Any) -> None:
+    """Issue 27: the failing checks are grouped, each with the count of pull requests it fails;
+    choosing one shows only the pull requests it fails."""
+    browser.get(base + "/")
+    buttons = browser.find_elements("css selector", '[data-filter="check"] button')
+    labels = [b.text for b in buttons]
+    assert "DCO · 1" in labels and "tests · 1" in labels, labels
+    tests = next(b for b in buttons if b.text == "tests · 1")
+    tests.click()
+    assert visible(browser) == ["octo/omni#7"]
+    assert tests.get_attribute("aria-pressed") == "true"
+    click(browser, "verdict", "passing")  # with another filter: both must hold
+    assert visible(browser) == []
+    click(browser, "verdict", "passing")
+    tests.click()
+    assert visible(browser) == ["octo/omni#7", "octo/omni#7430", "octo/other#9", "octo/omni#8"]

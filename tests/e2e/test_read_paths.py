@@ -18,6 +18,8 @@ from bot.github.query import (
     COMMENTS_QUERY,
     MORE_LABELS_QUERY,
     VIEWER_QUERY,
+    attempts_query,
+    branch_history_query,
     commits_query,
     more_annotations_query,
     more_contexts_query,
@@ -255,6 +257,10 @@ def schema() -> graphql.GraphQLSchema:
         VIEWER_QUERY,
         pull_comments_query(1),
         pull_comments_query(3),
+        attempts_query(1),
+        attempts_query(3),
+        branch_history_query(1),
+        branch_history_query(2),
     ],
 )
 def test_every_query_validates_against_the_real_schema(
@@ -272,6 +278,7 @@ VALIDATED = {
     "pulls_page_query", "pull_query", "more_contexts_query", "MORE_LABELS_QUERY",
     "COMMENTS_QUERY", "ANNOTATIONS_QUERY", "more_annotations_query", "commits_query",
     "pulls_by_number_query", "required_sets_query", "VIEWER_QUERY", "pull_comments_query",
+    "attempts_query", "branch_history_query",
 }  # fmt: skip
 
 

@@ -1105,3 +1105,58 @@ def test_rtd_recorded_empty_listing_keeps_githubs_pending(seeded: Seeded) -> Non
     rec = signal["reconciliation"]
     assert (rec["builds_for_commit"], rec["build_id"], rec["divergent"]) == (0, None, False)
     assert signal["state"] == "pending"
+
+
+# --- issue 27: re-runs (earlier attempts of a check on one commit) -------------------------
+
+
+def test_pygithub_recorded_filter_all_equals_latest_when_nothing_was_rerun(seeded: Seeded) -> None:
+    # CheckRun.testGetCheckRunsForRefFilterByFilter.txt: GitHub answered filter=latest and
+    # filter=all of one commit with the same 4 runs: nothing was re-run, so no earlier attempt.
+    exchanges = replay("CheckRun.testGetCheckRunsForRefFilterByFilter.txt")
+    latest = next(e for e in exchanges if e.path.endswith("filter=latest")).json()
+    every = next(e for e in exchanges if e.path.endswith("filter=all")).json()
+    assert {r["id"] for r in latest["check_runs"]} == {r["id"] for r in every["check_runs"]}
+    seeded.add_runs(every["check_runs"])
+    signals = by_name(seeded.show())
+    failing = signals["test (Python 3.6)"]
+    assert failing["state"] == "failure"
+    assert failing["history"] is None or failing["history"]["attempts"] == []
+    asked = [r for r in seeded.sandbox.requests if b"query CheckAttempts" in r.body]
+    assert len(asked) == 1 and asked[0].body.count(b"checkType: ALL") == 1  # the failing one
+
+
+def test_pygithub_recorded_suite_filter_all_lists_every_run_once(seeded: Seeded) -> None:
+    # CheckSuite.testGetCheckRunsFilterByFilter.txt: a suite's filter=all answer, 8 runs of 8
+    # names (total_count 8), `fail_check_run` failed: it has no earlier attempt in that suite.
+    answer = next(e for e in replay("CheckSuite.testGetCheckRunsFilterByFilter.txt")
+                  if e.path.endswith("filter=all")).json()  # fmt: skip
+    runs = answer["check_runs"]
+    assert answer["total_count"] == len(runs) == len({r["name"] for r in runs}) == 8
+    for run in runs:  # one suite, as recorded
+        seeded.world.add_check_run(REPO, SHA, **rest_check_run_signal(run))
+    failing = by_name(seeded.show())["fail_check_run"]
+    assert failing["state"] == "failure"
+    assert failing["history"] is None or failing["history"]["attempts"] == []
+
+
+def test_pygithub_recorded_rerun_attempt_is_found_whichever_suite_it_sits_in(
+    seeded: Seeded,
+) -> None:
+    # WorkflowRun.testGetAttempt.txt: a re-run workflow run is attempt 2 of the same run id
+    # (`previous_attempt_url` .../attempts/1). Attempt 1's suite is not recorded, so the bot must
+    # find an earlier attempt in another suite of the app as well as in the same one.
+    run, attempt = (e.json() for e in replay("WorkflowRun.testGetAttempt.txt")[1:3])
+    assert run["id"] == attempt["id"] and attempt["run_attempt"] == 2
+    assert attempt["previous_attempt_url"].endswith(f"/actions/runs/{run['id']}/attempts/1")
+    workflow = {"workflow": "CodeQL", "workflow_path": attempt["path"], "event": "pull_request"}
+    first = at(attempt["created_at"]) - timedelta(days=5)
+    second = at(attempt["run_started_at"])
+    for name, new_suite in (("analyze (same suite)", False), ("analyze (new suite)", True)):
+        add = partial(seeded.world.add_check_run, REPO, SHA, name=name, **workflow)
+        add(conclusion="success", started_at=first, completed_at=first)
+        add(conclusion="failure", started_at=second, completed_at=second, new_suite=new_suite)
+    signals = by_name(seeded.show())
+    for name in ("analyze (same suite)", "analyze (new suite)"):
+        attempts = signals[name]["history"]["attempts"]
+        assert [a["state"] for a in attempts] == ["success"], name

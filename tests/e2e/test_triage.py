@@ -209,23 +209,6 @@ def test_report_on_an_80_column_terminal_has_no_wider_line(shared: Env) -> None:
     assert _sha(101)[:7] in wide
 
 
-def test_report_by_check_groups_the_failing_signals(shared: Env) -> None:
-    result = report(shared, "--by", "check")
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines()[:3] == [
-        "tests",
-        "    failing on 1 pull request",
-        result.stdout.splitlines()[2],
-    ]
-    assert "octo/omni#101" in result.stdout.splitlines()[2]
-    doc = json.loads(report(shared, "--by", "check", "--format", "json").stdout)
-    assert doc["checks"] == [
-        {"name": "tests", "required": False, "also_on_merge_base": 0,
-         "pulls": [{"repo": REPO, "number": 101}]},
-    ]  # fmt: skip
-    assert report(shared, "--by", "check", "--format", "html").returncode == 2
-
-
 def test_the_table_is_coloured_on_a_terminal(shared: Env) -> None:
     import pty
 

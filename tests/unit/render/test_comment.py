@@ -43,11 +43,14 @@ from support import (
 from bot.core.annotations import with_annotations
 from bot.core.base import MergeBase, with_base
 from bot.core.facts import facts_key
+from bot.core.history import BranchHistory, HistoryInputs, with_history
 from bot.core.merge_queue import QueueConfig, QueueRead, judge_queue
 from bot.core.model import (
     BRANCH_PROTECTION,
     MARKER,
     Annotation,
+    Attempt,
+    Elsewhere,
     Policy,
     QueueEntry,
     QueueState,
@@ -56,6 +59,7 @@ from bot.core.model import (
     RequiredContext,
     Rule,
     Signal,
+    State,
     Verdict,
     format_utc,
 )
@@ -319,6 +323,41 @@ def never_reported_report() -> Report:
     return reconcile(snap, {}, Policy(), now=NOW, first_seen={"\0head": at(13, 40)})
 
 
+def history_report(**facts: object) -> Report:
+    """A failing test job with these facts of its history (issue 27): earlier attempts on this
+    head, the same job failing on other open pull requests, the base branch's record."""
+    report = new_failure_report()
+    return with_history(report, HistoryInputs(branch=None, **facts))  # type: ignore[arg-type]
+
+
+ATTEMPT_URL = "https://github.com/example/omni/actions/runs/11/job/21"
+
+
+def history_attempts_report() -> Report:
+    """It passed on an earlier attempt of this very commit (a re-run then failed)."""
+    attempts = (Attempt(State.SUCCESS, at(13, 20), ATTEMPT_URL),)
+    return history_report(attempts={failing_tests().key: attempts})
+
+
+def history_failed_attempts_report() -> Report:
+    """It failed on both earlier attempts of this commit too."""
+    attempts = (Attempt(State.FAILURE, at(13, 0), None), Attempt(State.FAILURE, at(13, 20), None))
+    return history_report(attempts={failing_tests().key: attempts})
+
+
+def history_elsewhere_report() -> Report:
+    """The same job fails on 7 of the 41 other open pull requests, the earliest since 10:02."""
+    return history_report(elsewhere={failing_tests().key: Elsewhere(7, 41, at(10, 2))})
+
+
+def history_base_branch_report() -> Report:
+    """The same job failed on 3 of the base branch's last 20 commits."""
+    commits = tuple(MergeBase(f"{n:02d}" + "c" * 38, (base_tests("failure" if n in (1, 4, 9)
+                    else "success"),)) for n in range(20))  # fmt: skip
+    report = new_failure_report()
+    return with_history(report, HistoryInputs(branch=BranchHistory("main", commits)))
+
+
 CASES: dict[str, Callable[[], Report]] = {
     "seed_case": seed_report,
     "new_failure": new_failure_report,
@@ -332,6 +371,10 @@ CASES: dict[str, Callable[[], Report]] = {
     "every_state": every_state_report,
     "hostile": hostile_report,
     "five_thousand": five_thousand_report,
+    "history_attempts": history_attempts_report,
+    "history_failed_attempts": history_failed_attempts_report,
+    "history_elsewhere": history_elsewhere_report,
+    "history_base_branch": history_base_branch_report,
 }
 
 
@@ -391,6 +434,11 @@ def own_links(report: Report) -> set[str]:
             urls.add(safe_url(row.reconciliation.build_url))
         if row.base is not None and row.base.commit is not None:
             urls.add(safe_url(f"{report.url.rpartition('/pull/')[0]}/commit/{row.base.commit}"))
+        if row.history is not None:  # the earlier attempts' pages, the base branch's commits
+            urls |= {safe_url(a.url) for a in row.history.attempts}
+            if row.history.base_branch is not None:
+                branch = row.history.base_branch.branch
+                urls.add(safe_url(f"{report.url.rpartition('/pull/')[0]}/commits/{branch}"))
     return {html.escape(u) for u in urls if u}
 
 

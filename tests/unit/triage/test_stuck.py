@@ -4,7 +4,6 @@ correct English; the terminal table fits 80 columns; `--by check` groups failing
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -27,7 +26,7 @@ from bot.core.model import (
 from bot.state.ports import StoredTriage
 from bot.triage import formats
 from bot.triage.keeper import _details_json, _from_stored
-from bot.triage.rows import TriageEntry, by_check, entry_for, labels, totals
+from bot.triage.rows import TriageEntry, entry_for, labels, totals
 
 REPO = "octo/omni"
 NOW = datetime(2026, 10, 5, 14, 0, tzinfo=UTC)
@@ -168,26 +167,6 @@ def test_wide_shows_the_whole_table() -> None:
     assert LONG.strip() in text  # nothing cut
     assert "aaaaaaa" in text  # the head's sha, a column of the full table
     assert max(len(line) for line in text.splitlines()) > 80
-
-
-def test_failing_signals_grouped_by_check() -> None:
-    extra = _row("tests (3.0) on a runner with a long name", State.FAILURE, required=True)
-    entries = [*many_entries(), _entry(extra, verdict=Verdict.FAILING, number=102)]
-    groups = by_check(entries)
-    first = groups[0]
-    assert first.name == "tests (3.0) on a runner with a long name"
-    assert [e.number for e in first.pulls] == [101, 102]
-    assert first.required
-    text = formats.checks_table(groups, now=NOW, width=80)
-    assert all(len(line) <= 80 for line in text.splitlines())
-    assert "2 pull requests" in text and "octo/omni#102" in text
-    markdown = formats.checks_markdown(groups, now=NOW)
-    assert "`tests (3.0) on a runner with a long name`" in markdown
-    document = json.loads(formats.checks_json(groups, now=NOW))
-    assert document["checks"][0]["pulls"] == [
-        {"repo": REPO, "number": 101},
-        {"repo": REPO, "number": 102},
-    ]
 
 
 def test_the_markdown_fits_an_issues_width() -> None:

@@ -1,0 +1,233 @@
+"""Facts about a failure's history (pure; never a label): earlier attempts of the same check
+on the same head commit, the same check failing now on other open heads of the repository,
+and the base branch's recent record of it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Final
+
+from bot.core.base import MergeBase, merge_base_of_payload, merge_base_payload, on_base
+from bot.core.model import (
+    FAILING_STATES,
+    Attempt,
+    BaseRecord,
+    Elsewhere,
+    History,
+    Kind,
+    PullSnapshot,
+    Report,
+    Row,
+    Signal,
+    State,
+    Verdict,
+    group_of,
+    parse_optional_time,
+)
+from bot.core.reconcile import dedupe, github_state, newer
+
+BASE_COMMITS: Final = 20  # the base branch's last commits whose checks are read
+CheckKey = tuple[str, str, str | None, str | None, str | None]
+
+
+def needs_history(row: Row) -> bool:
+    """A failing check run or status has a history; nothing else is asked for one."""
+    return group_of(row.state) is Verdict.FAILING and row.signal.kind in (
+        Kind.CHECK_RUN,
+        Kind.STATUS,
+    )
+
+
+def check_key(signal: Signal) -> CheckKey:
+    """The same check on another commit or pull request: kind, name, app, workflow and file
+    (any event: a base branch's runs are `push`, a pull request's `pull_request`)."""
+    return (signal.kind.value, signal.name, signal.app, signal.workflow, signal.workflow_path)
+
+
+def same_attempt(one: Signal, other: Signal) -> bool:
+    """Another attempt of the same check on one commit: same name, app, workflow file and
+    event (a check renamed between runs, or run from another workflow file, is not one)."""
+    return check_key(one) == check_key(other) and one.event == other.event
+
+
+def _completed(signal: Signal) -> datetime | None:
+    return signal.created_at if signal.kind is Kind.STATUS else signal.completed_at
+
+
+def earlier_attempts(current: Signal, runs: Iterable[Signal]) -> tuple[Attempt, ...]:
+    """The earlier attempts of `current` among `runs` (every run or state GitHub keeps for the
+    head), oldest first; what is newer than `current`, or another check, is left out."""
+    earlier = [run for run in runs if same_attempt(run, current) and _earlier(run, current)]
+    ordered = sorted(earlier, key=_order)
+    return tuple(Attempt(github_state(run), _completed(run), run.url) for run in ordered)
+
+
+def _earlier(run: Signal, current: Signal) -> bool:
+    if current.kind is Kind.STATUS:
+        return (
+            run.created_at is not None
+            and current.created_at is not None
+            and run.created_at < current.created_at
+        )
+    if run.database_id is not None and run.database_id == current.database_id:
+        return False
+    return newer(current, run)
+
+
+def _order(run: Signal) -> tuple[float, int]:
+    when = run.created_at or run.started_at or run.completed_at
+    return (when.timestamp() if when else 0.0, run.database_id or 0)
+
+
+def attempts_final(runs: Iterable[Signal]) -> bool:
+    """Every run read has settled: its earlier attempts will not change (kept for good)."""
+    return all(github_state(run) is not State.PENDING for run in runs)
+
+
+def _failure_since(signal: Signal) -> datetime | None:
+    return _completed(signal) or signal.started_at
+
+
+@dataclass(slots=True)
+class FailingIndex:
+    """Which checks fail on which open pull requests of one repository (built from what the
+    cycle read anyway: no request of its own)."""
+
+    pulls: set[int] = field(default_factory=set)
+    failing: dict[CheckKey, dict[int, datetime | None]] = field(default_factory=dict)
+
+    def add(self, snapshot: PullSnapshot) -> None:
+        """Count one open pull request and the checks failing on its head now."""
+        self.pulls.add(snapshot.number)
+        if not any(github_state(s) in FAILING_STATES for s in snapshot.signals):
+            return  # most heads: nothing to index (and nothing to dedupe)
+        for signal in dedupe(snapshot.signals):
+            if signal.kind is Kind.EXPECTED or github_state(signal) not in FAILING_STATES:
+                continue
+            seen = self.failing.setdefault(check_key(signal), {})
+            since = _failure_since(signal)
+            known = seen.get(snapshot.number)
+            earlier = since is not None and (known is None or since < known)
+            if snapshot.number not in seen or earlier:
+                seen[snapshot.number] = since
+
+    def elsewhere(self, number: int, signal: Signal) -> Elsewhere | None:
+        """The same check failing on the other open pull requests (None: on none of them)."""
+        others = {n: t for n, t in self.failing.get(check_key(signal), {}).items() if n != number}
+        if not others:
+            return None
+        times = [t for t in others.values() if t is not None]
+        of = len(self.pulls) - (number in self.pulls)
+        return Elsewhere(len(others), of, min(times) if times else None)
+
+
+@dataclass(frozen=True, slots=True)
+class BranchHistory:
+    """The base branch's last commits (newest first), each with the contexts GitHub reported."""
+
+    branch: str
+    commits: tuple[MergeBase, ...]
+    read_at: datetime | None = None
+
+
+def base_record(history: BranchHistory, signal: Signal) -> BaseRecord | None:
+    """On how many of the branch's last commits the same check failed; None where it ran on
+    none of them. A commit whose contexts could not all be read, and that does not show the
+    check, is not counted (neither way)."""
+    known, ran, failed = 0, False, []
+    for commit in history.commits:
+        check = on_base(signal, commit)
+        if check.error is not None or commit.commit is None:
+            continue
+        known += 1
+        ran = ran or check.state is not None
+        if check.also_failing:
+            failed.append(commit.commit)
+    if not ran:
+        return None
+    return BaseRecord(history.branch, len(failed), known, tuple(failed))
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryInputs:
+    """What one head's failing rows' history is made of, as read this pass."""
+
+    attempts: Mapping[str, tuple[Attempt, ...]] = field(default_factory=dict)  # by signal key
+    elsewhere: Mapping[str, Elsewhere | None] = field(default_factory=dict)  # by signal key
+    branch: BranchHistory | None = None
+
+
+def elsewhere_of(index: FailingIndex, snapshot: PullSnapshot) -> dict[str, Elsewhere | None]:
+    """The same checks failing elsewhere, for each signal of the head that fails on GitHub."""
+    return {
+        s.key: index.elsewhere(snapshot.number, s)
+        for s in snapshot.signals
+        if s.kind is not Kind.EXPECTED and github_state(s) in FAILING_STATES
+    }
+
+
+def history_of(row: Row, inputs: HistoryInputs) -> History | None:
+    """The row's history: each fact that is known (None where none is)."""
+    signal = row.signal
+    found = History(
+        attempts=inputs.attempts.get(signal.key, ()),
+        elsewhere=inputs.elsewhere.get(signal.key),
+        base_branch=None if inputs.branch is None else base_record(inputs.branch, signal),
+    )
+    return None if found.empty else found
+
+
+def with_history(report: Report, inputs: HistoryInputs) -> Report:
+    """The report with each failing row's history attached (verdict and rows' states as they
+    were: history never changes what a signal is)."""
+    rows = tuple(
+        row._replace(history=history_of(row, inputs)) if needs_history(row) else row
+        for row in report.rows
+    )
+    return replace(report, rows=rows)
+
+
+# -- kept in the state -----------------------------------------------------------------------
+
+
+def attempts_payload(attempts: Sequence[Attempt]) -> str:
+    """Earlier attempts as JSON text (kept once every run read was final)."""
+    return json.dumps(
+        [[a.state.value, None if a.at is None else a.at.isoformat(), a.url] for a in attempts]
+    )
+
+
+def attempts_of_payload(payload: str) -> tuple[Attempt, ...]:
+    """The attempts kept by attempts_payload (ValueError/TypeError when malformed)."""
+    rows = json.loads(payload)
+    if not isinstance(rows, list):
+        raise ValueError("kept attempts are not a list")
+    found = []
+    for state, at, url in rows:
+        if url is not None and not isinstance(url, str):
+            raise TypeError("a kept attempt's url is not text")
+        found.append(Attempt(State(state), parse_optional_time(at), url))
+    return tuple(found)
+
+
+def branch_payload(history: BranchHistory) -> str:
+    """A base branch's history as JSON text (kept: read again at most hourly)."""
+    return json.dumps(
+        {
+            "branch": history.branch,
+            "read_at": None if history.read_at is None else history.read_at.isoformat(),
+            "commits": [[c.commit, merge_base_payload(c)] for c in history.commits],
+        }
+    )
+
+
+def branch_of_payload(payload: str) -> BranchHistory:
+    """The history kept by branch_payload (ValueError/TypeError/KeyError when malformed)."""
+    data = json.loads(payload)
+    commits = tuple(merge_base_of_payload(str(sha), text) for sha, text in data["commits"])
+    return BranchHistory(
+        str(data["branch"]), commits, read_at=parse_optional_time(data.get("read_at"))
+    )
