@@ -29,6 +29,7 @@ SECTIONS = {
 
 def commit() -> str:
     """The commit of the tree, '+ changes' when the work tree is not clean."""
+
     def git(*args: str) -> str:
         done = subprocess.run(["git", *args], capture_output=True, text=True, check=False)
         return done.stdout.strip()

@@ -192,6 +192,7 @@ def make_cycle(
     dry_run: bool,
     out: Callable[[str], None] | None = print,
     leases: Leases | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> Cycle:
     """Wire one Cycle from settings and clients; it stops (and stops waiting) on clients.stop.
 
@@ -218,6 +219,7 @@ def make_cycle(
         generation=_no_lease if leases is None else leases.generation,
         fence=None if leases is None else leases.valid,
         reports=clients.reports,
+        progress=progress,
         # stamped beside the generation where there is one: a lease's (one process writes 0,
         # and its stamps carry no epoch, so a lost SQLite state re-stamps nothing)
         epoch="" if leases is None else store.epoch,
@@ -307,16 +309,25 @@ def held_elsewhere(store: Store, repos: Sequence[str], leases: Leases) -> dict[s
 
 
 def run_once(
-    settings: Settings, clients: Clients, store: Store, repos: Sequence[RepoSettings]
+    settings: Settings,
+    clients: Clients,
+    store: Store,
+    repos: Sequence[RepoSettings],
+    *,
+    progress: Callable[[str], None] | None = None,
 ) -> Summary:
     """One writing cycle (`once`). On a shared (PostgreSQL) state only over the repositories
-    no `run` replica holds, under their leases; the others are named as not processed."""
+    no `run` replica holds, under their leases; the others are named as not processed.
+    `progress` hears how far the writes are (a terminal's line)."""
     if not settings.state.shared:
-        return make_cycle(settings, clients, store, dry_run=False).run(repos)
+        return make_cycle(settings, clients, store, dry_run=False, progress=progress).run(repos)
     names = [r.name for r in repos]
     with hold_leases(store, names, lease_seconds=settings.state.lease_seconds) as leases:
         mine = [r for r in repos if r.name in leases.held]
-        summary = make_cycle(settings, clients, store, dry_run=False, leases=leases).run(mine)
+        cycle = make_cycle(
+            settings, clients, store, dry_run=False, leases=leases, progress=progress
+        )
+        summary = cycle.run(mine)
         summary.failed.update(held_elsewhere(store, names, leases))
     return summary
 

@@ -7,7 +7,7 @@ import logging
 import re
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -141,7 +141,7 @@ def cmd_once(settings: Settings, args: argparse.Namespace, sleep: Sleep | None) 
             if isinstance(store, ReadOnlyState):
                 summary = make_cycle(settings, clients, store, dry_run=True).run(repos)
             else:
-                summary = run_once(settings, clients, store, repos)
+                summary = run_once(settings, clients, store, repos, progress=_progress_sink())
             if args.summary:
                 _write_summary(args.summary, store, repos)
         finally:
@@ -206,6 +206,18 @@ def _names(names: Sequence[str]) -> str:
     return shown if len(names) <= 3 else f"{shown} and {len(names) - 3} more"
 
 
+def _progress_sink() -> Callable[[str], None] | None:
+    """On a terminal, one line of stderr rewritten in place ("" clears it); else None."""
+    if not sys.stderr.isatty():
+        return None
+
+    def show(line: str) -> None:
+        sys.stderr.write(f"\r{line}\x1b[K" if line else "\r\x1b[K")
+        sys.stderr.flush()
+
+    return show
+
+
 def cmd_run(settings: Settings, _: argparse.Namespace, __: Sleep | None) -> int:
     """The service: a cycle every interval until SIGTERM/SIGINT."""
     from bot.app import hold_state
@@ -255,7 +267,7 @@ def cmd_report(settings: Settings, args: argparse.Namespace, sleep: Sleep | None
         return EXIT_FAIL
     view = rows.ordered(entries, filters)
     tty = sys.stdout.isatty() and not args.output
-    text = _triage_text(view, args.format, tty=tty, by=args.by)
+    text = _triage_text(view, args.format, tty=tty, wide=args.wide, by=args.by)
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
         print(f"wrote the triage view ({len(view)} pull requests) to {args.output}")
@@ -314,7 +326,9 @@ def _live_entries(
         clients.close()
 
 
-def _triage_text(view: Sequence[rows.TriageEntry], fmt: str, *, tty: bool, by: str = "pull") -> str:
+def _triage_text(
+    view: Sequence[rows.TriageEntry], fmt: str, *, tty: bool, wide: bool = False, by: str = "pull"
+) -> str:
     import bot.triage.formats as formats
 
     now = datetime.now(UTC)
@@ -322,14 +336,14 @@ def _triage_text(view: Sequence[rows.TriageEntry], fmt: str, *, tty: bool, by: s
         grouped = {"json": bycheck.checks_json, "markdown": bycheck.checks_markdown}
         text = grouped.get(fmt, bycheck.checks_table)(view, now=now)
         return text if text.endswith("\n") else text + "\n"
+    width = shutil.get_terminal_size((formats.NARROW, 24)).columns if tty else formats.NARROW
     if fmt == "json":
         return formats.triage_json(view, now=now) + "\n"
     if fmt == "markdown":
         return formats.markdown(view, now=now)
     if fmt == "html":
         return formats.PageRenderer().render(view, now=now)
-    width = shutil.get_terminal_size((100, 24)).columns if tty else 100
-    return formats.table(view, now=now, width=width, colour=tty)
+    return formats.table(view, now=now, width=width, colour=tty, wide=wide)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -373,6 +387,9 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--format", choices=("table", "json", "markdown", "html"), default="table")
     report.add_argument("--output", metavar="FILE", help="write to FILE instead of stdout")
     report.add_argument("--live", action="store_true", help="read GitHub first (read-only)")
+    report.add_argument(
+        "--wide", action="store_true", help="the full table: every column, nothing cut"
+    )
     report.add_argument(
         "--by", choices=("pull", "check"), default="pull",
         help="one line per pull request, or per failing check with the pull requests it fails",

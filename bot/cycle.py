@@ -44,6 +44,7 @@ from bot.github.ownership import (
     last_edit_is_the_bots,
 )
 from bot.github.parse import PullFailure
+from bot.progress import WriteProgress
 from bot.render.comment import Renderer
 from bot.render.stamp import Stamp, generation_of, parse_stamp
 from bot.retry import Retryable, RetryPolicy, Stopped, pause, run_with_retries
@@ -228,16 +229,26 @@ class Summary:
     github_requests: int = 0
     graphql_points: int = 0
     rtd_requests: int = 0
+    dry_run: bool = False  # the comments were shown, not written: created means would create
     # requests to each second source, by its name, and its name in words (bot.sources)
     source_requests: dict[str, int] = field(default_factory=dict)
     source_labels: dict[str, str] = field(default_factory=dict)
 
     def line(self) -> str:
         """The one-line cycle summary."""
+        if self.dry_run:
+            comments = (
+                f"comments would create {self.created}, would edit {self.edited}, "
+                f"would leave {self.left}"
+            )
+        else:
+            comments = (
+                f"comments created {self.created}, edited {self.edited}, left {self.left}, "
+                f"deferred {self.deferred}"
+            )
         text = (
             f"cycle: {self.pulls_seen} pull requests seen, {self.skipped} skipped by policy; "
-            f"comments created {self.created}, edited {self.edited}, left {self.left}, "
-            f"deferred {self.deferred}; GitHub requests {self.github_requests} "
+            f"{comments}; GitHub requests {self.github_requests} "
             f"({self.graphql_points} GraphQL points), Read the Docs requests {self.rtd_requests}"
         )
         for name, count in self.source_requests.items():
@@ -398,9 +409,11 @@ class Cycle:
         generation: Callable[[str], int] = lambda _repo: 0,
         fence: Callable[[str], int | None] | None = None,
         reports: Reports | None = None,
+        progress: Callable[[str], None] | None = None,
         epoch: str = "",
     ) -> None:
         self.github, self.docs, self.store, self.renderer = github, tuple(docs), store, renderer
+        self.progress = progress  # a terminal's line of how far the writes are ("" clears it)
         self.reports = reports or Reports()  # the service shares one across its cycles
         self.policy = policy
         self.pacing = pacing or WritePacing()  # the service shares one across its cycles
@@ -465,7 +478,7 @@ class Cycle:
         `failed` (with, after a rate limit, every repository not read because of it) and the
         others are still read; a stop request ends it early, naming what was left.
         """
-        summary = Summary()
+        summary = Summary(dry_run=self.dry_run)
         plans: list[Plan] = []
         self._left, self._listed, self._bases, self._annotations = [], {}, {}, {}
         self._later, self._foreign = {}, {}
@@ -1017,11 +1030,30 @@ class Cycle:
         ordered = sorted(
             plans, key=lambda p: (p.action != "edit", PRIORITY[p.report.verdict], p.label)
         )
+        progress = WriteProgress(
+            0 if self.dry_run else len(ordered),
+            gap_s=self.policy.min_seconds_between_writes,
+            show=self.progress,
+        )
+        try:
+            self._publish_each(ordered, summary, progress)
+        finally:
+            progress.finish()
+
+    def _publish_each(
+        self,
+        ordered: Sequence[Plan],
+        summary: Summary,
+        progress: WriteProgress,
+    ) -> None:
         current: dict[str, Comment | None] = {}
         for index, plan in enumerate(ordered):
-            if self.dry_run:
+            if self.dry_run:  # shown, and counted as what it would be
                 self._show(self.rendered(plan))
+                summary.created += plan.action == "create"
+                summary.edited += plan.action == "edit"
                 continue
+            progress.wrote(index + 1)  # "comment 37 of 200": the one being written
             try:
                 if index % REREAD_BATCH == 0 and self._has_write_budget():
                     current = self._reread(ordered[index : index + REREAD_BATCH], summary)
@@ -1307,7 +1339,7 @@ class Cycle:
     ) -> Summary:
         """Plan and publish already-read pull requests through the same rules as `run`; the
         failing heads' merge bases and annotations are asked first, batched, as a pass does."""
-        summary = Summary()
+        summary = Summary(dry_run=self.dry_run)
         self._left = []  # a refresh checks no comment: the pass does
         self._groups = {}  # merge groups change by the minute: read again for this refresh
         gh_before, points_before = self.github.usage.total, self.github.usage.graphql_points

@@ -624,7 +624,7 @@ def load_settings(
     if env.get("GITHUB_TOKEN") and not env.get(ENV_PREFIX + "GITHUB" + ENV_DELIMITER + "TOKEN"):
         settings._github_token_note = (
             "; GITHUB_TOKEN is set, but the bot reads its token from "
-            "CI_STATUS_BOT_GITHUB__TOKEN (export CI_STATUS_BOT_GITHUB__TOKEN=\"$GITHUB_TOKEN\")"
+            'CI_STATUS_BOT_GITHUB__TOKEN (export CI_STATUS_BOT_GITHUB__TOKEN="$GITHUB_TOKEN")'
         )
     return settings
 

@@ -28,7 +28,8 @@ OTHER = "octo/cli"
 
 
 def seed(world: World) -> None:
-    """The demo pull requests, and a pending, a stale and a second repository's."""
+    """The demo pull requests, and a pending, a stale and a second repository's (whose
+    required DCO check never reported)."""
     now = datetime.now(UTC)
     seed_demo(world, now=now - timedelta(minutes=1))
     for number, started, title in (
@@ -42,6 +43,7 @@ def seed(world: World) -> None:
         world.add_check_run(DEMO_REPO, sha, name="tests (3.13)", app_slug="github-actions",
                             workflow="ci", status="in_progress", started_at=started)  # fmt: skip
     world.add_repo(OTHER)
+    world.set_required_checks(OTHER, ["tests", "DCO"])  # the DCO app never reports on #88
     sha = hashlib.sha1(b"cli-88").hexdigest()
     world.add_pull(OTHER, 88, title="Add --json to `omni check`", author="gina", head_sha=sha,
                    draft=True)  # fmt: skip
@@ -96,7 +98,7 @@ def terminal_html(text: str) -> str:
     for line in html.escape(text).splitlines():
         word = line.split(" ", 1)[0]
         if word in {"failing", "incomplete", "pending", "passing"}:
-            line = f'<span class="{word}">{line[:13]}</span>{line[13:]}'
+            line = f'<span class="{word}">{word}</span>{line[len(word) :]}'
         lines.append(line)
     return TERMINAL.format(body="\n".join(lines))
 
@@ -120,8 +122,12 @@ def main() -> int:
         try:
             driver.get((tmp / "page.html").as_uri())
             driver.save_screenshot(str(args.out / "triage-page.png"))
-            driver.set_window_size(900, 300)
+            # 80 columns of 13 px DejaVu Sans Mono, as tall as every line of the table
+            driver.set_window_size(700, 400)
             driver.get((tmp / "table.html").as_uri())
+            inner = driver.execute_script("return window.innerHeight")
+            need = driver.execute_script("return document.documentElement.scrollHeight")
+            driver.set_window_size(700, 400 - inner + need)
             driver.save_screenshot(str(args.out / "triage-table.png"))
         finally:
             driver.quit()

@@ -99,11 +99,29 @@ def on_base(signal: Signal, merge: MergeBase) -> BaseCheck:
     if not matches:
         if merge.truncated:
             return BaseCheck(merge.commit, error=TRUNCATED_BASE)
-        return _unverified(BaseCheck(merge.commit), merge)
+        return _unverified(BaseCheck(merge.commit, workflow_ran=workflow_ran(signal, merge)), merge)
     found = reduce(lambda kept, s: s if newer(s, kept) else kept, matches)
     when = found.created_at if found.kind is Kind.STATUS else found.completed_at
     state = github_state(found)
     return _unverified(BaseCheck(merge.commit, state, found.url, when or found.started_at), merge)
+
+
+def workflow_ran(signal: Signal, merge: MergeBase) -> bool:
+    """Whether another run of the signal's own workflow (same app, workflow file or, without
+    one, workflow name) is on the merge base: the check runs on base-branch commits. A status,
+    or a run GitHub gave no workflow for (the DCO app's), has no workflow to tell it by."""
+    if signal.kind is not Kind.CHECK_RUN or (signal.workflow_path or signal.workflow) is None:
+        return False
+    return any(
+        other.kind is Kind.CHECK_RUN
+        and other.app == signal.app
+        and (
+            other.workflow_path == signal.workflow_path
+            if signal.workflow_path is not None
+            else other.workflow == signal.workflow
+        )
+        for other in merge.signals
+    )
 
 
 def _unverified(check: BaseCheck, merge: MergeBase) -> BaseCheck:

@@ -86,6 +86,8 @@ def _row_facts(row: Row) -> tuple[Any, ...]:
         on_base = (
             base.commit, base.state and base.state.value, base.url, _ts(base.since), base.error
         )  # fmt: skip
+        if base.workflow_ran:  # appended only when true: the keys of others stay
+            on_base = (*on_base, "workflow ran")
         if base.unverified_since is not None:  # appended only when said: the key stays
             on_base = (*on_base, _ts(base.unverified_since), base.failure, _ts(base.read_at))
     plain = (

@@ -286,6 +286,9 @@ class BaseCheck:
     unverified_since: datetime | None = None
     failure: str | None = None  # how that read fails, in stable words
     read_at: datetime | None = None  # when that last good answer was read
+    # the signal did not run there, but its workflow did (same app and workflow): the check
+    # runs on base-branch commits, so "not run on the merge base" says something
+    workflow_ran: bool = False
 
     @property
     def also_failing(self) -> bool:

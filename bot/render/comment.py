@@ -22,6 +22,7 @@ from bot.core import facts, merge_queue, queue_sources, remedies, required
 from bot.core.base import base_finding, unverified_finding
 from bot.core.model import (
     FAILING_STATES,
+    INCOMPLETE_STATES,
     MARKER,
     Annotation,
     BaseCheck,
@@ -35,7 +36,7 @@ from bot.core.model import (
     format_utc,
     group_of,
 )
-from bot.core.remedies import DCO_APP, remedy_for
+from bot.core.remedies import DCO_APP, remedy_for, remedy_words
 from bot.core.required import rules_words
 from bot.render import escape, queue, stamp
 from bot.render.escape import (
@@ -70,6 +71,10 @@ GLYPHS: Final[dict[Verdict, str]] = {
 # A claim, said only where every signal that is not passing is in a state no source changes
 # by itself (settled_for_good); otherwise the headline is "Incomplete" and its counts.
 FINAL_NOTE: Final = " — nothing will finish on its own"
+NEVER_REPORTED: Final = "never reported"
+# Whose move it is, from the merge base's facts (interface.md 4b): said first on the row.
+AUTHORS_MOVE: Final = "The author's move"
+NOT_HERE: Final = "Not this pull request's move"
 STATE_WORDS: Final[dict[State, str]] = {
     State.FAILURE: "failed",
     State.ACTION_REQUIRED: "action required",
@@ -174,18 +179,28 @@ def comment_view(report: Report) -> CommentView:
     short_tell = told_apart(report.rows, limit=HEADLINE_TELL_LIMIT)
     commit = safe_url(report.commit_url)
     sha = f"`{short_sha(report.head_sha)}`"
+    quoted = [
+        row
+        for row in headline_named(report.rows, report.verdict)
+        if row.state in FAILING_STATES and _app_words(row.signal) is not None
+    ]
     return CommentView(
         glyph=Md(GLYPHS[report.verdict]),
-        verdict=Md(
-            report.verdict.value.capitalize() + (FINAL_NOTE if settled_for_good(report) else "")
-        ),
-        counts=headline(report.rows, tell=short_tell),
+        verdict=Md(verdict_words(report)),
+        counts=headline(report.rows, tell=short_tell, verdict=report.verdict),
         head=Md(f"[{sha}]({commit})" if commit else sha),
         draft=report.draft,
         observed=utc(report.observed_at),
         edited=Md(_EDITED_NOTE),
         rows=tuple(
-            row_view(row, report.stale_after, tell=tell.get(row.signal), repo_url=repo_url(report))
+            row_view(
+                row,
+                report.stale_after,
+                tell=tell.get(row.signal),
+                repo_url=repo_url(report),
+                quoted_above=row in quoted,
+                observed=report.observed_at,
+            )
             for row in shown
         ),
         passing=tuple(_passing_name(row, tell.get(row.signal)) for row in passing),
@@ -193,6 +208,18 @@ def comment_view(report: Report) -> CommentView:
         < sum(1 for r in report.rows if group_of(r.state) is Verdict.PASSING),
         notes=tuple(prose(note, FINDING_LIMIT) for note in report.notes),
     )
+
+
+def verdict_words(report: Report) -> str:
+    """ "Failing", "Pending", "Incomplete — nothing will finish on its own", "Passing"; a
+    pending verdict that waits for a context never reported is "Waiting" (GitHub's own word:
+    "Expected — Waiting for status to be reported")."""
+    if report.verdict is Verdict.PENDING and any(never_reported(r) for r in report.rows):
+        return "Waiting"
+    # a headline that names the cancelled signals says it with their state word; their rows
+    # say who can move them
+    final = settled_for_good(report) and not headline_named(report.rows, report.verdict)
+    return report.verdict.value.capitalize() + (FINAL_NOTE if final else "")
 
 
 def settled_for_good(report: Report) -> bool:
@@ -258,32 +285,82 @@ def is_row(row: Row) -> bool:
     return row.reconciliation is not None and row.reconciliation.divergent
 
 
-def headline(rows: Sequence[Row], *, tell: dict[Signal, Md] | None = None) -> Md:
-    """After the verdict: one or two failing signals named ("`tests (3.12)` failed
-    (required)"), three or more counted, then the other counts in plain words."""
-    failing = sorted(
-        (row for row in rows if row.state in FAILING_STATES),
-        key=lambda row: _required_rank(row.signal.required),
+def headline(
+    rows: Sequence[Row],
+    *,
+    tell: dict[Signal, Md] | None = None,
+    verdict: Verdict = Verdict.FAILING,
+) -> Md:
+    """After the verdict: at most two signals named ("`tests (3.12)` failed (required)",
+    "`DCO` (required) never reported", "`docs` cancelled") — the failing ones, then those that
+    never reported, then (in an incomplete verdict) the other stuck ones; a group that does not
+    fit beside the named is counted, as is every group after it; then the other counts."""
+    named = headline_named(rows, verdict)
+    parts = [_headline_name(row, (tell or {}).get(row.signal)) for row in named]
+    others = [row for row in rows if row not in named]
+    if others or not parts:
+        parts.append(headline_counts(others))
+    return Md(" · ".join(parts))
+
+
+def headline_named(rows: Sequence[Row], verdict: Verdict) -> list[Row]:
+    """The rows the headline names (at most HEADLINE_NAMES), in the order it names them."""
+    groups = {
+        Verdict.FAILING: (_failing(rows), _never_reported(rows)),
+        Verdict.PENDING: (_never_reported(rows),),
+        Verdict.INCOMPLETE: (_never_reported(rows), _stuck(rows)),
+    }.get(verdict, ())
+    named: list[Row] = []
+    for group in groups:
+        if not group:
+            continue
+        if len(named) + len(group) > HEADLINE_NAMES:
+            break
+        named.extend(group)
+    return named
+
+
+def _by_required(rows: Sequence[Row]) -> list[Row]:
+    return sorted(rows, key=lambda row: _required_rank(row.signal.required))
+
+
+def _failing(rows: Sequence[Row]) -> list[Row]:
+    return _by_required([row for row in rows if row.state in FAILING_STATES])
+
+
+def _never_reported(rows: Sequence[Row]) -> list[Row]:
+    """Required (or expected) contexts nothing reported, still waited for."""
+    return _by_required([row for row in rows if never_reported(row)])
+
+
+def _stuck(rows: Sequence[Row]) -> list[Row]:
+    """Incomplete rows (cancelled, stale, unknown) other than those never reported."""
+    return _by_required(
+        [row for row in rows if row.state in INCOMPLETE_STATES and not never_reported(row)]
     )
-    if not failing or len(failing) > HEADLINE_NAMES:
-        return headline_counts(rows)
-    named = [_headline_name(row, (tell or {}).get(row.signal)) for row in failing]
-    others = [row for row in rows if row.state not in FAILING_STATES]
-    return Md(" · ".join([*named, *([headline_counts(others)] if others else [])]))
+
+
+def never_reported(row: Row) -> bool:
+    """A context required (or expected) that no check run or status of the head carries."""
+    return row.signal.kind is Kind.EXPECTED and group_of(row.state) is not Verdict.PASSING
 
 
 def _headline_name(row: Row, tell: Md | None) -> str:
-    """One failing signal in the headline: its name (cut), its state, its marks, and for some
-    apps their own first sentence: "`DCO` action required: “There is one commit …”"."""
+    """One signal in the headline: its name (cut), its state, its marks, and for some apps
+    their own first sentence: "`DCO` action required: “There is one commit …”"; one that never
+    reported: "`tests (3.12)` (required) never reported"."""
     on_base = row.base is not None and row.base.also_failing
     marks = [
         w
         for w, on in (("required", row.signal.required), ("also on the merge base", on_base))
         if on
     ]
-    text = f"{code(row.signal.name, HEADLINE_NAME_LIMIT)}{tell or ''} {STATE_WORDS[row.state]}"
+    name = f"{code(row.signal.name, HEADLINE_NAME_LIMIT)}{tell or ''}"
+    if never_reported(row):
+        return f"{name}{' (required)' if row.signal.required else ''} {NEVER_REPORTED}"
+    text = f"{name} {STATE_WORDS[row.state]}"
     text += f" ({', '.join(marks)})" if marks else ""
-    words = _app_words(row.signal)
+    words = _app_words(row.signal) if row.state in FAILING_STATES else None
     return text + (f": {words}" if words else "")
 
 
@@ -303,7 +380,8 @@ def _app_words(signal: Signal) -> Md | None:
 
 
 def headline_counts(rows: Sequence[Row]) -> Md:
-    """The counts in plain words: "1 failing (1 required) · 1 pending · 6 passing"."""
+    """The counts in plain words: "1 failing (1 required) · 1 never reported · 1 pending ·
+    6 passing"; a context never reported is counted as that, not as pending or stale."""
     if not rows:
         return Md("nothing reported")
     parts: list[str] = []
@@ -314,8 +392,11 @@ def headline_counts(rows: Sequence[Row]) -> Md:
         said = [f"{required} required"] if required else []
         said += [f"{on_base} also on the merge base"] if on_base else []
         parts.append(f"{len(failing)} failing" + (f" ({', '.join(said)})" if said else ""))
+    never = sum(1 for row in rows if never_reported(row))
+    if never:
+        parts.append(f"{never} {NEVER_REPORTED}")
     for word, states in _COUNTED:
-        count = sum(1 for row in rows if row.state in states)
+        count = sum(1 for row in rows if row.state in states and not never_reported(row))
         if count:
             parts.append(f"{count} {word}")
     passing = sum(1 for row in rows if group_of(row.state) is Verdict.PASSING)
@@ -325,39 +406,33 @@ def headline_counts(rows: Sequence[Row]) -> Md:
 
 
 def row_view(
-    row: Row, stale_after: timedelta, *, tell: Md | None = None, repo_url: str = ""
+    row: Row,
+    stale_after: timedelta,
+    *,
+    tell: Md | None = None,
+    repo_url: str = "",
+    quoted_above: bool = False,
+    observed: datetime | None = None,
 ) -> RowView:
-    """One signal's row: name, state, required, since, and what the sources said; `tell`
-    follows the name where another signal shares it (the event, the workflow file)."""
+    """One signal's row: name, state, required, since, and what the sources said, led by whose
+    move it is where the facts say it; `tell` follows the name where another signal shares it
+    (the event, the workflow file); `quoted_above`: the headline quotes the app's own words."""
     if row.signal.kind is Kind.EXPECTED:
-        return _expected_view(row, stale_after, tell=tell)
+        return _expected_view(row, stale_after, tell=tell, observed=observed)
     signal, rec = row.signal, row.reconciliation
-    divergent = rec is not None and rec.divergent
-    github_pending = _github_pending(signal)
-    stale_by_age = row.state is State.STALE and github_pending and row.since is not None
-    limit = f"the {int(stale_after.total_seconds() // 60)}-minute limit"
-    # a second source's finding (a build stuck on RTD) may explain the staleness itself
-    explained = rec is not None and limit in rec.finding
-    if divergent:
-        shows = "still shows" if github_pending else "shows"
-        note = f"GitHub {shows} {_state_words(signal.github_state)}"
-    elif stale_by_age:  # stale is the bot's judgement of its age: GitHub's state is not final
-        shows = f"GitHub still shows {_state_words(signal.github_state)}"
-        note = shows if explained else f"{shows}, longer than {limit}"
-    else:
-        note = ""
+    note, stale_by_age = _row_note(row, stale_after)
     said: list[str] = []
-    if not divergent:  # GitHub's text describes the state the second source settled
-        said.extend(_source_text(signal))
+    if not (rec is not None and rec.divergent) and not quoted_above:
+        said.extend(_source_text(signal))  # GitHub's text describes what the source settled
     if row.finding and not stale_by_age:  # the stale sentence is the note and the since
         said.append(prose(row.finding, FINDING_LIMIT))
-    if row.base is not None:
-        said.append(base_clause(row.base, repo_url))
+    lead, clause = base_move(row.base, repo_url) if row.base is not None else (None, None)
+    said.extend(filter(None, [clause]))
     said.extend(history_clauses(row.history, repo_url))
     details = _link(signal.url)
     if rec is not None:
         finding = rec.finding
-        if divergent:  # "GitHub's status says failure." is on the row already
+        if rec.divergent:  # "GitHub's status says failure." is on the row already
             finding = finding.removeprefix(f"GitHub's status says {signal.github_state}. ")
             if finding.endswith(f"; {note}."):  # and so is "GitHub still shows pending"
                 finding = finding.removesuffix(f"; {note}.") + "."
@@ -367,20 +442,34 @@ def row_view(
             said.append(f"[{rec.link_label or 'record'}]({build})")
         details = details or build
     name = code(signal.name)
-    glyph = GLYPHS[group_of(row.state)]
+    first = with_remedy(Md(" — ".join(said)), row, lead=lead)
     return RowView(
-        glyph=Md(glyph),
+        glyph=Md(GLYPHS[group_of(row.state)]),
         name=Md((f"[{name}]({details})" if details else name) + (tell or "")),
         state=Md(STATE_WORDS[row.state]),
         note=Md(note),
         required=Md("required" if signal.required else ""),
         since=_since(row),
-        said=Md(
-            "  \n  ".join(
-                filter(None, [with_remedy(Md(" — ".join(said)), row), *annotation_lines(row)])
-            )
-        ),
+        said=Md("  \n  ".join(filter(None, [first, *annotation_lines(row)]))),
     )
+
+
+def _row_note(row: Row, stale_after: timedelta) -> tuple[str, bool]:
+    """What follows the state ("GitHub still shows pending"), and whether the row is stale by
+    age alone (then the note says the limit, unless a second source's finding does)."""
+    signal, rec = row.signal, row.reconciliation
+    github_pending = _github_pending(signal)
+    stale_by_age = row.state is State.STALE and github_pending and row.since is not None
+    limit = f"the {int(stale_after.total_seconds() // 60)}-minute limit"
+    if rec is not None and rec.divergent:
+        shows = "still shows" if github_pending else "shows"
+        return f"GitHub {shows} {_state_words(signal.github_state)}", stale_by_age
+    if stale_by_age:  # stale is the bot's judgement of its age: GitHub's state is not final
+        shows = f"GitHub still shows {_state_words(signal.github_state)}"
+        # a second source's finding (a build stuck on RTD) may explain the staleness itself
+        explained = rec is not None and limit in rec.finding
+        return (shows if explained else f"{shows}, longer than {limit}"), True
+    return "", False
 
 
 def annotation_lines(row: Row) -> tuple[Md, ...]:
@@ -405,12 +494,18 @@ def _location(annotation: Annotation) -> Md:
     return code(f"{annotation.path}:{lines}" if lines else annotation.path)
 
 
-def _expected_view(row: Row, stale_after: timedelta, *, tell: Md | None) -> RowView:
-    """A context that never reported: which rule requires it, since when the head is known."""
+def _expected_view(
+    row: Row, stale_after: timedelta, *, tell: Md | None, observed: datetime | None
+) -> RowView:
+    """A context that never reported: that GitHub does not merge without it and which rule
+    requires it; since when the head is known, unless the head line says that minute."""
     signal = row.signal
     limit = f"the {int(stale_after.total_seconds() // 60)}-minute limit"
-    said = rules_words(signal.rules, code)
-    said = said[:1].upper() + said[1:] + "."
+    rules = rules_words(signal.rules, code)
+    if signal.required:
+        said = f"GitHub does not allow merging until it reports: it is {rules}."
+    else:
+        said = rules[:1].upper() + rules[1:] + "."
     if signal.app_id is not None:
         app = f"`{signal.app}`" if signal.app else f"the app with id {signal.app_id}"
         said += f" Only a check of {app} satisfies the rule."
@@ -418,54 +513,73 @@ def _expected_view(row: Row, stale_after: timedelta, *, tell: Md | None) -> RowV
             said += " " + signal.description
     if row.since is None:
         since = Md("GitHub gives no time for it")
+    elif observed is not None and format_utc(row.since) == format_utc(observed):
+        since = Md("")  # the head line dates it: said once
     else:
         since = Md(f"this head known to this bot since {utc(row.since)}")
     stale = row.state is State.STALE
     return RowView(
         glyph=Md(GLYPHS[group_of(row.state)]),
         name=Md(code(signal.name) + (tell or "")),
-        state=Md(STATE_WORDS[row.state]),
-        note=Md("not reported on this commit" + (f", longer than {limit}" if stale else "")),
+        state=Md("not reported on this commit"),
+        note=Md(f"longer than {limit}" if stale else ""),
         required=Md("required" if signal.required else ""),
         since=since,
         said=with_remedy(Md(said), row),
     )
 
 
-def with_remedy(said: Md, row: Row) -> Md:
-    """What the sources said, then the documented remedy for the row's state (if a source
-    documents one), linked to that source: quoted, never performed."""
+def with_remedy(said: Md, row: Row, *, lead: str | None = None) -> Md:
+    """What the sources said, led by whose move it is (`lead`, or the documented remedy that
+    names who makes it) and ending with any other documented remedy for the row's state,
+    linked to its source: quoted, never performed."""
     remedy = remedy_for(row)
     link = _link(remedy.source) if remedy is not None else None
-    if remedy is None or link is None:
-        return said
-    sentence = f"{remedy.words} ([{remedy.source_name}]({link}))."
-    if not said:
-        return Md(sentence)
-    return Md(f"{said}{'' if said.endswith(_SENTENCE_ENDS) else '.'} {sentence}")
+    sentence = ""
+    if remedy is not None and link is not None:
+        sentence = f"{remedy_words(remedy, row)} ([{remedy.source_name}]({link}))."
+        if remedy.who is not None and lead is None:
+            lead, sentence = f"**{remedy.who}:** {sentence}", ""
+    if said and sentence and not said.endswith(_SENTENCE_ENDS):
+        said = Md(f"{said}.")  # the sources' text ends as a sentence before the remedy's
+    return Md(" ".join(part for part in (lead, said, sentence) if part))
 
 
 _SENTENCE_ENDS: Final = (".", "!", "?", ".”", "!”", "?”")
 
 
 def base_clause(base: BaseCheck, repo_url: str) -> Md:
-    """One short clause: what the same signal reported on the merge base, or why not known."""
+    """What the same signal reported on the merge base, or why not known, in one sentence
+    (whose move it is, where that says it); "" where it did not run there and nothing shows
+    that it runs on the base branch's commits (the DCO app, a pull request's own status)."""
+    lead, clause = base_move(base, repo_url)
+    return Md(" ".join(part for part in (lead, clause) if part))
+
+
+def base_move(base: BaseCheck, repo_url: str) -> tuple[str | None, str | None]:
+    """(whose move it is, from the merge base's facts; the clause that says what else is known
+    there): passed there, so the author's; failing there too, so not this pull request's."""
     if base.commit is None or base.error is not None:
-        return prose(base_finding(base) or "", FINDING_LIMIT)
+        return None, prose(base_finding(base) or "", FINDING_LIMIT)
     sha = f"`{short_sha(base.commit)}`"
     link = _link(f"{repo_url}/commit/{base.commit}") if repo_url else None
     commit = f"[{sha}]({link})" if link else sha
-    if base.state is None:
-        clause = f"not run on the merge base {commit}"
-    elif not base.also_failing:
-        clause = f"{STATE_WORDS[base.state]} on the merge base {commit}"
-    else:
-        since = f" since {utc(base.since)}" if base.since is not None else ""
-        clause = f"also {STATE_WORDS[base.state]} on the merge base {commit}{since}"
     # once a re-read of the merge base's checks has failed for the policy's limit: since when
-    # (what the clause says is GitHub's last good answer)
+    # (what is said is GitHub's last good answer)
     said = unverified_finding(base)
-    return Md(clause if said is None else f"{clause}. {prose(said, FINDING_LIMIT)}")
+    unverified = "" if said is None else f" {prose(said, FINDING_LIMIT)}"
+    if base.state is State.SUCCESS:
+        lead = f"**{AUTHORS_MOVE}:** it passed on the merge base {commit}, so this change fails it."
+        return lead + unverified, None
+    if base.also_failing:
+        since = f" since {utc(base.since)}" if base.since is not None else ""
+        word = STATE_WORDS[base.state] if base.state is not None else ""
+        lead = f"**{NOT_HERE}:** it also {word} on the merge base {commit}{since}."
+        return lead + unverified, None
+    if base.state is None and not base.workflow_ran:
+        return None, unverified.strip() or None
+    what = "not run" if base.state is None else STATE_WORDS[base.state]
+    return None, f"{what} on the merge base {commit}.{unverified}"
 
 
 def first_meaningful_line(text: str | None, *, said: frozenset[str] = frozenset()) -> str | None:

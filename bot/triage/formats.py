@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -17,9 +18,15 @@ from bot.render.escape import cell_code, iso_utc, md, safe_url, short_sha
 from bot.triage.bycheck import by_check, row_checks
 from bot.triage.rows import (
     COUNT_GROUPS,
+    QUIET_WHEN_NONE,
     VERDICTS,
+    Named,
     TriageEntry,
+    in_order,
+    labels,
+    named_dict,
     not_read_dict,
+    plural,
     shortlist,
     totals,
     unread_repos,
@@ -48,6 +55,8 @@ def pull_dict(entry: TriageEntry) -> dict[str, Any]:
         "never_reported": list(entry.never_reported),
         "required_never_reported": list(entry.required_never_reported),
         "failing_on_base": list(entry.failing_on_base),
+        "incomplete": [named_dict(n) for n in entry.incomplete],
+        "pending": [named_dict(n) for n in entry.pending],
         "in_merge_queue": entry.in_merge_queue,
         "merge_queue_stuck": list(entry.merge_queue_stuck),
         "oldest_unsettled": None if oldest is None else unsettled_dict(oldest),
@@ -107,57 +116,118 @@ def _waiting(entry: TriageEntry) -> str:
     return f"{oldest.state} {_short_time(oldest.since)}".rstrip()
 
 
+STUCK_IN_QUEUE: Final = "stuck in the merge queue"  # required contexts the merge group lacks
+NARROW: Final = 80  # the terminal table's width where none is known
+INDENT: Final = "    "  # the names under a row
+_VERDICT_WIDTH: Final = 10  # "incomplete"
+_PULL_WIDTH: Final = 24  # a longer owner/name#N is cut in the repository's name
+_AUTHOR_WIDTH: Final = 8
+
+
 def table(
-    entries: Sequence[TriageEntry], *, now: datetime, width: int = 100, colour: bool = False
+    entries: Sequence[TriageEntry],
+    *,
+    now: datetime,
+    width: int = NARROW,
+    colour: bool = False,
+    wide: bool = False,
 ) -> str:
-    """The terminal table: one line per pull request, titles cut to fit `width` columns."""
-    pull_width = max([len("PULL"), *(len(e.label) for e in entries)])
-    fixed = 13 + 1 + pull_width + 1 + 1 + 1 + 12 + 1 + 19 + 1 + 10 + 1
+    """The terminal table: a line per pull request that fits `width` (80 columns by default;
+    titles cut with an ellipsis), the signals it names on their own indented lines under it,
+    then the summary. `wide`: every column (head, observed, comment) and nothing cut."""
+    if wide:
+        width = 10**6
+    pulls = [_pull_label(e, None if wide else _PULL_WIDTH) for e in entries]
+    pull_width = max([len("PULL"), *(len(p) for p in pulls)])
+    lines = [_header(pull_width, wide=wide)]
+    fixed = _VERDICT_WIDTH + 1 + pull_width + 3 + 12 + 1 + _AUTHOR_WIDTH + 1
     title_width = max(10, width - fixed)
-    header = (
-        f"{'VERDICT':<13} {'PULL':<{pull_width}} {'D':1} {' F  P  I  OK':<12} "
-        f"{'WAITING SINCE (UTC)':<19} {'AUTHOR':<10} TITLE"
-    )
-    lines = [header]
-    for e in entries:
-        verdict = "failing (req)" if e.urgency == "failing-required" else e.verdict.value
-        counts = "{:>2} {:>2} {:>2} {:>3}".format(*(e.counts.get(g, 0) for g in COUNT_GROUPS))
-        shown = verdict.ljust(13)
+    for e, pull in zip(entries, pulls, strict=True):
+        verdict = "failing (req)" if wide and e.urgency == "failing-required" else e.verdict.value
+        shown = verdict.ljust(13 if wide else _VERDICT_WIDTH)
         if colour:
             shown = f"\x1b[{_COLOURS[e.verdict.value]}m{shown}\x1b[0m"
-        line = (
-            f"{shown} {e.label:<{pull_width}} {'d' if e.draft else ' '} {counts:<12} "
-            f"{_waiting(e):<19} {_cell(_clean(e.author), 10)} "
-            f"{_cell(_clean(e.title), title_width).rstrip()}"
-        )
-        lines.append(line)
-        lines.extend(_named_lines(e, width))
+        counts = "{:>2} {:>2} {:>2} {:>3}".format(*(e.counts.get(g, 0) for g in COUNT_GROUPS))
+        head = f"{shown} {pull:<{pull_width}} {'d' if e.draft else ' '} {counts:<12} "
+        if wide:
+            head += (
+                f"{_waiting(e):<19} {short_sha(e.head_sha)} {_short_time(e.observed_at)} "
+                f"{_clean(e.author)} {_clean(e.title)}"
+            )
+        else:
+            author = _cell(_clean(e.author), _AUTHOR_WIDTH)
+            head += f"{author} {_cell(_clean(e.title), title_width)}"
+        lines.append(head.rstrip())
+        for part in _named_parts(e):
+            lines.extend(_fit(part, width))
+        if wide and e.comment_url:
+            lines.append(f"{INDENT}comment: {e.comment_url}")
         if e.not_read is not None:
-            lines.append(f"{'':13}   last read {_short_time(e.read_at)} UTC".rstrip())
-    t = totals(entries)
-    counted = ", ".join(f"{n} {v}" for v, n in t.verdicts.items())
-    for repo, why in unread_repos(entries).items():
-        lines.append(
-            _cell(
-                f"{_clean(repo)} {_not_read_sentence(why.since)}: {_clean(why.reason)}", width
-            ).rstrip()
-        )
-    lines.append(f"{t.total} open pull requests: {counted}.")
-    if t.never_reported:
-        lines.append(f"{t.never_reported} with a required check that never reported.")
-    lines.append(
-        f"{t.failing_required} failing a required check; {_docs_builds(t.docs_stuck)} stale, "
-        f"cancelled or unknown; as of {format_utc(now)}."
-    )
+            lines.append(f"{INDENT}last read {_short_time(e.read_at)} UTC")
+    lines.extend(_table_foot(entries, now=now, width=width))
     return "\n".join(lines) + "\n"
 
 
+def _header(pull_width: int, *, wide: bool) -> str:
+    verdict = f"{'VERDICT':<13}" if wide else f"{'VERDICT':<{_VERDICT_WIDTH}}"
+    head = f"{verdict} {'PULL':<{pull_width}} {'D':1} {' F  P  I  OK':<12} "
+    if wide:
+        return head + f"{'WAITING SINCE (UTC)':<19} HEAD    OBSERVED    AUTHOR TITLE"
+    return head + f"{'AUTHOR':<{_AUTHOR_WIDTH}} TITLE"
+
+
+def _pull_label(entry: TriageEntry, limit: int | None) -> str:
+    """owner/name#N; past `limit` characters the repository's name is cut, never the number."""
+    label = _clean(entry.label)
+    if limit is None or len(label) <= limit:
+        return label
+    number = f"#{entry.number}"
+    return _clean(entry.repo)[: max(1, limit - len(number) - 1)] + "…" + number
+
+
+def _table_foot(entries: Sequence[TriageEntry], *, now: datetime, width: int) -> list[str]:
+    t = totals(entries)
+    lines: list[str] = []
+    for repo, why in unread_repos(entries).items():
+        said = f"{_clean(repo)} {_not_read_sentence(why.since)}: {_clean(why.reason)}"
+        lines.extend(_cell(line, width).rstrip() for line in textwrap.wrap(said, width) or [""])
+    counted = ", ".join(f"{n} {v}" for v, n in t.verdicts.items())
+    lines.append(f"{plural(t.total, 'open pull request', 'open pull requests')}: {counted}.")
+    words = [text for key, count, text in labels(t) if count or key not in QUIET_WHEN_NONE]
+    lines.extend(_wrapped([*words, f"as of {format_utc(now)}."], width, sep="; "))
+    return lines
+
+
+def _fit(part: str, width: int) -> list[str]:
+    """One named group ("failing: a, b +2") indented under its row, continued on further
+    lines (indented deeper) between names where it would pass `width`; a name too long for a
+    line of its own is cut with an ellipsis."""
+    head, _, rest = part.partition(": ")
+    names = rest.split(", ")
+    names[0] = f"{head}: {names[0]}"
+    lines = _wrapped(names, width - len(INDENT), sep=", ", more="  ")
+    return [_cell(INDENT + line, width).rstrip() for line in lines]
+
+
+def _wrapped(parts: Sequence[str], width: int, *, sep: str, more: str = "") -> list[str]:
+    """`parts` joined by `sep`, a new line where the next part would pass `width`."""
+    lines: list[str] = []
+    for part in parts:
+        if lines and len(lines[-1]) + len(sep) + len(part) <= width:
+            lines[-1] += sep + part
+        else:
+            if lines:
+                lines[-1] += sep.rstrip()
+            lines.append(more + part if lines else part)
+    return lines
+
+
 def _names(
-    names: tuple[str, ...],
+    names: Sequence[str],
     show: Callable[[str], str],
     *,
-    required: tuple[str, ...] = (),
-    on_base: tuple[str, ...] = (),
+    required: Sequence[str] = (),
+    on_base: Sequence[str] = (),
 ) -> str:
     """The first names (required ones, and those failing on the merge base too, marked), then
     "+N" for the rest."""
@@ -171,27 +241,40 @@ def _marks(required: bool, on_base: bool) -> str:
     return f" ({', '.join(words)})" if words else ""
 
 
-def _named_lines(e: TriageEntry, width: int) -> list[str]:
-    """The lines of names under a row: what fails, what never reported, what waits; on one
-    line when it fits `width`, else one line each (each cut to fit)."""
-    indent = " " * 16
-    parts = _named_parts(e)
-    joined = indent + " · ".join(parts)
-    if len(joined) <= width or len(parts) <= 1:
-        return [_cell(joined, width).rstrip()] if parts else []
-    return [_cell(indent + part, width).rstrip() for part in parts]
+def named_groups(entry: TriageEntry) -> list[tuple[str, tuple[Named, ...]]]:
+    """The incomplete and pending signals of a row by state word, in STATE_ORDER."""
+    items = (*entry.incomplete, *entry.pending)
+    words = dict.fromkeys(n.state for n in in_order(items))
+    return [(word, tuple(n for n in items if n.state == word)) for word in words]
+
+
+def named_text(entry: TriageEntry) -> str:
+    """The incomplete and pending signals with their state words, for the page's filter
+    ("docs/readthedocs.org:omni-docs cancelled tests (3.12) never reported")."""
+    return " ".join(f"{n.name} {n.state}" for n in (*entry.incomplete, *entry.pending))
+
+
+def _group_words(word: str, items: Sequence[Named], time: Callable[[datetime], str]) -> str:
+    """ "cancelled", or "stale since 10-05 09:00" (the oldest of them) for signals that wait."""
+    if word not in ("stale", "pending"):
+        return word
+    times = [n.since for n in items if n.since is not None]
+    return f"{word} since {time(min(times))}" if times else word
 
 
 def _named_parts(e: TriageEntry) -> list[str]:
+    """What a row names: what fails, then each state word's signals ("cancelled: docs")."""
     parts = []
     if e.failing:
         failing = _names(e.failing, _clean, required=e.required_failing, on_base=e.failing_on_base)
         parts.append(f"failing: {failing}")
-    if e.never_reported:
-        never = _names(e.never_reported, _clean, required=e.required_never_reported)
-        parts.append(f"never reported: {never}")
-    if e.oldest_unsettled is not None:
-        parts.append(f"waiting: {_clean(e.oldest_unsettled.name)}")
+    for word, items in named_groups(e):
+        names = [n.name for n in items]
+        required = [n.name for n in items if n.required]
+        said = _group_words(word, items, _short_time)
+        parts.append(f"{said}: {_names(names, _clean, required=required)}")
+    if e.merge_queue_stuck:
+        parts.append(f"{STUCK_IN_QUEUE}: {_names(e.merge_queue_stuck, _clean)}")
     return parts
 
 
@@ -208,41 +291,42 @@ def _md_link(text: str, url: str | None) -> str:
     return f"[{text}]({safe})" if safe else text
 
 
+_BR: Final = "<br>"  # a line break inside a table cell, as GitHub renders it
+
+
 def markdown(entries: Sequence[TriageEntry], *, now: datetime) -> str:
-    """The view as a markdown table that pastes into an issue (untrusted text escaped)."""
+    """The view as a markdown table that pastes into an issue: five columns, each cell's
+    lines broken (untrusted text escaped)."""
     t = totals(entries)
     counted = " · ".join(f"{_GLYPHS[v]} {n} {v}" for v, n in t.verdicts.items())
+    total = plural(t.total, "open pull request", "open pull requests")
     lines = [
-        f"### CI triage · {t.total} open pull requests · {counted}",
-        f"{t.failing_required} failing a required check · {t.never_reported} with a required "
-        f"check never reported · {_docs_builds(t.docs_stuck)} stale, cancelled or unknown · "
-        f"as of {format_utc(now)}",
+        f"### CI triage · {total} · {counted}",
+        " · ".join(
+            [
+                *(text for key, n, text in labels(t) if n or key not in QUIET_WHEN_NONE),
+                f"as of {format_utc(now)}",
+            ]
+        ),
         "",
-        "| | pull | title | author | failing | pending | incomplete | passing "
-        "| failing checks | never reported | oldest unsettled | head | observed | comment |",
-        "|---|---|---|---|--:|--:|--:|--:|---|---|---|---|---|---|",
+        "| | pull request | signals | not passing | comment |",
+        "|---|---|---|---|---|",
     ]
     for e in entries:
-        oldest = e.oldest_unsettled
-        unsettled = (
-            ""
-            if oldest is None
-            else f"{_md_name(oldest.name)} {oldest.state}"
-            + (f" since {format_utc(oldest.since)}" if oldest.since else "")
-        )
         cells = [
             _GLYPHS[e.verdict.value] + (" draft" if e.draft else ""),
-            _md_link(f"{md(e.repo)}#{e.number}", e.url),
-            md(e.title, 80),
-            md(e.author or ""),
-            *(str(e.counts.get(g, 0)) for g in COUNT_GROUPS),
-            _names(e.failing, _md_name, required=e.required_failing, on_base=e.failing_on_base),
-            _names(e.never_reported, _md_name, required=e.required_never_reported),
-            unsettled,
-            f"`{short_sha(e.head_sha)}`",
-            format_utc(e.observed_at) + _md_last_read(e),
-            _md_link("comment", e.comment_url) if e.comment_url else "",
-        ]
+            _md_link(f"{md(e.repo)}#{e.number}", e.url)
+            + f"{_BR}{md(e.title, 80)} · {md(e.author or 'unknown author')}",
+            " · ".join(
+                f"{_GLYPHS[g]} {e.counts.get(g, 0)}" for g in COUNT_GROUPS if e.counts.get(g, 0)
+            ),
+            _BR.join(_md_named_parts(e)),
+            _BR.join(
+                filter(None, [_md_link("comment", e.comment_url) if e.comment_url else "",
+                              f"`{short_sha(e.head_sha)}` {format_utc(e.observed_at)}"
+                              + _md_last_read(e)])
+            ),
+        ]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     unread = unread_repos(entries)
     if unread:
@@ -251,6 +335,23 @@ def markdown(entries: Sequence[TriageEntry], *, now: datetime) -> str:
         lines.append(f"- {md(repo)} {_not_read_sentence(why.since)}: {md(why.reason, 200)}")
     lines += ["", "This bot reads CI state and retriggers nothing."]
     return "\n".join(lines) + "\n"
+
+
+def _md_named_parts(e: TriageEntry) -> list[str]:
+    parts = []
+    if e.failing:
+        failing = _names(
+            e.failing, _md_name, required=e.required_failing, on_base=e.failing_on_base
+        )
+        parts.append(f"failing: {failing}")
+    for word, items in named_groups(e):
+        names = [n.name for n in items]
+        required = [n.name for n in items if n.required]
+        said = _group_words(word, items, format_utc)
+        parts.append(f"{said}: {_names(names, _md_name, required=required)}")
+    if e.merge_queue_stuck:
+        parts.append(f"{STUCK_IN_QUEUE}: {_names(e.merge_queue_stuck, _md_name)}")
+    return parts
 
 
 class PageRenderer:
@@ -266,7 +367,14 @@ class PageRenderer:
             lstrip_blocks=True,
         )
         self._env.filters.update(utc=format_utc, short=short_sha, iso=iso_utc, url=safe_url)
-        self._env.globals.update(not_read_sentence=_not_read_sentence, shortlist=shortlist)
+        self._env.globals.update(
+            not_read_sentence=_not_read_sentence,
+            shortlist=shortlist,
+            named_groups=named_groups,
+            named_text=named_text,
+            group_words=lambda word, items: _group_words(word, items, format_utc),
+            labels=labels,
+        )
 
     def render(
         self,
@@ -353,8 +461,3 @@ def _md_last_read(entry: TriageEntry) -> str:
     if entry.not_read is None or entry.read_at is None:
         return ""
     return f" · **last read {format_utc(entry.read_at)}**"
-
-
-def _docs_builds(count: int) -> str:
-    """ "1 docs build" / "2 docs builds"."""
-    return f"{count} docs build" if count == 1 else f"{count} docs builds"

@@ -16,6 +16,8 @@ from bot.triage.rows import (
     Unsettled,
     comment_url,
     entry_for,
+    named_dict,
+    named_of,
     unsettled_dict,
 )
 
@@ -129,6 +131,8 @@ def _details_json(entry: TriageEntry) -> str:
             "never_reported": list(entry.never_reported),
             "required_never_reported": list(entry.required_never_reported),
             "failing_on_base": list(entry.failing_on_base),
+            "incomplete": [named_dict(n) for n in entry.incomplete],
+            "pending": [named_dict(n) for n in entry.pending],
             "in_merge_queue": entry.in_merge_queue,
             "merge_queue_stuck": list(entry.merge_queue_stuck),
         },
@@ -168,6 +172,8 @@ def _from_stored(row: StoredTriage, not_read: NotRead | None) -> TriageEntry:
         never_reported=tuple(details.get("never_reported", ())),
         required_never_reported=tuple(details.get("required_never_reported", ())),
         failing_on_base=tuple(details.get("failing_on_base", ())),
+        incomplete=tuple(named_of(n) for n in details.get("incomplete", ())),
+        pending=tuple(named_of(n) for n in details.get("pending", ())),
         in_merge_queue=bool(details.get("in_merge_queue", False)),
         merge_queue_stuck=tuple(details.get("merge_queue_stuck", ())),
     )

@@ -14,11 +14,13 @@ from bot.core.model import (
     INCOMPLETE_STATES,
     PullSnapshot,
     Report,
+    Row,
     Signal,
     State,
     Verdict,
     as_utc,
     group_of,
+    parse_optional_time,
 )
 from bot.render.escape import iso_utc
 from bot.sources.base import Source
@@ -43,6 +45,22 @@ class Unsettled:
     name: str
     state: str
     since: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Named:
+    """A signal a row names beside its counts: its name, its state word ("cancelled",
+    "stale", "unknown", "pending", "never reported"), whether it is required, since when."""
+
+    name: str
+    state: str
+    required: bool | None = None
+    since: datetime | None = None
+
+
+NEVER_REPORTED: Final = "never reported"  # the state word of a context nothing reported
+# The order a row names its incomplete and pending signals in, by state word.
+STATE_ORDER: Final = (NEVER_REPORTED, "cancelled", "stale", "unknown", "pending")
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +95,8 @@ class TriageEntry:
     never_reported: tuple[str, ...] = ()  # contexts required (or expected) that never reported
     required_never_reported: tuple[str, ...] = ()  # those of them a rule requires
     failing_on_base: tuple[str, ...] = ()  # failing ones that also fail on the merge base
+    incomplete: tuple[Named, ...] = ()  # cancelled, stale, unknown (and never reported, stale)
+    pending: tuple[Named, ...] = ()  # pending (and never reported, not yet stale)
     in_merge_queue: bool = False  # GitHub's merge queue holds it
     # required contexts missing or failing on its merge-group commit: stuck in the merge queue
     merge_queue_stuck: tuple[str, ...] = ()
@@ -141,7 +161,10 @@ def entry_for(
     on_base: list[str] = []
     unsettled: list[Unsettled] = []
     docs_stuck = 0
+    waiting: dict[Verdict, list[Named]] = {Verdict.INCOMPLETE: [], Verdict.PENDING: []}
     for row in report.rows:
+        if group_of(row.state) in waiting:
+            waiting[group_of(row.state)].append(named(row))
         counts[group_of(row.state).value] += 1
         if row.state in FAILING_STATES:
             (required if row.signal.required else optional).append(row.signal.name)
@@ -175,8 +198,49 @@ def entry_for(
         never_reported=tuple(s.name for s in never),
         required_never_reported=tuple(s.name for s in never if s.required is True),
         failing_on_base=tuple(on_base),
+        incomplete=in_order(waiting[Verdict.INCOMPLETE]),
+        pending=in_order(waiting[Verdict.PENDING]),
         in_merge_queue=report.merge_queue is not None,
         merge_queue_stuck=stuck_names(report.merge_queue),
+    )
+
+
+def named(row: Row) -> Named:
+    """The row as a triage row names it."""
+    never = row.signal.github_state == NEVER_REPORTED_STATE
+    word = NEVER_REPORTED if never else row.state.value
+    return Named(row.signal.name, word, row.signal.required, row.since)
+
+
+def in_order(items: Iterable[Named]) -> tuple[Named, ...]:
+    """By state word (never reported, cancelled, stale, unknown, pending), required first,
+    then oldest first (GitHub's order where no time is known)."""
+    return tuple(
+        sorted(
+            items,
+            key=lambda n: (
+                STATE_ORDER.index(n.state) if n.state in STATE_ORDER else len(STATE_ORDER),
+                n.required is not True,
+                _FAR_FUTURE if n.since is None else as_utc(n.since).isoformat(),
+            ),
+        )
+    )
+
+
+def named_dict(item: Named) -> dict[str, Any]:
+    """A named signal as plain data."""
+    return {"name": item.name, "state": item.state, "required": item.required,
+            "since": iso_utc(item.since)}  # fmt: skip
+
+
+def named_of(data: Mapping[str, Any]) -> Named:
+    """A named signal from named_dict's data (as the state keeps it)."""
+    required = data.get("required")
+    return Named(
+        str(data["name"]),
+        str(data["state"]),
+        required if isinstance(required, bool) else None,
+        parse_optional_time(data.get("since")),
     )
 
 
@@ -257,3 +321,27 @@ def totals(entries: Sequence[TriageEntry]) -> Totals:
         repos=tuple(sorted({e.repo for e in entries}, key=str.lower)),
         stuck_in_merge_queue=sum(1 for e in entries if e.merge_queue_stuck),
     )
+
+
+def plural(count: int, one: str, many: str) -> str:
+    """ "1 draft", "2 drafts"."""
+    return f"{count} {one if count == 1 else many}"
+
+
+def labels(t: Totals) -> list[tuple[str, int, str]]:
+    """The summary's numbers with their words, one label per number, the same in every format:
+    (key, number, "1 docs build cancelled, stale or unknown")."""
+    return [
+        ("failing-required", t.failing_required, f"{t.failing_required} failing a required check"),
+        ("never-reported", t.never_reported,
+         f"{t.never_reported} with a required check never reported"),
+        ("docs-stuck", t.docs_stuck,
+         plural(t.docs_stuck, "docs build", "docs builds") + " cancelled, stale or unknown"),
+        ("queue-stuck", t.stuck_in_merge_queue,
+         f"{t.stuck_in_merge_queue} stuck in the merge queue"),
+        ("drafts", t.drafts, plural(t.drafts, "draft", "drafts")),
+    ]  # fmt: skip
+
+
+# Said only when there are some (most views have none): the table's and the markdown's summary.
+QUIET_WHEN_NONE: Final = frozenset({"never-reported", "queue-stuck"})

@@ -156,7 +156,7 @@ def test_the_job_summary_holds_the_triage_table_of_what_the_run_saw(
     done = run_action(workspace, tmp_path, inputs, GITHUB_STEP_SUMMARY=str(summary))
     assert done.returncode == 0, done.stderr
     text = summary.read_text(encoding="utf-8")
-    assert text.startswith("an earlier step's summary\n### CI triage · 1 open pull requests")
+    assert text.startswith("an earlier step's summary\n### CI triage · 1 open pull request ")
     assert f"{REPO}#7430" in text and "incomplete" in text
 
 

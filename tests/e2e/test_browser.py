@@ -139,7 +139,7 @@ def test_filters_sorting_and_refresh_in_a_real_browser(
     assert visible(browser) == everything  # failing, incomplete, pending, passing
     summary = says(browser, "#summary") or ""
     assert "1\nfailing" in summary.replace(" failing", "\nfailing")
-    assert "1 stale docs builds" in summary.replace("\n", " ")
+    assert "1 docs build cancelled, stale or unknown" in summary.replace("\n", " ")
 
     click(browser, "verdict", "failing")
     assert visible(browser) == ["octo/omni#7"]
@@ -168,6 +168,14 @@ def test_filters_sorting_and_refresh_in_a_real_browser(
     text.send_keys("DCO")  # #7's failing DCO, #9's DCO never reported (7430's passed: no)
     assert visible(browser) == ["octo/omni#7", "octo/other#9"]
     assert "DCO" in (says(browser, 'tr[data-pull="octo/omni#7"]') or "")
+    text.clear()
+    text.send_keys("docs/readthedocs")  # issue 28: the cancelled docs build is named
+    assert visible(browser) == ["octo/omni#7430"]
+    row = browser.find_element("css selector", 'tr[data-pull="octo/omni#7430"]').text
+    assert "cancelled: docs/readthedocs.org:omni-docs" in row
+    text.clear()
+    text.send_keys("never reported")  # by its state word
+    assert visible(browser) == ["octo/other#9"]
     text.clear()
     text.send_keys(" ")  # an input event with an empty filter
     assert visible(browser) == everything

@@ -22,7 +22,7 @@ def test_demo_runs_offline_and_prints_what_it_posted(
     assert "0 were not issue comments" in result.stdout
     # the comments in the contract's shape: headline first, rows, passing collapsed
     assert (
-        "\n### ⚪ Incomplete — nothing will finish on its own · 1 cancelled · 4 passing\n"
+        "\n### ⚪ Incomplete · `docs/readthedocs.org:omni-docs` cancelled · 4 passing\n"
         in result.stdout
     )
     assert "\n### ❌ Failing · `tests (3.12)` failed · 2 passing\n" in result.stdout  # 7431

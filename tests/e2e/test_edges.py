@@ -19,7 +19,6 @@ def world(now: datetime) -> World:
     return w
 
 
-
 def test_version_prints_the_installed_version() -> None:
     from importlib.metadata import version
 

@@ -150,11 +150,14 @@ def test_a_required_check_that_never_reported_is_a_signal_and_never_passing(
 
     once(env, capsys)
     body = comment_of(env, 1)
-    assert "### ⏳ Pending" in body and "Passing" not in body.splitlines()[2]
-    row = next(line for line in body.splitlines() if "`ci / build`" in line)
+    # issue 28: named in the headline; its row says GitHub does not merge without it and why
+    assert "### ⏳ Waiting · `ci / build` (required) never reported · 1 passing" in body
+    row = next(line for line in body.splitlines() if line.startswith("- ⏳ `ci / build`"))
     assert "not reported on this commit" in row and "required" in row
-    assert "this head known to this bot since" in row
-    assert "Required by branch protection of `main`." in body
+    assert (
+        "GitHub does not allow merging until it reports: it is required by branch protection "
+        "of `main`." in body
+    )
 
 
 def test_a_ruleset_naming_an_app_is_satisfied_only_by_that_apps_check(
@@ -203,7 +206,7 @@ def test_a_status_never_satisfies_a_context_a_ruleset_ties_to_an_app(
     )
     once(env, capsys)
     body = comment_of(env, 3)
-    assert "### ⏳ Pending" in body and "Passing" not in body.splitlines()[2]
+    assert "### ⏳ Waiting" in body and "Passing" not in body.splitlines()[2]
     assert "GitHub does not say which app posted it." in body
 
 
@@ -221,7 +224,7 @@ def test_a_configured_expected_context_that_never_reported(
     body = comment_of(env, 3)
     assert "Expected by this bot's configuration." in body
     # interface.md: optional rows need no mark once the required set was read (it was)
-    row = next(line for line in body.splitlines() if "`DCO`" in line)
+    row = next(line for line in body.splitlines() if line.startswith("- ") and "`DCO`" in line)
     assert "not reported on this commit" in row
     assert "required" not in row and "optional" not in row
 

@@ -38,7 +38,7 @@ PULL_KEYS = {
     "repo", "number", "title", "author", "draft", "head_sha", "verdict", "counts",
     "required_failing", "oldest_unsettled", "observed_at", "comment_url", "read_at", "not_read",
     "failing", "never_reported", "required_never_reported", "failing_on_base", "in_merge_queue",
-    "merge_queue_stuck",
+    "merge_queue_stuck", "incomplete", "pending",
 }  # fmt: skip
 ORDER = [101, 104, 7430, 102, 103]  # then the passing 105 and 106, in either order
 
@@ -137,6 +137,12 @@ def test_json_follows_the_schema_in_the_contract_order(shared: Env) -> None:
     assert by_number[102]["oldest_unsettled"]["state"] == "pending"
     assert by_number[7430]["counts"]["incomplete"] == 1 and by_number[7430]["draft"] is True
     assert by_number[7430]["oldest_unsettled"] is None  # cancelled is settled: nothing waits
+    # ... but the row names it (issue 28): the stuck docs build, with its state word
+    assert [(n["name"], n["state"]) for n in by_number[7430]["incomplete"]] == [
+        ("docs/readthedocs.org:omni-docs", "cancelled")
+    ]
+    assert [(n["name"], n["state"]) for n in stale["incomplete"]] == [("tests", "stale")]
+    assert [(n["name"], n["state"]) for n in by_number[102]["pending"]] == [("tests", "pending")]
     assert by_number[105]["verdict"] == "passing" and by_number[105]["oldest_unsettled"] is None
 
 
@@ -149,21 +155,58 @@ def test_report_makes_no_request_and_writes_nothing(shared: Env) -> None:
     assert hashlib.sha256(shared.state.read_bytes()).hexdigest() == before
 
 
-def test_the_table_fits_100_columns_cuts_titles_not_states(shared: Env) -> None:
+def test_the_table_fits_80_columns_cuts_titles_not_states(shared: Env) -> None:
     result = report(shared)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert "\x1b[" not in result.stdout  # not a terminal: no colour
     assert lines[0].split()[:2] == ["VERDICT", "PULL"]
     rows = [line for line in lines[1:] if re.search(r"octo/omni#\d+", line)]
-    assert all(len(line) <= 100 for line in lines), [len(x) for x in lines]
+    assert all(len(line) <= 80 for line in lines), [len(x) for x in lines]
     assert [int(re.search(r"#(\d+)", r)[1]) for r in rows][:5] == ORDER  # type: ignore[index]
     failing = next(r for r in rows if "#101" in r)
     assert failing.startswith("failing") and "…" in failing and LONG.strip() not in failing
-    assert re.search(r"stale\s+\d\d-\d\d \d\d:\d\d", next(r for r in rows if "#104" in r))
-    assert re.search(r"pending\s+\d\d-\d\d \d\d:\d\d", next(r for r in rows if "#102" in r))
-    assert "7 open pull requests: 1 failing, 2 incomplete, 2 pending, 2 passing" in lines[-2]
-    assert "1 docs build stale, cancelled or unknown" in lines[-1]
+    text = result.stdout
+    assert re.search(r"\n    stale since \d\d-\d\d \d\d:\d\d: tests\n", text)  # under #104
+    assert re.search(r"\n    pending since \d\d-\d\d \d\d:\d\d: tests\n", text)  # #102
+    assert "\n    cancelled: docs/readthedocs.org:omni-docs\n" in text  # under #7430
+    assert "7 open pull requests: 1 failing, 2 incomplete, 2 pending, 2 passing." in text
+    assert "1 docs build cancelled, stale or unknown" in text
+
+
+def _on_a_terminal(shared: Env, columns: int, *args: str) -> str:
+    """`report` run on a pseudo-terminal `columns` wide: what it printed."""
+    import pty
+
+    main, secondary = pty.openpty()
+    proc = subprocess.run(
+        [sys.executable, "-m", "bot", "report", "--config", str(shared.config), *args],
+        stdout=secondary, stderr=subprocess.PIPE,
+        env={**clean_env(), "COLUMNS": str(columns)}, timeout=60, check=False,
+    )  # fmt: skip
+    os.close(secondary)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(main)
+    assert proc.returncode == 0, proc.stderr
+    return re.sub(r"\x1b\[[0-9;]*m", "", out.decode("utf-8")).replace("\r\n", "\n")
+
+
+def test_report_on_an_80_column_terminal_has_no_wider_line(shared: Env) -> None:
+    text = _on_a_terminal(shared, 80)
+    assert "octo/omni#7430" in text
+    wider = [line for line in text.splitlines() if len(line) > 80]
+    assert wider == []
+    wide = _on_a_terminal(shared, 80, "--wide")
+    assert HOSTILE + LONG in wide  # the full table: nothing cut
+    assert _sha(101)[:7] in wide
 
 
 def test_the_table_is_coloured_on_a_terminal(shared: Env) -> None:
@@ -255,8 +298,12 @@ def test_filters(shared: Env, args: list[str], expected: list[int]) -> None:
 
 @pytest.mark.parametrize(
     "args",
-    [["--verdict", "green"], ["--drafts", "maybe"], ["--repo", "not a repo"],
-     ["--repo", "octo/other"]],  # a repository not configured: an error, not an empty view
+    [
+        ["--verdict", "green"],
+        ["--drafts", "maybe"],
+        ["--repo", "not a repo"],
+        ["--repo", "octo/other"],
+    ],  # a repository not configured: an error, not an empty view
 )
 def test_bad_filters_exit_2(shared: Env, args: list[str]) -> None:
     result = report(shared, *args)

@@ -291,13 +291,19 @@ def _rtd_sentence(ev: _Ev, outcome: _Rtd, *, lead: str = "Read the Docs reports"
         return f"{lead} {_cancelled_clause(ev)}"
     if outcome in (_Rtd.SUCCEEDED, _Rtd.FAILED):
         when = f" at {format_utc(build.finished)}" if build.finished else ""
-        success = _json_bool(build.success)
-        ref = _build_ref(build, ev.settled.version)
-        return f"{lead} {ref} as finished (success: {success}){when}."
+        done = "succeeded" if outcome is _Rtd.SUCCEEDED else "failed"
+        return f"{lead} that {_build_ref(build, ev.settled.version)} {done}{when}."
     return (
-        f'{lead} {_build_ref(build, ev.settled.version)} with state "{build.state}" and success '
-        f"{_json_bool(build.success)}, which this bot does not map."
+        f'{lead} {_build_ref(build, ev.settled.version)} with state "{build.state}"'
+        f"{_outcome_words(build)}, which this bot does not map."
     )
+
+
+def _outcome_words(build: RtdBuild) -> str:
+    """ " and a success", " and a failure", "" while RTD gives no outcome."""
+    if build.success is None:
+        return ""
+    return " and a success" if build.success else " and a failure"
 
 
 def _position(settled: Settled) -> str:
@@ -326,11 +332,7 @@ def _cancelled_clause(ev: _Ev) -> str:
         said = f"RTD's {label} for it: {', '.join(lookup.notifications)}."
     else:
         said = "RTD gave no notification for it."
-    return (
-        f"{_build_ref(build, ev.settled.version)} as cancelled (success: "
-        f"{_json_bool(build.success)}); "
-        f"{_position(ev.settled)}. {said} No other cause is stated by any source."
-    )
+    return f"{_build_ref(build, ev.settled.version)} as cancelled; {_position(ev.settled)}. {said}"
 
 
 def _project_note(lookup: RtdLookup, clock: Judge, *, number: int) -> str:
@@ -342,8 +344,8 @@ def _project_note(lookup: RtdLookup, clock: Judge, *, number: int) -> str:
         said = (
             f"reports build {build.id} of version {number} for this exact commit as {build.state}"
         )
-        if build.state in ("finished", "cancelled"):
-            said += f" (success: {_json_bool(build.success)})"
+        if build.state == "finished":
+            said += _outcome_words(build)
         if lookup.notifications:
             said += f", with notification {', '.join(lookup.notifications)}"
         return f"{where} {said}; {absent}{_as_last_read(lookup, clock)}"
@@ -353,7 +355,3 @@ def _project_note(lookup: RtdLookup, clock: Judge, *, number: int) -> str:
     since = _unverified(lookup, clock)
     when = "" if since is None else f" since {format_utc(since)}"
     return f"{where} could not be read{when}: {lookup.error.strip().rstrip('.')}."
-
-
-def _json_bool(value: bool | None) -> str:
-    return "null" if value is None else str(value).lower()

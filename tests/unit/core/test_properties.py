@@ -750,3 +750,47 @@ def test_a_reports_signals_all_come_from_one_head_commit(
     prefixes = {s.name[0] for s in snap.signals}
     assert prefixes == {snap.head_sha[0]}
     assert len(snap.signals) == (on_a if snap.head_sha == head_a else on_b)
+
+
+# --- the headline names at most two signals, each one a row shows (issue 28) -----------------
+
+PLAIN_NAMES = st.sampled_from(["build", "test", "lint", "docs", "DCO", "e2e (3.12)"])
+
+
+# apps in plain words: what tells two same-named runs apart is then a plain code span too
+PLAIN_RUNS = check_runs(PLAIN_NAMES).map(
+    lambda f: {
+        **f,
+        "app": f["app"] if f["app"] in (None, "github-actions", "dco") else "other",
+        "summary": None,  # no app's own words quoted beside the names (they may be code)
+        "description": None,
+    }
+)
+
+
+@FEWER
+@given(
+    st.lists(PLAIN_RUNS, max_size=8),
+    st.lists(PLAIN_NAMES, max_size=3, unique=True),
+    st.integers(0, 600),
+)
+def test_the_headline_names_at_most_two_signals_and_only_rows_it_shows(
+    runs: list[dict[str, Any]], required: list[str], minutes: int
+) -> None:
+    rule = Rule("branch protection", "main")
+    checks = RequiredChecks(
+        "main", read=True, contexts=tuple(RequiredContext(n, (rule,)) for n in required)
+    )
+    snap = replace(
+        snapshot(tuple(make_signal(**fields) for fields in runs)), required_checks=checks
+    )
+    seen = {"\0head": NOW - timedelta(minutes=minutes)}
+    body = RENDERER.markdown(reconcile(snap, {}, Policy(), now=NOW, first_seen=seen))
+    lines = body.splitlines()
+    head = next(line for line in lines if line.startswith("### "))
+    said = re.sub(r" \((?:`[^`]*`(?:, )?)+\)", "", head.split("“", 1)[0])  # not what tells
+    named = re.findall(r"`([^`]+)`", said)  # two apart, nor the app's quoted words
+    assert len(named) <= 2, head
+    rows = [line for line in lines if line.startswith("- ") and "<summary>" not in line]
+    for name in named:
+        assert any(f"`{name}`" in row for row in rows if not row.startswith("- `")), (name, body)

@@ -349,10 +349,9 @@ RTD_CASES = [
         34894885,
         1,
         [
-            "as cancelled (success: false)",
+            "for this exact commit as cancelled; it is the only build",
             "it is the only build for this commit, so no newer build exists.",
             "RTD's notification for it: build:user:cancelled.",
-            "No other cause is stated by any source.",
         ],
     ),
     (
@@ -366,7 +365,7 @@ RTD_CASES = [
         3,
         [
             "it is the newest of 3 builds for this commit, so no newer build exists.",
-            "RTD gave no notification for it. No other cause is stated by any source.",
+            "RTD gave no notification for it.",
         ],
     ),
     (
@@ -390,7 +389,7 @@ RTD_CASES = [
         34894885,
         1,
         [
-            "as finished (success: true) at 2026-10-05 13:40 UTC.",
+            "reports that build 34894885 for this exact commit succeeded at 2026-10-05 13:40 UTC.",
             "GitHub's status was not updated after the build finished.",
         ],
     ),
@@ -403,7 +402,7 @@ RTD_CASES = [
         True,
         34894885,
         1,
-        ["as finished (success: false) at 2026-10-05 13:40 UTC."],
+        ["reports that build 34894885 for this exact commit failed at 2026-10-05 13:40 UTC."],
     ),
     (
         "pending-unknown-rtd-state",
@@ -414,7 +413,7 @@ RTD_CASES = [
         False,
         34894885,
         1,
-        ['with state "exploded" and success null, which this bot does not map.'],
+        ['with state "exploded", which this bot does not map.'],
     ),
     (
         "success-agrees",
@@ -425,7 +424,7 @@ RTD_CASES = [
         False,
         34894885,
         1,
-        ["Read the Docs agrees: it reports build 34894885 for this exact commit as finished"],
+        ["Read the Docs agrees: it reports that build 34894885 for this exact commit succeeded"],
     ),
     (
         "failure-agrees",
@@ -436,7 +435,7 @@ RTD_CASES = [
         False,
         34894885,
         1,
-        ["Read the Docs agrees", "(success: false)"],
+        ["Read the Docs agrees", "for this exact commit failed."],
     ),
     (
         "error-status-agrees-with-failed-build",
@@ -469,7 +468,7 @@ RTD_CASES = [
         True,
         34894885,
         1,
-        ["GitHub's status says success. Read the Docs reports build 34894885", "success: false"],
+        ["GitHub's status says success. Read the Docs reports that build 34894885", "failed."],
     ),
     (
         "failure-disagrees-succeeded",
@@ -480,7 +479,7 @@ RTD_CASES = [
         True,
         34894885,
         1,
-        ["GitHub's status says failure.", "(success: true)"],
+        ["GitHub's status says failure.", "for this exact commit succeeded."],
     ),
     (
         "success-cancelled-not-183",
@@ -789,7 +788,7 @@ def test_rtd_project_answer_is_a_note_never_a_signal() -> None:
     assert [r.signal.name for r in report.rows] == ["DCO"] and report.verdict is Verdict.PASSING
     assert report.notes == (
         "Read the Docs project omni-docs reports build 77 of version 7430 for this exact commit "
-        "as cancelled (success: false), with notification build:user:cancelled; no Read the Docs "
+        "as cancelled, with notification build:user:cancelled; no Read the Docs "
         "status is reported on GitHub for this commit.",
     )
     empty = reconcile(snapshot(dco), {RTD_PROJECT_KEY: lookup()}, Policy(), now=NOW)

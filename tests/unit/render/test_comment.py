@@ -87,9 +87,9 @@ from bot_sandbox import Sandbox, World
 GOLDEN = TESTS / "golden"
 MAIN_RULE = (Rule(BRANCH_PROTECTION, "main"),)
 LAST_LINE = "This bot reads CI state and retriggers nothing."
-HEADLINE = "### ⚪ Incomplete — nothing will finish on its own · 1 cancelled · 4 passing"
+HEADLINE = "### ⚪ Incomplete · `docs/readthedocs.org:omni-docs` cancelled · 4 passing"
 DAY = "2026\u201110\u201105"  # 2026-10-05 with non-breaking hyphens
-EMITTED_TAGS = frozenset({"h3", "p", "a", "code", "ul", "li", "br", "details", "summary"})
+EMITTED_TAGS = frozenset({"h3", "p", "a", "code", "ul", "li", "br", "details", "summary", "strong"})
 HOSTILE = "@everyone <img src=x> [x](javascript:alert(1)) <!-- ci-status-bot:v1 --> #1 `code`"
 SCOTLAND = "🏴\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f"  # tag characters
 EMOJI = f"deploy 👩\u200d💻 🏳️\u200d🌈 👍🏽 🇫🇷 {SCOTLAND}"  # ZWJ, skin tone, flags
@@ -254,8 +254,9 @@ def also_on_merge_base_report() -> Report:
 
 
 def not_run_on_merge_base_report() -> Report:
-    """The failing job does not run on the merge base (a new job, or one for pull requests)."""
-    return with_merge_base(failing_tests(), base=MergeBase(MERGE_BASE, ()))
+    """The failing job did not run on the merge base, where its workflow ran (a new job)."""
+    other = run("tests (3.11)", "success", workflow="tests", event="push", completed_at=at(8, 9))
+    return with_merge_base(failing_tests(), base=MergeBase(MERGE_BASE, (other,)))
 
 
 def unreadable_merge_base_report() -> Report:
@@ -264,13 +265,21 @@ def unreadable_merge_base_report() -> Report:
     return with_merge_base(failing_tests(), base=base)
 
 
+def real_dco_summary() -> str:
+    """The DCO app's own action_required summary (its Jest snapshot, dcoapp/app
+    test/__snapshots__/index.test.js.snap, copied verbatim into tests/data/real/dco)."""
+    text = (TESTS / "data" / "real" / "dco" / "index.test.js.snap").read_text(encoding="utf-8")
+    block = text.split("exports[`dco pull_request event creates a failing check 1`] = `", 1)[1]
+    found = re.search(r'"summary": "(.*?)",\n    "title"', block, flags=re.S)
+    assert found is not None
+    return found.group(1).replace("\\`", "`").replace('\\\\"', '"')
+
+
 def dco_action_required_report() -> Report:
     """The DCO app asks the author to sign off (it does not run on the base branch's pushes)."""
     dco = run(
         "DCO", "action_required", app="dco", description="DCO", completed_at=at(13, 1),
-        url="https://github.com/example/omni/runs/33",
-        summary="There is one commit incorrectly signed off. This means that the author of this "
-        "commit failed to include a Signed-off-by line in the commit message.",
+        url="https://github.com/example/omni/runs/33", summary=real_dco_summary(),
     )  # fmt: skip
     tests = run("tests (3.12)", "success", workflow="tests", completed_at=at(13, 52))
     report = reconcile(snapshot(dco, tests), {}, Policy(), now=NOW)
@@ -298,6 +307,20 @@ def annotated_failure_report() -> Report:
             )
         },
     )  # fmt: skip
+
+
+def never_reported_report() -> Report:
+    """A required check nothing reported (GitHub: "Expected — Waiting for status to be
+    reported"), the head first known a while before its facts were first observed."""
+    rules = (Rule("branch protection", "main"),)
+    checks = RequiredChecks(
+        "main", read=True, contexts=(RequiredContext("tests (3.12)", rules),
+                                     RequiredContext("lint", rules))
+    )  # fmt: skip
+    lint = run("lint", "success", workflow="lint", completed_at=at(13, 30), required=True)
+    dco = run("DCO", "success", app="dco", description="DCO", completed_at=at(13, 1))
+    snap = dataclasses.replace(snapshot(lint, dco), required_checks=checks)
+    return reconcile(snap, {}, Policy(), now=NOW, first_seen={"\0head": at(13, 40)})
 
 
 def history_report(**facts: object) -> Report:
@@ -343,6 +366,7 @@ CASES: dict[str, Callable[[], Report]] = {
     "unreadable_merge_base": unreadable_merge_base_report,
     "dco_action_required": dco_action_required_report,
     "annotated_failure": annotated_failure_report,
+    "never_reported": never_reported_report,
     "failing_required": failing_required_report,
     "every_state": every_state_report,
     "hostile": hostile_report,
@@ -471,11 +495,13 @@ def test_seed_case_reads_like_the_contract() -> None:
     assert lines[4] == (
         f"- ⚪ [`{DOCS}`]({BUILD_URL}) · cancelled — GitHub still shows pending · since {since}  "
     )
-    assert lines[5].startswith("  Read the Docs reports build 34894885 for this exact commit")
-    assert "`build:user:cancelled`" in lines[5]
-    assert "No other cause is stated by any source." in lines[5]
     rtd = next(r for r in REMEDIES if r.provider == "readthedocs")
-    assert lines[5].endswith(f" {rtd.words} ([{rtd.source_name}]({rtd.source})).")
+    assert lines[5].startswith(
+        f"  **{rtd.who}:** {rtd.words} ([{rtd.source_name}]({rtd.source})). Read the Docs reports "
+        "build 34894885 for this exact commit as cancelled;"
+    )
+    assert "`build:user:cancelled`" in lines[5]
+    assert "No other cause" not in lines[5]
     assert "in progress" not in body  # GitHub's description is what the row's state corrects
     assert lines[7:15] == [
         "<details><summary>✅ 4 passing</summary>",
@@ -545,7 +571,7 @@ def test_seed_case_json() -> None:
         "divergent": True,
     }
     assert "no newer build exists" in rec["finding"]
-    assert "No other cause is stated by any source." in rec["finding"]
+    assert "No other cause" not in rec["finding"] and "(success:" not in rec["finding"]
     assert rec["notification"] == "build:user:cancelled"
     passing = data["signals"][1:]
     assert [(s["name"], s["state"], s["reconciliation"]) for s in passing] == [
@@ -921,7 +947,7 @@ def test_a_running_build_rtd_dates_gives_the_rows_since_once() -> None:
 
 def test_stale_row_is_dated_absolutely_once() -> None:
     body = render(status("ci/x", "pending", created_at=at(9, 12)))
-    row = next(line for line in body.splitlines() if "`ci/x`" in line)
+    row = next(line for line in body.splitlines() if line.startswith("- ⚪ `ci/x`"))
     assert row == (
         f"- ⚪ `ci/x` · stale — GitHub still shows pending, longer than the 120-minute limit · "
         f"since "
@@ -1029,9 +1055,12 @@ def test_a_signal_without_time_says_github_gives_none_and_invents_none() -> None
 def test_nothing_is_said_twice() -> None:
     dco = run("DCO", "action_required", app="dco", description="DCO",
               summary="DCO\n\nThere is one commit incorrectly signed off.")  # fmt: skip
-    body = render(dco)
-    row = body.split("\n- ", 1)[1].split("\n\n", 1)[0].split(" The DCO app checks again")[0]
-    assert row.count("DCO") == 1 and "“There is one commit incorrectly signed off.”" in row
+    body = render(dco, run("b", "failure"), run("c", "failure"))  # counted: the row quotes it
+    row = body.split("\n- ❌ `DCO`", 1)[1].split("\n- ", 1)[0]
+    assert row.count("`DCO`") == 0 and "“There is one commit incorrectly signed off.”" in row
+    assert body.count("incorrectly signed off") == 1
+    named = render(dco)  # named: the headline quotes it, the row does not again
+    assert named.count("incorrectly signed off") == 1 and "signed off.”" in headline(named)
     assert "”." not in body and "!”" not in body  # no doubled punctuation after a quote
     cancelled = lookup(build("cancelled", False), notes=("build:user:cancelled",))
     failed = status(DOCS, "failure", description="Read the Docs build failed!")

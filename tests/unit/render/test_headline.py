@@ -156,9 +156,10 @@ def test_a_hostile_name_in_the_headline_is_inert_verbatim_and_cut() -> None:
     assert name.startswith(html.unescape(shown).removesuffix("…"))  # verbatim up to the cut
 
 
-def test_pending_and_incomplete_headlines_are_unchanged() -> None:
+def test_pending_and_incomplete_headlines_name_what_is_stuck() -> None:
+    # issue 28: the stuck signal is named like a failing one, with its state word
     assert headline(Renderer().markdown(seed_report())) == (
-        "### ⚪ Incomplete — nothing will finish on its own · 1 cancelled · 4 passing"
+        f"### ⚪ Incomplete · `{DOCS}` cancelled · 4 passing"
     )
     body = body_of(run("slow", "in_progress", started_at=NOW), *PASSING)
     assert headline(body) == "### ⏳ Pending · 1 pending · 2 passing"
@@ -175,7 +176,9 @@ def test_every_remedy_names_its_source() -> None:
 
 
 def test_the_dco_row_quotes_the_apps_documented_recheck_in_a_code_span() -> None:
-    body = body_of(real_dco(url="https://github.com/example/omni/runs/33"))
+    # the app could not evaluate (its older failure): its README's recheck ends that state
+    body = body_of(run("DCO", "failure", app="dco", url="https://github.com/example/omni/runs/33",
+                       summary="The sign-off is missing."))  # fmt: skip
     row = body.split("\n- ❌ ", 1)[1].split("\n\n", 1)[0]
     assert "`@dcoapp recheck`" in row
     assert "(https://github.com/dcoapp/app/blob/main/README.md)" in row
@@ -265,7 +268,7 @@ def test_an_expected_by_configuration_row_is_unmarked_and_says_why() -> None:
     snap = replace(snapshot(run("tests", "success")), required_checks=checks)
     report = reconcile(snap, {}, Policy(), now=NOW, expected=("DCO",))
     body = Renderer().markdown(report)
-    row = next(line for line in body.splitlines() if "`DCO`" in line)
+    row = next(line for line in body.splitlines() if line.startswith("- ") and "`DCO`" in line)
     assert "not reported on this commit" in row
     assert "required" not in row and "optional" not in row
     assert "Expected by this bot's configuration." in body
@@ -310,11 +313,14 @@ def test_a_truncated_read_is_not_said_to_be_final() -> None:
 def test_a_long_job_stale_by_age_is_not_said_to_be_final() -> None:
     long = run("integration (3h suite)", "in_progress", started_at=at(11, 50), required=True)
     body = body_of(long, run("ok", "success"))
-    assert headline(body) == "### ⚪ Incomplete · 1 stale · 1 passing"  # it may yet finish
-    row = next(line for line in body.splitlines() if "`integration (3h suite)`" in line)
+    # it may yet finish: no "nothing will finish on its own"
+    assert headline(body) == (
+        "### ⚪ Incomplete · `integration (3h suite)` stale (required) · 1 passing"
+    )
+    row = next(line for line in body.splitlines() if line.startswith("- ⚪ `integration"))
     assert "GitHub still shows in progress" in row, row
     queued = body_of(run("deploy", "queued", started_at=at(11, 0)))
-    row = next(line for line in queued.splitlines() if "`deploy`" in line)
+    row = next(line for line in queued.splitlines() if line.startswith("- ⚪ `deploy`"))
     assert "GitHub still shows queued" in row, row
 
 
@@ -326,19 +332,25 @@ def test_a_required_check_never_reported_is_not_said_to_be_final() -> None:
     seen = {"\0head": at(9, 0)}
     report = reconcile(snap, {}, Policy(), now=NOW, first_seen=seen)
     assert report.rows[0].state is State.STALE
-    assert headline(Renderer().markdown(report)) == "### ⚪ Incomplete · 1 stale · 1 passing"
+    assert headline(Renderer().markdown(report)) == (
+        "### ⚪ Incomplete · `DCO` (required) never reported · 1 passing"
+    )
 
 
 def test_final_states_only_are_said_to_be_final() -> None:
-    cancelled = body_of(run("tests", "cancelled"), *PASSING)
+    # counted, the claim is said; named, the state word says it (and the rows say who moves)
+    cancelled = body_of(*(run(n, "cancelled") for n in "abc"), *PASSING)
     assert headline(cancelled) == (
-        "### ⚪ Incomplete — nothing will finish on its own · 1 cancelled · 2 passing"
+        "### ⚪ Incomplete — nothing will finish on its own · 3 cancelled · 2 passing"
     )
-    marked = body_of(run("tests", "stale"), *PASSING)  # GitHub's own final "stale"
+    marked = body_of(*(run(n, "stale") for n in "abc"), *PASSING)  # GitHub's own final "stale"
     assert headline(marked) == (
-        "### ⚪ Incomplete — nothing will finish on its own · 1 stale · 2 passing"
+        "### ⚪ Incomplete — nothing will finish on its own · 3 stale · 2 passing"
     )
-    unmapped = body_of(run("tests", "surprise"), *PASSING)  # nobody says what it is
-    assert headline(unmapped) == "### ⚪ Incomplete · 1 unknown · 2 passing"
-    mixed = body_of(run("a", "cancelled"), run("b", "in_progress", started_at=at(9, 0)))
-    assert headline(mixed) == "### ⚪ Incomplete · 1 cancelled · 1 stale"
+    one = body_of(run("tests", "cancelled"), *PASSING)
+    assert headline(one) == "### ⚪ Incomplete · `tests` cancelled · 2 passing"
+    unmapped = body_of(*(run(n, "surprise") for n in "abc"), *PASSING)  # nobody says what it is
+    assert headline(unmapped) == "### ⚪ Incomplete · 3 unknown · 2 passing"
+    mixed = body_of(*(run(n, "cancelled") for n in "ab"),
+                    run("c", "in_progress", started_at=at(9, 0)))  # fmt: skip
+    assert headline(mixed) == "### ⚪ Incomplete · 2 cancelled · 1 stale"

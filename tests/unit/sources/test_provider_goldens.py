@@ -143,8 +143,7 @@ def test_the_findings_say_what_the_contract_says() -> None:
         "GitHub still shows pending."
     )
     assert finding(codecov_pending()) == (
-        "Codecov has not finished this commit: 1 upload received, the last at 2026-10-05 "
-        "10:02 UTC."
+        "Codecov has not finished this commit: 1 upload received, the last at 2026-10-05 10:02 UTC."
     )
     assert finding(azure_unreachable()) == (
         "Could not verify with Azure Pipelines since 2026-10-05 11:00 UTC: Azure DevOps "

@@ -97,11 +97,11 @@ def test_the_markdown_and_the_table_name_what_never_reported() -> None:
     entry = _entry(_row("DCO", State.PENDING, required=True, github="expected"),
                    verdict=Verdict.PENDING)  # fmt: skip
     markdown = formats.markdown([entry], now=NOW)
-    assert "| `DCO` (required) |" in markdown
+    assert "| never reported: `DCO` (required) |" in markdown
     assert "1 with a required check never reported" in markdown
     table = formats.table([entry], now=NOW)
     assert "never reported: DCO (required)" in table
-    assert "1 with a required check that never reported." in table
+    assert "1 with a required check never reported;" in table  # the same label everywhere
     page = formats.PageRenderer().render([entry], now=NOW)
     assert 'data-never-reported="1"' in page
     assert 'never reported: <code>DCO</code> <span class="req">required</span>' in page
