@@ -26,6 +26,7 @@ from bot.core.model import (
     MARKER,
     Annotation,
     BaseCheck,
+    History,
     Kind,
     Report,
     Row,
@@ -426,7 +427,11 @@ def row_view(
         said.extend(_source_text(signal))  # GitHub's text describes what the source settled
     if row.finding and not stale_by_age:  # the stale sentence is the note and the since
         said.append(prose(row.finding, FINDING_LIMIT))
-    lead, clause = base_move(row.base, repo_url) if row.base is not None else (None, None)
+    lead, clause = (
+        base_move(row.base, repo_url, only_here=_only_here(row.history))
+        if row.base is not None
+        else (None, None)
+    )
     said.extend(filter(None, [clause]))
     said.extend(history_clauses(row.history, repo_url))
     details = _link(signal.url)
@@ -556,9 +561,23 @@ def base_clause(base: BaseCheck, repo_url: str) -> Md:
     return Md(" ".join(part for part in (lead, clause) if part))
 
 
-def base_move(base: BaseCheck, repo_url: str) -> tuple[str | None, str | None]:
+def _only_here(history: History | None) -> bool:
+    """No fact of the failure's history points away from this change: no earlier attempt of
+    this head passed, it fails on no other open head and on no recent base-branch commit."""
+    if history is None:
+        return True
+    passed = any(group_of(a.state) is Verdict.PASSING for a in history.attempts)
+    elsewhere = history.elsewhere is not None and history.elsewhere.heads > 0
+    on_branch = history.base_branch is not None and history.base_branch.failed > 0
+    return not (passed or elsewhere or on_branch)
+
+
+def base_move(
+    base: BaseCheck, repo_url: str, *, only_here: bool = True
+) -> tuple[str | None, str | None]:
     """(whose move it is, from the merge base's facts; the clause that says what else is known
-    there): passed there, so the author's; failing there too, so not this pull request's."""
+    there): passed there, so the author's — unless its history says otherwise (`only_here`
+    False: then only the clause); failing there too, so not this pull request's."""
     if base.commit is None or base.error is not None:
         return None, prose(base_finding(base) or "", FINDING_LIMIT)
     sha = f"`{short_sha(base.commit)}`"
@@ -568,7 +587,7 @@ def base_move(base: BaseCheck, repo_url: str) -> tuple[str | None, str | None]:
     # (what is said is GitHub's last good answer)
     said = unverified_finding(base)
     unverified = "" if said is None else f" {prose(said, FINDING_LIMIT)}"
-    if base.state is State.SUCCESS:
+    if base.state is State.SUCCESS and only_here:
         lead = f"**{AUTHORS_MOVE}:** it passed on the merge base {commit}, so this change fails it."
         return lead + unverified, None
     if base.also_failing:
@@ -579,7 +598,8 @@ def base_move(base: BaseCheck, repo_url: str) -> tuple[str | None, str | None]:
     if base.state is None and not base.workflow_ran:
         return None, unverified.strip() or None
     what = "not run" if base.state is None else STATE_WORDS[base.state]
-    return None, f"{what} on the merge base {commit}.{unverified}"
+    clause = f"{what} on the merge base {commit}"
+    return None, f"{clause}.{unverified}" if unverified else clause
 
 
 def first_meaningful_line(text: str | None, *, said: frozenset[str] = frozenset()) -> str | None:

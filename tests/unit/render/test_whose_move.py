@@ -196,3 +196,16 @@ def test_rows_say_what_happened_in_sentences() -> None:
 def test_the_headline_names_at_most_two_signals() -> None:
     body = body_of(job("a"), job("b"), *PASSING, required=("DCO", "docs"), seen=NOW)
     assert headline(body).count("`") <= 4
+
+
+def test_a_history_pointing_away_from_this_change_says_no_ones_move() -> None:
+    from bot.core.model import Attempt, History, State
+
+    base = MergeBase(MERGE_BASE, (job("unit", "success", event="push"),))
+    snap = snapshot(job("unit", event="pull_request"), *PASSING)
+    report = with_base(reconcile(snap, {}, Policy(), now=NOW), base)
+    passed = History(attempts=(Attempt(State.SUCCESS, at(13, 0), None),))
+    rows = tuple(r._replace(history=passed) if r.signal.name == "unit" else r for r in report.rows)
+    body = Renderer().markdown(replace(report, rows=rows))
+    row = row_of(body, "unit")
+    assert "move:**" not in row and "passed on the merge base" in row  # the fact, no claim
