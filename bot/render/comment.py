@@ -188,7 +188,8 @@ def comment_view(report: Report) -> CommentView:
     return CommentView(
         glyph=Md(GLYPHS[report.verdict]),
         verdict=Md(verdict_words(report)),
-        counts=headline(report.rows, tell=short_tell, verdict=report.verdict),
+        counts=Md(headline(report.rows, tell=short_tell, verdict=report.verdict)
+                  + queue.headline_clause(report)),
         head=Md(f"[{sha}]({commit})" if commit else sha),
         draft=report.draft,
         observed=utc(report.observed_at),

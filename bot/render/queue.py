@@ -78,6 +78,17 @@ def queue_view(report: Report, repo_url: str = "") -> QueueView | None:
     return QueueView(Md(" · ".join(parts)), rows, _notes(found, sha))
 
 
+def headline_clause(report: Report) -> str:
+    """What the headline adds for a queued pull request whose merge-group commit lacks or
+    fails a required context ("" otherwise): the head's verdict is never the whole story."""
+    found = report.merge_queue
+    if found is None or found.entry.error is not None or found.commit_error is not None:
+        return ""
+    said = [f"{len(found.failing)} failing"] if found.failing else []
+    said += [f"{len(found.missing)} not reported"] if found.missing else []
+    return f" · merge queue: {', '.join(said)} on the merge-group commit" if said else ""
+
+
 def _commit(sha: str, repo_url: str) -> Md:
     short = f"`{short_sha(sha)}`"
     link = safe_url(f"{repo_url}/commit/{sha}") if repo_url else None

@@ -15,8 +15,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from support import (
-    START_GUARD_S,
     REPO,
+    START_GUARD_S,
     TOKEN,
     clean_env,
     cli,

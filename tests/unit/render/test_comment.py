@@ -1396,6 +1396,25 @@ def test_the_queue_entry_is_never_passing_while_a_required_context_is_missing() 
     assert "[`opentdf/web-sdk#1036`](https://github.com/opentdf/web-sdk/pull/1036)" in body
 
 
+@pytest.mark.parametrize(
+    ("make", "said"),
+    [
+        (rtd_and_dco_missing_report, " · merge queue: 2 not reported on the merge-group commit"),
+        (no_checks_in_queue_report, " · merge queue: 2 not reported on the merge-group commit"),
+        (one_failing_in_queue_report, " · merge queue: 1 failing on the merge-group commit"),
+        (not_queued_report, ""),
+    ],
+)
+def test_the_headline_never_reads_passing_alone_while_the_queue_entry_is_stuck(
+    make: Callable[[], Report], said: str
+) -> None:
+    """The head passes, but the queue waits on (or failed) the merge-group commit: the first
+    line says so, so "✅ Passing" is never the whole headline of a stuck queued pull request."""
+    headline = Renderer().markdown(make()).splitlines()[2]
+    assert headline.startswith("### ✅ Passing · ")
+    assert headline.endswith(said) if said else "merge queue" not in headline
+
+
 def test_merge_queue_json() -> None:
     data = report_dict(rtd_and_dco_missing_report())["merge_queue"]
     assert data == {
