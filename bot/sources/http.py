@@ -187,3 +187,30 @@ class JsonApi:
             )
         elif status == 200:
             self.refused = None
+
+
+class JsonConnection:
+    """What every JSON provider's connection shares: its requests, its one problem key (the
+    provider refusing the bot's token, while it does), closing. `KEY` is its settings block."""
+
+    KEY: str = ""
+
+    def __init__(self, api: JsonApi) -> None:
+        self.api = api
+
+    @property
+    def requests(self) -> int:
+        """Requests made to the provider so far."""
+        return self.api.requests
+
+    def problems(self) -> Mapping[str, str]:
+        """The provider refusing the bot's token, while it does."""
+        return {} if self.api.refused is None else {self.KEY: self.api.refused}
+
+    def problem_keys(self) -> tuple[str, ...]:
+        """The one key of its problems."""
+        return (self.KEY,)
+
+    def close(self) -> None:
+        """Close the connections."""
+        self.api.close()

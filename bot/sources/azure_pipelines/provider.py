@@ -27,41 +27,21 @@ from bot.sources.azure_pipelines.rules import (
 )
 from bot.sources.base import Connection, Kind, Said, Source, SourcesState, Wiring
 from bot.sources.cache import Records
-from bot.sources.http import JsonApi
+from bot.sources.http import JsonApi, JsonConnection
 
 API_VERSION: Final = "7.1"
 # The one read endpoint, below api_url: one build of one project.
 PATHS: Final = (r"/[A-Za-z0-9][A-Za-z0-9-]{0,49}/[^/]+/_apis/build/builds/\d+",)
 
 
-class AzureClient:
+class AzureClient(JsonConnection):
     """The Azure DevOps build API, shared by every cycle of a process."""
 
-    name, label = NAME, LABEL
-
-    def __init__(self, api: JsonApi) -> None:
-        self.api = api
-
-    @property
-    def requests(self) -> int:
-        """Requests made to Azure DevOps so far."""
-        return self.api.requests
-
-    def problems(self) -> Mapping[str, str]:
-        """Azure DevOps refusing the bot's token, while it does."""
-        return {} if self.api.refused is None else {"azure_pipelines": self.api.refused}
-
-    def problem_keys(self) -> tuple[str, ...]:
-        """The one key of its problems."""
-        return ("azure_pipelines",)
+    name, label, KEY = NAME, LABEL, "azure_pipelines"
 
     def source(self, store: SourcesState | None) -> Source:
         """Azure Pipelines as one cycle asks it."""
         return AzurePipelines(self, store)
-
-    def close(self) -> None:
-        """Close the connections."""
-        self.api.close()
 
     def build(self, ref: BuildRef) -> Build:
         """One build's record, by its organization, project and id."""

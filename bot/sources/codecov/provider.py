@@ -27,7 +27,7 @@ from bot.sources.codecov.rules import (
     parse_commit,
     parse_uploads,
 )
-from bot.sources.http import JsonApi, SourceError
+from bot.sources.http import JsonApi, JsonConnection, SourceError
 
 # The read endpoints, below api_url: a repository (check-config), a commit and its uploads.
 PATHS: Final = (
@@ -43,34 +43,18 @@ def _part(text: str) -> str:
     return quote(text, safe="")
 
 
-class CodecovClient:
+class CodecovClient(JsonConnection):
     """Codecov's API v2 for one git host (`service`), shared by every cycle of a process."""
 
-    name, label = NAME, LABEL
+    name, label, KEY = NAME, LABEL, "codecov"
 
     def __init__(self, api: JsonApi, *, service: str) -> None:
-        self.api, self.service = api, service
-
-    @property
-    def requests(self) -> int:
-        """Requests made to Codecov so far."""
-        return self.api.requests
-
-    def problems(self) -> Mapping[str, str]:
-        """Codecov refusing the bot's token, while it does."""
-        return {} if self.api.refused is None else {"codecov": self.api.refused}
-
-    def problem_keys(self) -> tuple[str, ...]:
-        """The one key of its problems."""
-        return ("codecov",)
+        super().__init__(api)
+        self.service = service
 
     def source(self, store: SourcesState | None) -> Source:
         """Codecov as one cycle asks it."""
         return Codecov(self, store)
-
-    def close(self) -> None:
-        """Close the connections."""
-        self.api.close()
 
     def repo_path(self, repo: str) -> str:
         """The path of a repository below api_url."""
