@@ -19,7 +19,7 @@ import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 import psycopg_pool
@@ -34,6 +34,7 @@ TASK: Final = "ci_status_bot.reconcile"
 QUEUE: Final = "ci-status-bot"
 CONNECT_TIMEOUT_S: Final = 3
 LATENCY_WINDOW_S: Final = 900  # /metrics' job latency: the jobs finished in the last 15 min
+LATENCY_ROWS_MAX: Final = 20_000  # ... and never more rows than this kept (a burst's many jobs)
 
 BOOK_SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS cisb_installations (
@@ -306,11 +307,16 @@ class JobQueue:
     # -- latency ------------------------------------------------------------------------------
 
     def note_latency(self, installation: int, seconds: float, *, now: datetime) -> None:
-        """A webhook's job wrote its comment `seconds` after the delivery arrived."""
+        """A webhook's job wrote its comment `seconds` after the delivery arrived. The rows no
+        figure reads any more go in the same statement: those older than the window, and all
+        but the newest LATENCY_ROWS_MAX (the table stays bounded, whatever the traffic)."""
         self._run(
-            "INSERT INTO cisb_job_latency (installation_id, seconds, done_at) "
-            "VALUES (%(i)s, %(s)s, %(now)s)",
-            i=installation, s=seconds, now=now,
+            "WITH added AS (INSERT INTO cisb_job_latency (installation_id, seconds, done_at) "
+            "VALUES (%(i)s, %(s)s, %(now)s) RETURNING id) "
+            "DELETE FROM cisb_job_latency WHERE done_at < %(cut)s "
+            "OR id <= (SELECT id FROM added) - %(keep)s",
+            i=installation, s=seconds, now=now, cut=now - timedelta(seconds=LATENCY_WINDOW_S),
+            keep=LATENCY_ROWS_MAX,
         )  # fmt: skip
 
     def latencies(self, *, since: datetime) -> list[tuple[int, float]]:
