@@ -34,6 +34,7 @@ TASK: Final = "ci_status_bot.reconcile"
 QUEUE: Final = "ci-status-bot"
 CONNECT_TIMEOUT_S: Final = 3
 LATENCY_WINDOW_S: Final = 900  # /metrics' job latency: the jobs finished in the last 15 min
+PULL_PRIORITY: Final = 10  # Procrastinate takes the highest priority first, then the oldest
 LATENCY_ROWS_MAX: Final = 20_000  # ... and never more rows than this kept (a burst's many jobs)
 
 BOOK_SCHEMA: Final = """
@@ -72,6 +73,12 @@ class Job:
         """The queueing lock: one waiting job per pull request (or repository)."""
         where = f"{self.installation}:{self.repo.casefold()}"
         return f"pull:{where}#{self.number}" if self.number is not None else f"repo:{where}"
+
+    @property
+    def priority(self) -> int:
+        """Taken first: a pull request's job (a delivery someone waits on) before a repository's
+        (the schedule's backstop, which may back up when the workers are few)."""
+        return PULL_PRIORITY if self.number is not None else 0
 
     @property
     def lock(self) -> str:
@@ -168,8 +175,9 @@ class JobQueue:
     def enqueue(self, job: Job, *, at: datetime | None = None) -> bool:
         """Queue `job` (to run at `at`, or now); False when one is already waiting for it."""
         deferrer = self.app.configure_task(
-            TASK, queue=QUEUE, lock=job.lock, queueing_lock=job.key, schedule_at=at
-        )
+            TASK, queue=QUEUE, lock=job.lock, queueing_lock=job.key, schedule_at=at,
+            priority=job.priority,
+        )  # fmt: skip
         try:
             deferrer.defer(**job.args())
         except AlreadyEnqueued:

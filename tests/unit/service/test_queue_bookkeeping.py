@@ -47,3 +47,26 @@ def test_latency_rows_are_bounded_however_many_jobs_a_window_holds(
         queue.note_latency(11, float(n), now=now)
     assert rows(postgres_url) == 5
     assert sorted(s for _, s in queue.latencies(since=now)) == [7.0, 8.0, 9.0, 10.0, 11.0]
+
+
+def test_a_pull_requests_job_is_taken_before_the_schedules_older_ones(
+    queue: JobQueue, postgres_url: str
+) -> None:
+    """A delivery's job (someone waits on it) jumps the schedule's backlog of repository jobs:
+    Procrastinate's own fetch hands it out first."""
+    from bot.service.queue import QUEUE, Job
+
+    for n in range(3):
+        queue.enqueue(Job(11, f"octo/r{n}"))
+    queue.enqueue(Job(12, "acme/c", 7, reason="webhook"))
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        worker = conn.execute("SELECT * FROM procrastinate_register_worker_v1()").fetchone()
+        assert worker is not None
+        taken = [
+            conn.execute(
+                "SELECT args FROM procrastinate_fetch_job_v2(%s::varchar[], %s)",
+                ([QUEUE], worker[0]),
+            ).fetchone()
+            for _ in range(2)
+        ]
+    assert [t[0]["repo"] if t else None for t in taken] == ["acme/c", "octo/r0"]
