@@ -364,10 +364,14 @@ class QueueSettings(_Section):
     @classmethod
     def _check_url(cls, value: SecretStr) -> SecretStr:
         text = _no_control(value.get_secret_value().strip())
-        if text.startswith(("redis://", "rediss://", "amqp://")):
+        scheme = text.partition("://")[0].lower()
+        if scheme in ("redis", "rediss", "amqp", "amqps", "sqs"):
             raise ValueError(
-                "the bot's job queue is Procrastinate, on PostgreSQL: give a "
-                "postgresql://user:password@host:port/database URL (the state's database will do)"
+                f"{scheme}:// is not supported: the bot's job queue is Procrastinate, on "
+                "PostgreSQL (chosen so that a queue needs no second stateful service beside the "
+                "shared state, and so that no broker redelivers a job still running, as Redis "
+                "does after its visibility timeout); use a postgresql://user:password@host:port/"
+                "database URL (the state's database will do; see docs/installations.md)"
             )
         if text:
             _check_postgres_url(text)
