@@ -18,8 +18,18 @@ from typing import Any
 from github import Auth, Github, GithubIntegration
 from github.GithubException import GithubException
 
-from bot.core.model import PullSnapshot
-from bot.github.client import Comment, GitHubApi, GitHubError, NotFound, RequiredCache, Usage
+from bot.core.base import MergeBase
+from bot.core.merge_queue import QueueConfig
+from bot.core.model import Annotation, PullSnapshot, RequiredChecks, Signal
+from bot.github.client import (
+    MERGE_BASE,
+    Comment,
+    GitHubApi,
+    GitHubError,
+    NotFound,
+    RequiredCache,
+    Usage,
+)
 from bot.github.parse import PullFailure
 
 log = logging.getLogger(__name__)
@@ -280,6 +290,66 @@ class BotGitHub(GitHubApi):
             for key, comment in api.read_comments(node_ids).items():
                 found[key] = found.get(key) or comment
         return found
+
+    def check_run_annotations(self, node_ids: Sequence[str]) -> dict[str, tuple[Annotation, ...]]:
+        """Annotations by check run node id: with several installations, each is asked and the
+        finds merged (a token reaches only its installation's runs)."""
+        if self._installations is None:
+            return self._own.check_run_annotations(node_ids)
+        found: dict[str, tuple[Annotation, ...]] = {}
+        for api in self._installations.clients():
+            try:
+                answer = api.check_run_annotations(node_ids)
+            except GitHubError as exc:  # another installation's runs: not this token's to read
+                log.debug("annotations not read through one installation: %s", exc)
+                continue
+            for key, runs in answer.items():
+                found[key] = found.get(key) or runs
+        return found
+
+    def required_checks(self, repo: str, bases: Sequence[str]) -> dict[str, RequiredChecks]:
+        """What each base branch requires, through the repository's client."""
+        return self.route(repo).required_checks(repo, bases)
+
+    def merge_base(self, repo: str, base: str, head: str) -> str:
+        """The merge base of `base` and `head`, through the repository's client."""
+        return self.route(repo).merge_base(repo, base, head)
+
+    def commits_signals(self, repo: str, shas: Sequence[str]) -> dict[str, MergeBase]:
+        """The contexts of each commit, through the repository's client."""
+        return self.route(repo).commits_signals(repo, shas)
+
+    def commits_and_queues(
+        self,
+        repo: str,
+        shas: Sequence[str],
+        branches: Sequence[str] = (),
+        *,
+        what: tuple[str, str] = MERGE_BASE,
+    ) -> tuple[dict[str, MergeBase], dict[str, QueueConfig]]:
+        """Commits' contexts and merge queues, through the repository's client."""
+        return self.route(repo).commits_and_queues(repo, shas, branches, what=what)
+
+    def check_attempts(
+        self, repo: str, asks: Sequence[tuple[str, str, int | None]]
+    ) -> dict[int, list[Signal]]:
+        """Every attempt of the asked checks, through the repository's client."""
+        return self.route(repo).check_attempts(repo, asks)
+
+    def commit_statuses(self, repo: str, sha: str) -> list[Signal] | None:
+        """Every state posted on the commit, through the repository's client."""
+        return self.route(repo).commit_statuses(repo, sha)
+
+    def branch_histories(
+        self, repo: str, branches: Sequence[str]
+    ) -> dict[str, tuple[MergeBase, ...] | str]:
+        """Each branch's last commits, through the repository's client."""
+        return self.route(repo).branch_histories(repo, branches)
+
+    def delete_own_comment(self, repo: str, comment: Comment, *, login: str) -> None:
+        """Delete one of the bot's own later comments (counted as a write in flight)."""
+        with self._write():
+            self.route(repo).delete_own_comment(repo, comment, login=login)
 
     def create_comment(self, repo: str, number: int, body: str) -> Comment:
         """Create the comment (counted as a write in flight)."""

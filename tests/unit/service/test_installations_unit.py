@@ -98,3 +98,26 @@ def test_percentile_nearest_rank() -> None:
     assert percentile(values, 0.5) == 50.0
     assert percentile(values, 0.95) == 95.0
     assert percentile([], 0.95) == 0.0
+
+
+def test_every_read_or_write_of_a_repository_is_routed_to_its_installation() -> None:
+    """An App's client (BotGitHub) sends each repository's calls to that repository's
+    installation token: a GitHubApi method it does not route goes out under the App's JWT,
+    which GitHub refuses (401) on every repository endpoint. Each method taking a repository
+    or node ids first must be routed, including the ones added after BotGitHub was written."""
+    import inspect
+
+    from bot.github.client import GitHubApi
+    from bot.github.installations import BotGitHub
+
+    def first_argument(method: object) -> str:
+        names = list(inspect.signature(method).parameters)  # type: ignore[arg-type]
+        return names[1] if len(names) > 1 else ""
+
+    scoped = [
+        name
+        for name, method in inspect.getmembers(GitHubApi, inspect.isfunction)
+        if not name.startswith("_") and first_argument(method) in ("repo", "node_ids")
+    ]
+    assert "open_pulls" in scoped and "branch_histories" in scoped
+    assert [name for name in scoped if name not in vars(BotGitHub)] == []
