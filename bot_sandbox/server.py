@@ -75,6 +75,7 @@ class _Bucket:
     remaining: int
     reset: float
     used: int = 0
+    reset_after_refusal_s: float | None = None  # the window starts at the first refusal
 
     def refresh(self, now: float) -> None:
         if now >= self.reset:
@@ -295,14 +296,26 @@ class Sandbox:
         limit: int = 5000,
         remaining: int | None = None,
         reset_in_s: float = 3600,
+        reset_after_refusal_s: float | None = None,
     ) -> None:
-        """Give one installation's tokens a primary rate limit of their own ("core", "graphql")."""
+        """Give one installation's tokens a primary rate limit of their own ("core", "graphql").
+        With `reset_after_refusal_s` the budget resets that long after the first request it
+        refuses (however long the client took to send it), not `reset_in_s` from now."""
         if resource not in self._buckets:
             raise ValueError(f"unknown rate-limit resource {resource!r}")
         left = limit if remaining is None else remaining
-        bucket = _Bucket(limit, left, time.time() + reset_in_s, limit - left)
+        bucket = _Bucket(limit, left, time.time() + reset_in_s, limit - left,
+                         reset_after_refusal_s)  # fmt: skip
         with self._lock:
             self._installation_buckets[(installation_id, resource)] = bucket
+
+    def installation_rate_limit(self, installation_id: int, resource: str) -> dict[str, int]:
+        """One installation's own rate-limit resource as it stands (not refreshed: a reset
+        that has passed is still named)."""
+        with self._lock:
+            bucket = self._bucket(resource, installation_id)
+            return {"limit": bucket.limit, "remaining": bucket.remaining,
+                    "reset": int(bucket.reset), "used": bucket.used}  # fmt: skip
 
     def _bucket(self, resource: str, installation: int | None) -> _Bucket:
         """The bucket a request spends from (under the lock): its installation's, if it has one."""
@@ -370,8 +383,12 @@ class Sandbox:
     def _bucket_blocked(self, resource: str, iid: int | None = None) -> dict[str, str] | None:
         with self._lock:
             bucket = self._bucket(resource, iid)
-            bucket.refresh(time.time())
+            now = time.time()
+            bucket.refresh(now)
             if bucket.remaining <= 0:
+                if bucket.reset_after_refusal_s is not None:
+                    bucket.reset = now + bucket.reset_after_refusal_s
+                    bucket.reset_after_refusal_s = None
                 return bucket.headers(resource)
             return None
 

@@ -245,15 +245,21 @@ class Dispatcher:
         return False
 
     def _enqueue(self, job: Job, at: datetime | None = None) -> None:
+        if self._problem is not None:  # known away: held at once (a delivery is answered
+            self._hold(job, at)  # without waiting for the pool); each tick tries the queue
+            return
         try:
             self.queue.enqueue(job, at=at)
         except QueueUnavailable as exc:
-            with self._lock:
-                if len(self._outbox) < OUTBOX_MAX:
-                    self._outbox.setdefault(job.key, (job, at))
+            self._hold(job, at)
             self._queue_failed(exc)
             return
         self._queue_back()
+
+    def _hold(self, job: Job, at: datetime | None) -> None:
+        with self._lock:
+            if len(self._outbox) < OUTBOX_MAX:
+                self._outbox.setdefault(job.key, (job, at))
 
     def _flush(self) -> None:
         """Queue the jobs held while the queue was away."""
@@ -315,9 +321,11 @@ class QueueCollector(Collector):
             "ci_status_bot_queue_held_jobs", "Jobs `run` holds while the queue is away."
         )
         held.add_metric([], self.dispatcher.held())
-        try:
-            families = list(self._families(queue, now))
+        try:  # a queue that is away answers at once (problem), not after the pool's timeout
+            families = [] if queue.problem() else list(self._families(queue, now))
         except QueueUnavailable:
+            families = []
+        if not families:
             up.add_metric([], 0)
             yield from (up, held)
             return

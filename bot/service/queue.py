@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
+import psycopg
 import psycopg_pool
 from procrastinate import App, JobContext, PsycopgConnector, SyncPsycopgConnector, sql
 from procrastinate.exceptions import AlreadyEnqueued, ConnectorException, UniqueViolation
@@ -33,6 +34,8 @@ log = logging.getLogger(__name__)
 TASK: Final = "ci_status_bot.reconcile"
 QUEUE: Final = "ci-status-bot"
 CONNECT_TIMEOUT_S: Final = 3
+PROBE_WAIT_S: Final = 1.0  # /readyz and /metrics wait this long for a pooled connection
+PROBE: Final = "SELECT 1 FROM procrastinate_jobs LIMIT 0"
 LATENCY_WINDOW_S: Final = 900  # /metrics' job latency: the jobs finished in the last 15 min
 PULL_PRIORITY: Final = 10  # Procrastinate takes the highest priority first, then the oldest
 LATENCY_ROWS_MAX: Final = 20_000  # ... and never more rows than this kept (a burst's many jobs)
@@ -143,13 +146,13 @@ class JobQueue:
         try:
             return list(self.connector.execute_query_all(query, **args))
         except (ConnectorException, psycopg_pool.PoolTimeout) as exc:
-            raise QueueUnavailable(_why(exc)) from exc
+            raise QueueUnavailable(self._reason(exc)) from exc
 
     def _run(self, query: Any, **args: Any) -> None:
         try:
             self.connector.execute_query(query, **args)
         except (ConnectorException, psycopg_pool.PoolTimeout) as exc:
-            raise QueueUnavailable(_why(exc)) from exc
+            raise QueueUnavailable(self._reason(exc)) from exc
 
     def ensure_schema(self) -> None:
         """Create Procrastinate's tables (once) and the bookkeeping tables, in one transaction
@@ -163,12 +166,36 @@ class JobQueue:
             conn.execute(BOOK_SCHEMA)
 
     def problem(self) -> str | None:
-        """Why the queue cannot be used now (None: it answers)."""
+        """Why the queue cannot be used now (None: it answers). Quick, for /readyz and each
+        /metrics scrape: a pooled connection is waited for PROBE_WAIT_S at most; none coming,
+        one is opened directly, which a server that is down refuses at once, saying so."""
+        reason: str | None = None
         try:
-            self._all("SELECT 1 AS one FROM procrastinate_jobs LIMIT 0")
-        except QueueUnavailable as exc:
-            return f"queue unreachable ({_safe_url(self.url)}): {exc}"
+            with self.pool.connection(timeout=PROBE_WAIT_S) as conn:
+                conn.execute(PROBE)
+        except psycopg_pool.PoolTimeout:  # the server away, or every connection in use
+            reason = self._probe_directly()
+        except psycopg.Error as exc:
+            reason = _why(exc)
+        return None if reason is None else f"queue unreachable ({_safe_url(self.url)}): {reason}"
+
+    def _probe_directly(self) -> str | None:
+        """The server's own answer to a connection of its own (None: it answers)."""
+        try:
+            with psycopg.connect(self.url, connect_timeout=CONNECT_TIMEOUT_S) as conn:
+                conn.execute(PROBE)
+        except psycopg.Error as exc:
+            return _first_line(exc) or exc.__class__.__name__  # not the pool's timeout under it
         return None
+
+    def _reason(self, exc: BaseException) -> str:
+        """Why a request failed: for a pool that waited in vain for a connection, why the
+        server gives none (refused, unknown host, ...), not how long the pool waited."""
+        if isinstance(exc, psycopg_pool.PoolTimeout):
+            found = self._probe_directly()
+            if found is not None:
+                return found
+        return _why(exc)
 
     # -- jobs -------------------------------------------------------------------------------
 
@@ -183,7 +210,7 @@ class JobQueue:
         except AlreadyEnqueued:
             return False
         except (ConnectorException, psycopg_pool.PoolTimeout) as exc:
-            raise QueueUnavailable(_why(exc)) from exc
+            raise QueueUnavailable(self._reason(exc)) from exc
         return True
 
     def depth(self) -> dict[str, int]:
@@ -336,28 +363,28 @@ class JobQueue:
         return [(int(r["installation_id"]), float(r["seconds"])) for r in rows]
 
     def _transaction(self) -> _Transaction:
-        return _Transaction(self.pool)
+        return _Transaction(self)
 
 
 class _Transaction:
     """A pool connection in one transaction; a database error becomes QueueUnavailable."""
 
-    def __init__(self, pool: psycopg_pool.ConnectionPool) -> None:
-        self.pool = pool
+    def __init__(self, queue: JobQueue) -> None:
+        self.queue = queue
         self._ctx: Any = None
 
     def __enter__(self) -> Any:
         try:
-            self._ctx = self.pool.connection()
+            self._ctx = self.queue.pool.connection()
             return self._ctx.__enter__()
         except Exception as exc:
-            raise QueueUnavailable(_why(exc)) from exc
+            raise QueueUnavailable(self.queue._reason(exc)) from exc
 
     def __exit__(self, *exc: Any) -> None:
         try:
             self._ctx.__exit__(*exc)
         except Exception as error:
-            raise QueueUnavailable(_why(error)) from error
+            raise QueueUnavailable(self.queue._reason(error)) from error
 
 
 def _repo_of(row: Mapping[str, Any]) -> str:
@@ -376,11 +403,15 @@ def _why(exc: BaseException) -> str:
     found: BaseException | None = exc
     text = ""
     while found is not None:
-        first = (str(found).strip().splitlines() or [""])[0]
+        first = _first_line(found)
         if first and first != "Database error.":
             text = first
         found = found.__cause__ or found.__context__
     return text or exc.__class__.__name__
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [""])[0]
 
 
 def _safe_url(url: str) -> str:
