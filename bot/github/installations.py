@@ -21,15 +21,8 @@ from github.GithubException import GithubException
 from bot.core.base import MergeBase
 from bot.core.merge_queue import QueueConfig
 from bot.core.model import Annotation, PullSnapshot, RequiredChecks, Signal
-from bot.github.client import (
-    MERGE_BASE,
-    Comment,
-    GitHubApi,
-    GitHubError,
-    NotFound,
-    RequiredCache,
-    Usage,
-)
+from bot.core.summary import Usage
+from bot.github.client import MERGE_BASE, Comment, GitHubApi, GitHubError, NotFound, RequiredCache
 from bot.github.parse import PullFailure
 
 log = logging.getLogger(__name__)
