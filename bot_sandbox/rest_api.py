@@ -228,7 +228,7 @@ def list_app_installations(call: Call, params: dict[str, str]) -> Answer:
     headers: dict[str, str] = {}
     if page * per_page < len(found):
         query = urlencode({"per_page": per_page, "page": page + 1})
-        headers["Link"] = f'<{API}/app/installations?{query}>; rel="next"'
+        headers["Link"] = f'<{call.github_url}/app/installations?{query}>; rel="next"'
     body = [installation_json(a, a.account or _owner_of(a)) for a in chunk]
     return Answer(200, body, headers=headers)
 
@@ -254,7 +254,7 @@ def list_installation_repositories(call: Call, params: dict[str, str]) -> Answer
     headers: dict[str, str] = {}
     if page * per_page < len(repos):
         query = urlencode({"per_page": per_page, "page": page + 1})
-        headers["Link"] = f'<{API}/installation/repositories?{query}>; rel="next"'
+        headers["Link"] = f'<{call.github_url}/installation/repositories?{query}>; rel="next"'
     body = {
         "total_count": len(repos),
         "repository_selection": "selected",

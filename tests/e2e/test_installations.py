@@ -660,3 +660,38 @@ def test_a_job_whose_worker_is_killed_mid_job_is_put_back_and_done_once(fleet: F
     ), logged
     wait_for(lambda: not fleet.open_jobs("acme/c", 2), 30, "no job of acme/c#2 is left")
     assert len(own(fleet.world, "acme/c", 2)) == 1
+
+
+def test_discovery_follows_every_page_of_installations_and_of_their_repositories(
+    tmp_path: Path,
+) -> None:
+    """More installations than a page (100 a page, as the bot asks) and an installation with
+    more repositories than a page: every one found, through the pages' own next links."""
+    from bot import app as wiring
+    from bot.settings import load_settings
+
+    world = World()
+    many = [f"big/r{n}" for n in range(101)]
+    for name in many:
+        world.add_repo(name)
+    world.add_app(slug=SLUG, app_id=APP_ID, installation_id=1, repos=many)
+    for iid in range(2, 102):
+        world.add_repo(f"org{iid}/only")
+        world.add_app(slug=SLUG, app_id=APP_ID, installation_id=iid, repos=[f"org{iid}/only"])
+    with Sandbox(world) as sandbox:
+        crew = Fleet(tmp_path, world, sandbox, "", queue=False)
+        settings = load_settings(str(crew.config), environ={})
+        clients = wiring.build_clients(settings, [])
+        try:
+            found = clients.github.installations
+            assert found is not None
+            directory = found.discover()
+        finally:
+            clients.close()
+            Requester.resetConnectionClasses()
+    assert sorted(directory.installations) == list(range(1, 102))
+    assert sorted(directory.installations[1].repos) == sorted(many)
+    assert len(directory.repos()) == 101 + 100
+    for path in ("/app/installations", "/installation/repositories"):
+        pages = [r for r in sandbox.requests if r.path == path and r.query.get("page")]
+        assert pages and all(r.status == 200 for r in pages), path
