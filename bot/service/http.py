@@ -23,7 +23,7 @@ from bot.github.client import Usage
 from bot.service.limits import DROP_REASONS, DropLog, Limits, bounded_protocol
 from bot.service.metrics import CONTENT_TYPE, Metrics
 from bot.state.ports import StoreError, TriageRows
-from bot.state.readonly import ReadOnlyState
+from bot.state.readonly import open_read_only
 from bot.triage import formats, rows
 from bot.triage.keeper import stored_entries
 
@@ -170,7 +170,7 @@ class Monitor:
             return held
         with self._loading:  # one copy at a time, however many requests wait
             if self._entries is None:
-                with ReadOnlyState.open(self.state_path) as reader:
+                with open_read_only(self.state_path) as reader:
                     self.set_entries(stored_entries(reader))
         return self._entries or []
 
@@ -182,7 +182,7 @@ class Monitor:
     def state_problem(self) -> str | None:
         """Why the state cannot be read, or None."""
         try:  # a probe every few seconds: open and read the schema, no copy of the state
-            ReadOnlyState.open(self.state_path).close()
+            open_read_only(self.state_path).close()
         except StoreError as exc:
             return str(exc)
         return None
