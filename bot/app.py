@@ -15,7 +15,8 @@ from typing import Any
 from github import Auth, Github, GithubIntegration
 from github.GithubException import GithubException
 
-from bot.cycle import Cycle, Reports, Summary, WritePacing
+from bot.core.summary import Summary
+from bot.cycle import Cycle, Reports, WritePacing
 from bot.github.client import GitHubApi, GitHubError
 from bot.github.installations import BotGitHub, Installations
 from bot.guard import Guard, install_github_guard

@@ -11,9 +11,8 @@ import logging
 import re
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Final
 from urllib.parse import quote
@@ -36,6 +35,7 @@ from bot.core.model import (
     RequiredChecks,
     Signal,
 )
+from bot.core.summary import Usage
 from bot.github.ownership import is_own
 from bot.github.parse import Comment as Comment
 from bot.github.parse import (
@@ -144,21 +144,6 @@ class PaginationLoop(MalformedAnswer):
 
 class ForeignLink(GitHubError):
     """GitHub's answer linked to a host other than the configured API; it is not followed."""
-
-
-@dataclass
-class Usage:
-    """What the bot spent on GitHub: requests by kind, GraphQL points, and what is left."""
-
-    requests: Counter[str] = field(default_factory=Counter)
-    graphql_points: int = 0
-    remaining: dict[str, int] = field(default_factory=dict)
-    reset_at: dict[str, datetime] = field(default_factory=dict)
-
-    @property
-    def total(self) -> int:
-        """All GitHub requests sent."""
-        return sum(self.requests.values())
 
 
 @dataclass(frozen=True, slots=True)

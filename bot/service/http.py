@@ -20,8 +20,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from bot.core.model import format_utc
-from bot.cycle import Summary
-from bot.github.client import Usage
+from bot.core.summary import Summary, Usage
 from bot.service.limits import DROP_REASONS, DropLog, Limits, bounded_protocol
 from bot.service.metrics import CONTENT_TYPE, Metrics
 from bot.state.ports import StoreError, TriageRows

@@ -9,8 +9,7 @@ from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from bot.cycle import Summary
-from bot.github.client import Usage
+from bot.core.summary import Summary, Usage
 
 PREFIX: Final = "ci_status_bot_"
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
