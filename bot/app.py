@@ -91,6 +91,8 @@ def _github(
     cfg = settings.github
     options: dict[str, Any] = {
         "with_labels": bool(settings.policy.skip_labels),
+        # no state: the comments come with the pull requests' pages (no second pass for them)
+        "comments_in_page": settings.state.stateless,
         "stop": stop,  # every wait (retry, Retry-After, rate limit) ends on a stop request
         "sleep": sleep,
     }
