@@ -24,6 +24,7 @@ SECTIONS = {
     "action": "## The GitHub Action: `benchmarks/action.py`",
     "replicas": "## Several replicas: `benchmarks/replicas.py`",
     "report": "## The triage view: `benchmarks/report.py`",
+    "installations": "## Many installations on the queue: `benchmarks/installations.py`",
 }
 
 
