@@ -19,6 +19,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from bot import app as wiring
 from bot.core.summary import Summary, Usage
+from bot.github.client import GitHubError
 from bot.service.dispatch import run_dispatcher
 from bot.service.http import HttpServer, Monitor, serve
 from bot.service.limits import Limits
@@ -75,6 +76,7 @@ def budget_delay(summary: Summary, usage: Usage, *, now: datetime) -> tuple[floa
 STOP_GRACE_S = 1.5  # after a stop: the cycle's own checks end it sooner; then exit anyway
 WRITE_GRACE_S = 35.0  # ... unless a comment write is in flight (GitHub's timeout is 30 s)
 PRUNE_EVERY_S = 3600.0  # the state's old rows are dropped at most once an hour
+DISCOVER_EVERY_S = 3600.0  # installations = "all": the installations are read again hourly
 
 T = TypeVar("T")
 
@@ -167,6 +169,11 @@ class Service:
         )  # fmt: skip
         self.http: HttpServer | None = None
         self._pruned_at: float | None = None
+        self._discovering = threading.Lock()
+        # installations = "all" in one process: their webhooks and an hourly pass find them again
+        self.rediscovers = settings.every_installation and self.sharing is None
+        if self.rediscovers and self.webhooks is not None:
+            self.webhooks.receiver.on_installation = self._installation_event
 
     def start(self) -> None:
         """Serve, then schedule the first cycle now (nothing starts after a stop)."""
@@ -175,6 +182,9 @@ class Service:
             seconds=cfg.interval_seconds, jitter=cfg.jitter_seconds, timezone=UTC
         )
         self.scheduler.add_job(self.one_cycle, trigger, id="cycle", next_run_time=datetime.now(UTC))
+        if self.rediscovers:
+            hourly = IntervalTrigger(seconds=DISCOVER_EVERY_S, timezone=UTC)
+            self.scheduler.add_job(self.rediscover, hourly, id="discover")
         if self.webhooks is not None:
             self._observe_webhooks(self.webhooks)
         if self.stop.is_set():
@@ -191,6 +201,39 @@ class Service:
         self.scheduler.start()
         log.info("service started: %d repositories, every %d s", len(self.repos),
                  cfg.interval_seconds)  # fmt: skip
+
+    def _installation_event(self, event: str, payload: Any) -> str:
+        """An `installation` or `installation_repositories` delivery: the installations are
+        read again in the background (the answer is given at once)."""
+        iid = payload.get("installation", {}).get("id") if isinstance(payload, dict) else None
+        if not isinstance(iid, int):
+            return "malformed"
+        why = f"installation {iid}: {event} {payload.get('action') or ''}".rstrip()
+        threading.Thread(target=self.rediscover, args=(why,), name="discover", daemon=True).start()
+        return "installations-changed"
+
+    def rediscover(self, why: str = "hourly") -> None:
+        """Every repository of every installation again: the cycles, the webhooks and the page
+        follow; a repository added is worked at once."""
+        with self._discovering:
+            try:
+                repos = wiring.discovered_repos(self.settings, self.clients)
+            except GitHubError as exc:
+                log.warning("installations could not be listed (kept as they were): %s", exc)
+                return
+            before = {r.name for r in self.repos}
+            names = [r.name for r in repos]
+            self.repos = list(repos)
+            self.monitor.repos = tuple(sorted(names))
+            if self.webhooks is not None:
+                self.webhooks.repos = list(repos)
+                self.webhooks.receiver.repos = {name.lower(): name for name in names}
+            added = sorted(set(names) - before)
+            log.info("installations read again (%s): %d repositories (%d added, %d removed)",
+                     why, len(names), len(added), len(before - set(names)))  # fmt: skip
+            if added and not self.stop.is_set():
+                self.scheduler.add_job(self.one_cycle, "date", run_date=datetime.now(UTC),
+                                       id="installation", replace_existing=True)  # fmt: skip
 
     def _share(self, sharing: Replicas) -> None:
         """/readyz names the leases held; /metrics counts them and the takeovers."""

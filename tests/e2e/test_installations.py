@@ -542,7 +542,8 @@ def test_every_installation_without_a_queue_is_worked_by_one_process(
     """`installations = "all"` with no queue (SQLite, one process): `once` and `run` work every
     repository of every active installation, each with its own token; the suspended
     installation's and the uninstalled one's repositories are not read; a webhook for the
-    uninstalled one's repository is refused by name, one for a discovered one refreshes it."""
+    uninstalled one's repository is refused by name, one for a discovered one refreshes it;
+    installation webhooks drop a removed repository and add an unsuspended installation's."""
     world = make_world()
     world.suspend_installation(12)
     world.delete_installation(13)
@@ -572,8 +573,25 @@ def test_every_installation_without_a_queue_is_worked_by_one_process(
             crew.check_run("octo/b", 1, "after-removal")
             wait_for(lambda: "name 'octo/b'" in crew.log("run"), 60, "GitHub's refusal logged")
             assert not says(world, "octo/b", 1, "after-removal")
-            assert one_each(world, active)
-            assert not own(world, "zeta/d", 1) and not own(world, "acme/c", 1)
+            # ... and its webhook: the installations are read again, octo/b is dropped
+            removed = installation_payload(world, "installation_repositories", "removed", 11,
+                                           removed=("octo/b",))  # fmt: skip
+            answer = crew.deliver("installation_repositories", removed)
+            assert answer.json()["outcome"] == "installations-changed"
+            wait_for(lambda: "1 repositories (0 added, 1 removed)" in crew.log("run"), 60,
+                     "the installations read again")  # fmt: skip
+            assert crew.check_run("octo/b", 1, "gone").json()["outcome"] == (
+                "unconfigured-repository"
+            )
+            # installation 12 unsuspended: its webhook adds acme/c, worked at once
+            with world.lock:
+                world.installations[12].suspended_at = None
+            crew.deliver("installation", installation_payload(world, "installation",
+                                                              "unsuspend", 12))  # fmt: skip
+            back = [("acme/c", n) for n in PULLS]
+            wait_for(lambda: one_each(world, back), 90, "the unsuspended installation worked")
+            assert one_each(world, active) and not says(world, "octo/b", 1, "gone")
+            assert not own(world, "zeta/d", 1)
         finally:
             crew.close()
             Requester.resetConnectionClasses()
