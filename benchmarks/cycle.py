@@ -471,14 +471,14 @@ def required_signals(config: Path, state: Path) -> dict[str, int]:
     from bot.core.model import PullSnapshot
     from bot.core.required import expected_signals, with_required
     from bot.settings import load_settings
-    from bot.state.readonly import ReadOnlyState
+    from bot.state.readonly import open_read_only
 
     settings = load_settings(str(config))
     clients = build_clients(settings, settings.repos)
     counts = {"true": 0, "false": 0, "null": 0, "expected": 0}
     word = {True: "true", False: "false", None: "null"}
     try:
-        with ReadOnlyState.open(state) as cache:
+        with open_read_only(state) as cache:
             for repo in settings.repos:
                 for snap in clients.github.open_pulls(repo.name, now=now_utc(), required=cache):
                     if isinstance(snap, PullSnapshot):

@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bot.core.model import Kind, PullSnapshot, Report, Row, Signal, SinceSource, State, Verdict
-from bot.state.readonly import ReadOnlyState
+from bot.state.readonly import open_read_only
 from bot.state.store import Store
 from bot.triage.formats import PageRenderer, markdown, table, triage_json
 from bot.triage.keeper import TriageKeeper, stored_entries
@@ -86,7 +86,7 @@ def in_process(state: Path, fmt: str, *, runs: int) -> float:
     times = []
     for _ in range(runs):
         began = time.perf_counter()
-        with ReadOnlyState.open(state) as store:
+        with open_read_only(state) as store:
             view = ordered(stored_entries(store))
         now = datetime.now(UTC)
         if fmt == "json":

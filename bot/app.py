@@ -35,8 +35,8 @@ from bot.sources.readthedocs.provider import KIND as READ_THE_DOCS
 from bot.sources.readthedocs.provider import api_urls
 from bot.state.leases import Leases, all_leases
 from bot.state.lock import StateLock
-from bot.state.ports import CycleState, StoreError
-from bot.state.readonly import ReadOnlyState
+from bot.state.ports import CycleState, ReadState, StoreError
+from bot.state.readonly import open_or_empty
 from bot.state.store import Store
 from bot.triage.keeper import RowMemo, TriageKeeper
 
@@ -95,6 +95,8 @@ def _github(
     cfg = settings.github
     options: dict[str, Any] = {
         "with_labels": bool(settings.policy.skip_labels),
+        # no state: the comments come with the pull requests' pages (no second pass for them)
+        "comments_in_page": settings.state.stateless,
         "stop": stop,  # every wait (retry, Retry-After, rate limit) ends on a stop request
         "sleep": sleep,
     }
@@ -376,6 +378,6 @@ class ServiceState:
                 self._store = None
 
 
-def open_reader(settings: Settings) -> ReadOnlyState:
+def open_reader(settings: Settings) -> ReadState:
     """The state, read-only: an existing one, or an empty one where none exists yet."""
-    return ReadOnlyState.open_or_empty(settings.state.location)
+    return open_or_empty(settings.state.location)

@@ -25,7 +25,7 @@ from bot.settings import (
 )
 from bot.state.lock import StateBusy
 from bot.state.ports import StoreError, TriageRows
-from bot.state.readonly import ReadOnlyState
+from bot.state.readonly import open_read_only
 from bot.triage import bycheck, rows
 from bot.triage.keeper import stored_entries
 
@@ -136,16 +136,18 @@ def cmd_once(settings: Settings, args: argparse.Namespace, sleep: Sleep | None) 
 
             repos = discovered_repos(settings, clients)
         # A dry run records nothing: it reads an existing state and never creates one.
-        store = open_reader(settings) if args.dry_run else open_store(settings)
         try:
-            if isinstance(store, ReadOnlyState):
-                summary = make_cycle(settings, clients, store, dry_run=True).run(repos)
+            if args.dry_run:
+                with open_reader(settings) as reader:
+                    summary = make_cycle(settings, clients, reader, dry_run=True).run(repos)
+                    if args.summary:
+                        _write_summary(args.summary, reader, repos)
             else:
-                summary = run_once(settings, clients, store, repos, progress=_progress_sink())
-            if args.summary:
-                _write_summary(args.summary, store, repos)
+                with open_store(settings) as store:
+                    summary = run_once(settings, clients, store, repos, progress=_progress_sink())
+                    if args.summary:
+                        _write_summary(args.summary, store, repos)
         finally:
-            store.close()
             clients.close()
     finally:
         if lock is not None:
@@ -300,7 +302,7 @@ def _stored_entries(settings: Settings) -> list[rows.TriageEntry]:
         raise UsageError(
             'report: state.path = "": there is no state to read; --live reads GitHub instead'
         )
-    with ReadOnlyState.open(settings.state.location) as reader:
+    with open_read_only(settings.state.location) as reader:
         return stored_entries(reader)
 
 

@@ -23,7 +23,7 @@ from bot.github.ownership import foreign_marked
 from bot.guard import Guard, install_github_guard
 from bot.settings import Settings, read_private_key
 from bot.sources.base import Kind, Outcome
-from bot.state import store
+from bot.state import db as store
 from bot.state.ports import StoreError
 
 # What the bot needs of each repository (README, "Credentials"); an App says what it has.

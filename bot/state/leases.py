@@ -25,8 +25,9 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import delete, func, select, update
 
 from bot.state import schema as t
+from bot.state.db import from_text, to_text
 from bot.state.ports import StoreError
-from bot.state.store import Store, from_text, to_text
+from bot.state.store import Store
 
 log = logging.getLogger(__name__)
 

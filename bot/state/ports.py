@@ -1,11 +1,14 @@
 """The state seam: the records the state keeps and the narrow ports each consumer talks through.
 
-Each port is what one consumer needs, nothing more: the cycle's comments, facts and pacing,
-the Read the Docs and required-checks caches, the triage rows, the webhook deliveries. The
-writable state (`bot.state.store.Store`, SQLite or PostgreSQL) implements all of them; the
-read-only state (`bot.state.readonly.ReadOnlyState`) implements them over a connection the
-database itself refuses writes on, and records nothing (a dry run, `report`, the page).
-This module imports nothing of the bot: every layer may depend on it.
+Each port is what one consumer needs, nothing more, written once here: the cycle's comments,
+facts and pacing, the Read the Docs, sources' and required-checks caches, the triage rows,
+the webhook deliveries; and, made of them, one port per use: `CycleState` (a cycle),
+`ReadState` (a dry run, `report`, the page) and `ServiceState` (the service's cycles,
+webhooks and housekeeping). The writable state (`bot.state.store.Store`, SQLite or
+PostgreSQL) implements every one; the read-only state (`bot.state.readonly`) is the same
+class over a connection the database itself refuses writes on, recording nothing, typed
+`ReadState`; mypy checks both where they are made. This module imports only `bot.core`:
+every layer may depend on it.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal, Protocol
+from types import TracebackType
+from typing import Literal, Protocol, Self
 
 from bot.core.model import RequiredChecks, RequiredContext, Rule
 
@@ -395,3 +399,50 @@ class CycleState(
     Protocol,
 ):
     """Everything one cycle reads and records."""
+
+
+class Opened(Protocol):
+    """An open state: its schema version, closed when done (`with ... as state:`)."""
+
+    @property
+    def schema_version(self) -> int:
+        """The schema version the state records."""
+
+    def close(self) -> None:
+        """Close the connections."""
+
+    def __enter__(self) -> Self:
+        """Use as a context manager that closes the state."""
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """Close on leaving the block."""
+
+
+class Housekeeping(Protocol):
+    """The service's retention: what is past it goes (bot.state.store.RETENTION)."""
+
+    def prune(self, *, now: datetime) -> dict[str, int]:
+        """Drop what is older than its retention; how many rows went, by table."""
+
+
+class RulesChanged(Protocol):
+    """A repository's branch protection or rulesets changed (a webhook said so)."""
+
+    def forget_required(self, repo: str) -> int:
+        """Drop what is known to be required in `repo`; rows dropped."""
+
+
+class ReadState(CycleState, TriageRows, Opened, Protocol):
+    """What a dry run, `report` and the page read: the cycle's ports (recording nothing) and
+    the triage rows."""
+
+
+class ServiceState(
+    CycleState, DeliveryState, MarkState, RulesChanged, Housekeeping, Opened, Protocol
+):
+    """What the service's cycles, webhooks and housekeeping use of the writable state."""

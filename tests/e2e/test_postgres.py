@@ -15,7 +15,7 @@ import psycopg
 import pytest
 from support import REPO, bot_comments, cli, seed_case, write_config
 
-from bot.state.readonly import ReadOnlyState
+from bot.state.readonly import open_read_only
 from bot.state.store import SCHEMA_VERSION, Store, StoreError
 from bot_sandbox import Sandbox, World
 
@@ -83,7 +83,7 @@ def test_a_newer_schema_on_the_server_is_refused_naming_both_versions(postgres_u
     Store.open(postgres_url).close()
     with psycopg.connect(postgres_url, autocommit=True) as db:
         db.execute("UPDATE alembic_version SET version_num = %s", (f"{SCHEMA_VERSION + 3:04d}",))
-    for opener in (Store.open, ReadOnlyState.open):
+    for opener in (Store.open, open_read_only):
         with pytest.raises(StoreError) as caught:
             opener(postgres_url)
         text = str(caught.value)
@@ -97,7 +97,7 @@ def test_the_read_only_state_reads_the_server_and_the_server_refuses_its_writes(
 
     with Store.open(postgres_url) as store:
         store.set_facts(REPO, 1, facts_key="k", observed_at=NOW)
-    with ReadOnlyState.open(postgres_url) as reader:
+    with open_read_only(postgres_url) as reader:
         assert reader.get_facts(REPO, 1) == ("k", NOW)
         reader.set_facts(REPO, 1, facts_key="other", observed_at=NOW)  # dropped
     reads = Store(pg_engine(postgres_url, read_only=True), postgres_url)

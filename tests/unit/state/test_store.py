@@ -18,7 +18,7 @@ import pytest
 from support import ROOT, TESTS
 
 from bot.state.ports import AuditRow, PullRecord, RtdRead, StoredComment
-from bot.state.readonly import ReadOnlyState
+from bot.state.readonly import open_or_empty, open_read_only
 from bot.state.store import RECORDS_BATCH, SCHEMA_VERSION, Store, StoreError
 
 LEGACY = TESTS / "data" / "legacy_state"  # states the hand-rolled migrations wrote
@@ -95,7 +95,7 @@ def test_newer_schema_is_refused(tmp_path: Path) -> None:
     assert f"schema version is {SCHEMA_VERSION + 1}" in str(caught.value)
     assert f"knows up to {SCHEMA_VERSION}" in str(caught.value)
     with pytest.raises(StoreError, match="newer"):
-        ReadOnlyState.open(path)
+        open_read_only(path)
 
 
 def test_an_alembic_revision_unknown_to_this_bot_is_refused_naming_it(tmp_path: Path) -> None:
@@ -212,7 +212,7 @@ def test_the_read_only_state_reads_in_place_and_records_nothing(tmp_path: Path) 
     path = tmp_path / "state.sqlite3"
     with Store.open(path) as store:
         store.set_facts("owner/repo", 1, facts_key="k", observed_at=T0)
-    with ReadOnlyState.open(path) as reader:
+    with open_read_only(path) as reader:
         assert reader.get_facts("owner/repo", 1) == ("k", T0)
         reader.set_facts("owner/repo", 1, facts_key="k2", observed_at=T0)  # dropped
         assert reader.get_facts("owner/repo", 1) == ("k", T0)
@@ -238,7 +238,7 @@ def test_the_database_itself_refuses_a_write_on_the_read_only_connection(tmp_pat
 def test_the_read_only_state_reads_an_older_state_as_it_is(tmp_path: Path) -> None:
     path = legacy_state(tmp_path / "old.sqlite3", 2)
     before = path.read_bytes()
-    with ReadOnlyState.open(path) as reader:
+    with open_read_only(path) as reader:
         assert reader.schema_version == 2  # not migrated by a reader
         assert reader.get_rtd_read("org", "proj", SHA_A) is None  # no such table yet: empty
         assert reader.triage_rows() == []
@@ -247,10 +247,22 @@ def test_the_read_only_state_reads_an_older_state_as_it_is(tmp_path: Path) -> No
     assert path.read_bytes() == before
 
 
+def test_the_read_only_state_reads_an_older_states_records_in_one_batch(tmp_path: Path) -> None:
+    path = legacy_state(tmp_path / "old.sqlite3", 2)
+    with open_read_only(path) as reader:
+        records = reader.pull_records("o/r", [2, 1, 2])
+        assert sorted(records) == [1, 2]
+        comment = records[1].comment
+        assert comment is not None and comment.comment_id == 42 and comment.checked_at is None
+        assert (records[2].comment, records[2].without_comment) == (None, False)
+        assert reader.merge_bases("o/r", [("main", SHA_A)]) == {}  # no such table yet
+        assert reader.get_history("o/r", ["k"]) == {} and reader.epoch == ""
+
+
 def test_no_state_yet_is_said_and_never_created_by_a_reader(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="no state at"):
-        ReadOnlyState.open(tmp_path / "none.sqlite3")
-    with ReadOnlyState.open_or_empty(tmp_path / "none.sqlite3") as empty:
+        open_read_only(tmp_path / "none.sqlite3")
+    with open_or_empty(tmp_path / "none.sqlite3") as empty:
         assert empty.triage_rows() == [] and empty.get_comment("o/r", 1) is None
     assert not (tmp_path / "none.sqlite3").exists()
 
