@@ -422,7 +422,7 @@ def settle(sandbox: SandboxProcess, config: Path, state: Path) -> int:
     from bot.app import build_clients, make_cycle, now_utc
     from bot.core.history import FailingIndex
     from bot.core.model import PullSnapshot
-    from bot.cycle import sha256
+    from bot.cycle.model import sha256
     from bot.settings import load_settings
     from bot.state.store import Store
 

@@ -145,7 +145,7 @@ def settle(config: Path) -> int:
     """Every pull request gets the comment the bot would write, as after its cold start."""
     from bot import app as wiring
     from bot.core.model import PullSnapshot
-    from bot.cycle import sha256
+    from bot.cycle.model import sha256
     from bot.settings import RepoSettings, load_settings
     from bot.state.store import Store, to_text
 

@@ -111,7 +111,7 @@ def settle(sandbox: SandboxProcess, config: Path) -> int:
     """Give every pull request the comment the bot would write (control API) and record it."""
     from bot.app import build_clients, make_cycle, now_utc
     from bot.core.model import PullSnapshot
-    from bot.cycle import sha256
+    from bot.cycle.model import sha256
     from bot.settings import load_settings
     from bot.state.store import Store
 

@@ -16,7 +16,11 @@ from github import Auth, Github, GithubIntegration
 from github.GithubException import GithubException
 
 from bot.core.summary import Summary
-from bot.cycle import Cycle, Reports, WritePacing
+from bot.cycle.model import Reports
+from bot.cycle.publish import WritePacing
+from bot.cycle.run import (
+    Cycle as Cycle,  # the service gets its type here (bot.cycle.run is the root's)
+)
 from bot.github.client import GitHubApi, GitHubError
 from bot.github.installations import BotGitHub, Installations
 from bot.guard import Guard, install_github_guard

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Final
 
+from bot.core.comment import Comment as Comment
 from bot.core.merge_queue import entry_of
 from bot.core.model import (
     BRANCH_PROTECTION,
@@ -415,20 +416,6 @@ def with_pins(checks: RequiredChecks, pins: Mapping[str, int | None]) -> Require
                 found.setdefault((context.name, app), []).append(rule)
     contexts = tuple(RequiredContext(name, tuple(why), app) for (name, app), why in found.items())
     return replace(checks, contexts=contexts)
-
-
-@dataclass(frozen=True, slots=True)
-class Comment:
-    """An issue comment: the parts the bot needs (the author in REST's login form)."""
-
-    id: int
-    author: str | None
-    body: str
-    node_id: str = ""
-    editor: str | None = None  # who made the last edit (GraphQL only; None: never edited)
-    # whether `editor` was read (GraphQL); a REST answer does not say who edited a comment
-    editor_read: bool = False
-    created_at: str = ""  # ISO UTC as GitHub gave it ("" where not given)
 
 
 def parse_rest_comment(data: Any) -> Comment:

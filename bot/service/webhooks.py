@@ -29,10 +29,10 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from bot.app import Cycle
 from bot.core.merge_queue import queued_number
 from bot.core.model import PullSnapshot
 from bot.core.summary import Summary
-from bot.cycle import Cycle
 from bot.github.client import RateLimited
 from bot.github.parse import PullFailure
 from bot.service.replicas import Replicas

@@ -20,7 +20,7 @@ from bot.app import build_clients, make_cycle
 from bot.cli import main
 from bot.core.model import Annotation
 from bot.core.summary import Summary
-from bot.cycle import Reports
+from bot.cycle.model import Reports
 from bot.settings import load_settings
 from bot.state.store import Store
 from bot_sandbox import Sandbox

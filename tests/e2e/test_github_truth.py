@@ -514,7 +514,7 @@ def test_signal_key_names_the_event_and_stays_stable_without_one() -> None:
 
 def test_skip_labels_match_as_github_names_labels_ignoring_case() -> None:
     from bot.core.model import PullSnapshot
-    from bot.cycle import selected
+    from bot.cycle.gather import selected
     from bot.settings import PolicySettings
 
     pull = PullSnapshot(repo="o/r", number=1, title="t", author="a", draft=False,

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.cycle import CHECK_BATCH, due_for_check
+from bot.cycle.plan import CHECK_BATCH, due_for_check
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

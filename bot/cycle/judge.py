@@ -1,0 +1,151 @@
+"""Judge one pull request from what was gathered: reconcile, each source's evidence, the merge
+base, annotations, history and merge queue, the facts key, and the warm reuse (pure).
+
+It reads nothing: what it lacks it names (`Wants`), to be gathered and judged again; what the
+state should record (first sights, facts) it returns with its report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from bot.core.annotations import needs_annotations, with_annotations
+from bot.core.base import judged, needs_base, with_base
+from bot.core.facts import facts_key
+from bot.core.history import HistoryInputs, needs_history, with_history
+from bot.core.merge_queue import judge_queue
+from bot.core.model import Policy, Report
+from bot.core.reconcile import reconcile_until
+from bot.cycle.model import Built, Inputs, Judged, MarkSeen, SetFacts, Want, Wants, Write
+from bot.render.stamp import Stamp
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """What a pass judges by: the core policy, and whether failures' history is told."""
+
+    policy: Policy
+    history: bool = False
+
+
+def judge(inputs: Inputs, rules: Rules) -> Judged | Wants:
+    """Reconcile one pull request at `inputs.now`. Where the state knows no comment, the
+    trusted stamp of the bot's own (`inputs.stamp`) dates what the state does not: first
+    sights, and the first observation of the same facts (a lost state re-dates nothing).
+
+    The state's first-seen and first-observed times stand; where it has none, the stamp's.
+    """
+    stamp = inputs.stamp
+    if rules.history and inputs.failing and inputs.history is None:
+        return Wants(frozenset({"history"}))
+    first_seen, writes = _first_seen(inputs, stamp)
+    kept = _kept(inputs, rules, first_seen) if stamp is None else None
+    if kept is not None:
+        return Judged(inputs, kept.report, kept.key, None, None, writes)
+    built = _build(inputs, rules, first_seen)
+    if isinstance(built, Wants):
+        return built
+    return _dated(inputs, built, stamp, writes)
+
+
+def _first_seen(
+    inputs: Inputs, stamp: Stamp | None
+) -> tuple[dict[str, datetime], tuple[Write, ...]]:
+    """When each key the head needs dated was first seen, and what the state should record."""
+    keys, now, head = inputs.keys, inputs.now, inputs.snapshot.head_sha
+    if not keys:
+        return {}, ()
+    stamped = {k: t for k in keys if stamp and (t := stamp.seen(head, k))}
+    writes: list[Write] = [MarkSeen((k,), t) for k, t in stamped.items()]
+    writes.append(MarkSeen(keys, now))
+    seen = inputs.seen
+    return {k: seen.get(k) or stamped.get(k) or now for k in keys}, tuple(writes)
+
+
+def _kept(inputs: Inputs, rules: Rules, first_seen: Mapping[str, datetime]) -> Built | None:
+    """The last pass's report, where these inputs would give it again."""
+    last = inputs.last
+    if (
+        last is not None
+        and inputs.facts == (last.key, last.report.observed_at)
+        and last.merge == inputs.merge
+        and last.annotations == inputs.annotations
+        and last.history == _history(inputs, rules)
+        and last.queue == inputs.group
+        and last.expected == inputs.expected
+        and last.serves(inputs.snapshot, inputs.docs, first_seen, rules.policy, inputs.now)
+    ):
+        return last
+    return None
+
+
+def _history(inputs: Inputs, rules: Rules) -> HistoryInputs | None:
+    """The failing head's history (what the warm reuse compares)."""
+    return inputs.history if rules.history and inputs.failing else None
+
+
+def _build(inputs: Inputs, rules: Rules, first_seen: dict[str, datetime]) -> Built | Wants:
+    """Reconcile, then add what the failing rows and the merge queue need (or name it)."""
+    snapshot, now, policy = inputs.snapshot, inputs.now, rules.policy
+    report, until = reconcile_until(
+        snapshot, inputs.docs, policy, now=now, first_seen=first_seen, expected=inputs.expected
+    )
+    wanted = _wanted(inputs, report, rules)
+    if wanted:
+        return Wants(wanted)
+    merge = inputs.merge
+    if merge is not None and any(needs_base(row) for row in report.rows):
+        shown, turns = judged(merge, now=now, unverified_after=policy.unverified_after)
+        report = with_base(report, shown)  # a failed re-read is said once it lasted
+        until = turns if until is None or (turns is not None and turns < until) else until
+        if merge.commit is not None and snapshot.base is not None:
+            report = replace(report, merge_base=(snapshot.base, merge.commit))
+    if inputs.annotations is not None and any(needs_annotations(row) for row in report.rows):
+        report = with_annotations(report, inputs.annotations)
+    history = _history(inputs, rules)
+    if rules.history and any(needs_history(row) for row in report.rows):
+        history = history or inputs.history  # gathered: wanted above where it was not
+        if history is not None:
+            report = with_history(report, history)  # states, verdict and headline as they were
+    if snapshot.queue is not None:
+        found = judge_queue(
+            snapshot.queue, inputs.group, snapshot.required_checks, inputs.expected,
+            head=snapshot.head_sha,
+        )  # fmt: skip
+        report = replace(report, merge_queue=found)
+    return Built(
+        snapshot, inputs.docs, first_seen, policy, inputs.expected, merge, now, until, report,
+        facts_key(report), inputs.annotations, inputs.keys, inputs.failing, inputs.group,
+        history,
+    )  # fmt: skip
+
+
+def _wanted(inputs: Inputs, report: Report, rules: Rules) -> frozenset[Want]:
+    """The reads this report needs that were not gathered."""
+    wanted: set[Want] = set()
+    if inputs.merge is None and any(needs_base(row) for row in report.rows):
+        wanted.add("base")
+    if inputs.annotations is None and any(needs_annotations(row) for row in report.rows):
+        wanted.add("annotations")
+    if rules.history and inputs.history is None and any(needs_history(row) for row in report.rows):
+        wanted.add("history")
+    if inputs.snapshot.queue is not None and not inputs.group_read:
+        wanted.add("group")
+    return frozenset(wanted)
+
+
+def _dated(inputs: Inputs, built: Built, stamp: Stamp | None, writes: tuple[Write, ...]) -> Judged:
+    """The report dated by when its facts were first observed: the state's, else the stamp's
+    (adopted: a lost state re-dates nothing), else now (recorded)."""
+    known, key, report = inputs.facts, built.key, built.report
+    if known is not None and known[0] == key:
+        report = replace(report, observed_at=known[1])
+        return Judged(inputs, report, key, stamp, replace(built, report=report), writes)
+    now = inputs.now
+    if stamp is not None and stamp.facts_key == key:
+        now = stamp.observed_at
+        report = replace(report, observed_at=now)
+    writes += (SetFacts(key, now),)
+    return Judged(inputs, report, key, stamp, replace(built, report=report), writes)

@@ -1,0 +1,189 @@
+"""Table tests of `bot.cycle.judge`: one pull request's inputs in, its report, what it keeps,
+its state writes or the reads it wants out (pure: no GitHub, no state, no clock)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from support import NOW, RECENT, SHA, run, snapshot
+
+from bot.core.base import MergeBase
+from bot.core.history import HistoryInputs
+from bot.core.model import Policy, QueueEntry, QueueState
+from bot.core.required import HEAD_SEEN_KEY
+from bot.cycle.judge import Rules, judge
+from bot.cycle.model import Inputs, Judged, MarkSeen, SetFacts, Wants
+from bot.render.stamp import Stamp, seen_key
+
+PASSING = snapshot(run("build", "success"))
+FAILING = snapshot(run("build", "failure", database_id=11, node_id="CR_11"))
+QUEUED = replace(PASSING, queue=QueueEntry(QueueState.QUEUED, "QUEUED", position=1))
+RULES = Rules(Policy())
+HISTORY = Rules(Policy(), history=True)
+EARLIER = NOW - timedelta(hours=2)
+
+
+def inputs(snap: Any = PASSING, **fields: Any) -> Inputs:
+    """A pull request as gathered, the state knowing nothing of it."""
+    fields.setdefault("expected", ())
+    fields.setdefault("now", NOW)
+    fields.setdefault("comment", None)
+    fields.setdefault("without_comment", True)
+    fields.setdefault("facts", None)
+    fields.setdefault("last", None)
+    fields.setdefault("failing", False)
+    fields.setdefault("keys", ())
+    fields.setdefault("seen", {})
+    fields.setdefault("docs", {})
+    fields.setdefault("generation", 0)
+    return Inputs(snapshot=snap, **fields)
+
+
+def judged(found: Judged | Wants) -> Judged:
+    assert isinstance(found, Judged), found
+    return found
+
+
+def cold() -> Judged:
+    return judged(judge(inputs(), RULES))
+
+
+@pytest.mark.parametrize(
+    ("case", "given", "rules", "wants"),
+    [
+        (
+            "a failing run's merge base and annotations, at once",
+            inputs(FAILING, failing=True),
+            RULES,
+            {"base", "annotations"},
+        ),
+        (
+            "its annotations, once the merge base is read",
+            inputs(FAILING, failing=True, merge=MergeBase("base1")),
+            RULES,
+            {"annotations"},
+        ),
+        (
+            "with [policy] history: its history, before anything",
+            inputs(FAILING, failing=True),
+            HISTORY,
+            {"history"},
+        ),
+        ("a queued pull request's merge group", inputs(QUEUED), RULES, {"group"}),
+    ],
+)
+def test_what_was_not_gathered_is_wanted_and_nothing_is_written(
+    case: str, given: Inputs, rules: Rules, wants: set[str]
+) -> None:
+    found = judge(given, rules)
+    assert isinstance(found, Wants), case
+    assert found.reads == frozenset(wants), case
+
+
+def test_gathered_in_full_a_failing_head_is_judged_with_its_merge_base() -> None:
+    given = inputs(
+        replace(FAILING, base="main"), failing=True, merge=MergeBase("base1"), annotations={}
+    )
+    found = judged(judge(given, RULES))
+    assert found.report.merge_base == ("main", "base1")
+    assert found.built is not None and found.built.merge == MergeBase("base1")
+
+
+def test_a_queued_one_read_is_judged_with_what_its_merge_group_lacks() -> None:
+    found = judged(judge(inputs(QUEUED, group_read=True), RULES))
+    assert found.report.merge_queue is not None
+
+
+@pytest.mark.parametrize(
+    ("case", "facts", "stamp", "observed", "writes"),
+    [
+        ("new facts: observed now, recorded", None, None, NOW, (SetFacts,)),
+        ("the same facts as recorded: since then, nothing recorded", "same", None, EARLIER, ()),
+        ("other facts recorded: observed now", ("old-key", EARLIER), None, NOW, (SetFacts,)),
+        ("the trusted stamp states the same facts: adopted", None, "same", EARLIER, (SetFacts,)),
+        ("a stamp of other facts: observed now", None, "other", NOW, (SetFacts,)),
+    ],
+)
+def test_when_the_facts_were_first_observed(
+    case: str, facts: Any, stamp: Any, observed: Any, writes: tuple[type, ...]
+) -> None:
+    key = cold().key
+    if facts == "same":
+        facts = (key, EARLIER)
+    if stamp is not None:
+        stamp = Stamp(key if stamp == "same" else "other", EARLIER, head_sha=SHA)
+    given = inputs(facts=facts, stamp=stamp, without_comment=False, looked=True)
+    found = judged(judge(given, RULES))
+    assert found.report.observed_at == observed, case
+    assert tuple(type(w) for w in found.writes) == writes, case
+    if writes:
+        assert found.writes[-1] == SetFacts(key, observed), case
+    assert found.built is not None and found.built.report == found.report, case
+
+
+def test_first_sights_the_state_dated_stand_then_the_stamps_then_now() -> None:
+    snap = snapshot(run("lint", "queued", started_at=None, completed_at=None))
+    lint = snap.signals[0].key
+    stamp = Stamp("k", EARLIER, head_sha=SHA, first_seen={seen_key(HEAD_SEEN_KEY): RECENT})
+    given = inputs(
+        snap, keys=(lint, HEAD_SEEN_KEY, "other"), seen={lint: EARLIER}, stamp=stamp,
+        without_comment=False, looked=True,
+    )  # fmt: skip
+    found = judged(judge(given, RULES))
+    assert found.built is not None
+    assert dict(found.built.first_seen) == {lint: EARLIER, HEAD_SEEN_KEY: RECENT, "other": NOW}
+    assert found.writes[:2] == (
+        MarkSeen((HEAD_SEEN_KEY,), RECENT),
+        MarkSeen((lint, HEAD_SEEN_KEY, "other"), NOW),
+    )
+
+
+def test_no_key_to_date_writes_no_first_sight() -> None:
+    assert not [w for w in cold().writes if isinstance(w, MarkSeen)]
+
+
+def warm(**changes: Any) -> Inputs:
+    """The next pass of the same pull request, nothing changed, unless `changes`."""
+    first = cold()
+    assert first.built is not None
+    fields: dict[str, Any] = {
+        "last": first.built,
+        "facts": (first.key, first.report.observed_at),
+        "now": NOW + timedelta(minutes=1),
+    }
+    fields.update(changes)
+    return inputs(**fields)
+
+
+@pytest.mark.parametrize(
+    ("case", "changes", "kept"),
+    [
+        ("nothing changed: the last report serves", {}, True),
+        ("the state's facts differ", {"facts": ("other", NOW)}, False),
+        ("a merge base read this pass", {"merge": MergeBase("base1")}, False),
+        ("the clock went back", {"now": NOW - timedelta(minutes=1)}, False),
+        (
+            "the stamp is read (a comment the state does not know)",
+            {"stamp": Stamp("k", NOW)},
+            False,
+        ),
+        ("another expected context", {"expected": ("deploy",)}, False),
+    ],
+)
+def test_the_warm_reuse(case: str, changes: dict[str, Any], kept: bool) -> None:
+    given = warm(**changes)
+    found = judged(judge(given, RULES))
+    assert (found.built is None) is kept, case
+    if kept:
+        assert given.last is not None and found.report is given.last.report
+        assert found.writes == ()
+
+
+def test_with_history_a_failing_head_judged_with_its_history_keeps_it() -> None:
+    history = HistoryInputs(attempts={}, elsewhere={}, branch=None)
+    given = inputs(FAILING, failing=True, merge=MergeBase("base1"), annotations={}, history=history)
+    found = judged(judge(given, HISTORY))
+    assert found.built is not None and found.built.history == history
