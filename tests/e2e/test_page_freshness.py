@@ -41,8 +41,9 @@ def test_before_the_first_cycle_the_page_says_so_then_shows_the_cycle(tmp_path: 
     seed_case(world, now=NOW)
     port = free_port()
     with Sandbox(world) as sandbox:
-        # the first cycle's pull-request query takes 6 s: the page is served meanwhile
-        sandbox.fail("POST", r"/graphql", 200, times=1, apply=True, delay_s=6)
+        # the first cycle's pull-request query takes 6 s: the page is served meanwhile (the
+        # real answer, held back: `transform` keeps it, where `apply` would answer an empty 200)
+        sandbox.fail("POST", r"/graphql", times=1, delay_s=6, transform=lambda answer: answer)
         proc = start_run(serve_config(tmp_path, sandbox, port))
         base = f"http://127.0.0.1:{port}"
         try:
@@ -67,7 +68,9 @@ def test_before_the_first_cycle_the_page_says_so_then_shows_the_cycle(tmp_path: 
             finished = datetime.fromisoformat(as_of[1])
             assert abs(finished - datetime.now(UTC)) < timedelta(seconds=60)
         finally:
-            stop(proc)
+            _, err = stop(proc)
+        cycles = re.findall(r"info cycle: (\d+) pull requests seen", err)
+        assert cycles[:1] == ["1"], err  # the held-back first cycle is the one the page shows
 
 
 def _monitor(tmp_path: Path, *, with_rows: bool) -> tuple[Monitor, TestClient, list[datetime]]:
