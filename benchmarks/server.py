@@ -12,10 +12,16 @@ process then, all at once and only on 127.0.0.1:
 - sends --rate signed `check_run` deliveries a second, each for a random open pull request;
 - requests `/` and `/triage.json` --pages at a time, and `/livez` every 0.1 s;
 
-and prints the latency of `/livez` and `/` (p50/p95/max), the bot's peak RSS, deliveries
-accepted, the GraphQL queries and points spent, the cycles finished and failed, and, with
-the load still on, the time from SIGTERM to exit. The last line is one JSON object.
-Targets: /livez p95 <= 100 ms, / p95 <= 500 ms, RSS <= 300 MB, no cycle failed, exit <= 5 s.
+and prints the latency of `/livez` and `/` (p50/p95/max), the server's event-loop lag as its
+/metrics shows it, the bot's peak RSS, deliveries accepted, the GraphQL queries and points
+spent, the cycles finished and failed, and, with the load still on, the time from SIGTERM to
+exit. The last line is one JSON object; `--before FILE` (an earlier run's last line, or its
+whole output) prints that run's figures beside this one's.
+
+The load generator (this process) runs at a lower priority than the bot and the sandbox
+(`--nice 10`, os.nice after both started): on a 2-core machine its ~40 threads otherwise take
+the cores from the service they measure. `--nice 0` measures as before issue 31.
+Targets: /livez p95 <= 100 ms, / p95 <= 150 ms, RSS <= 300 MB, no cycle failed, exit <= 5 s.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import random
 import signal
 import socket
@@ -48,7 +55,7 @@ from webhooks import quantiles  # noqa: E402
 from bot_sandbox.webhook_sender import sign  # noqa: E402
 
 SECRET = "benchmark-server-secret"
-TARGETS = {"livez_p95_ms": 100, "page_p95_ms": 500, "rss_mb": 300, "exit_s": 5}
+TARGETS = {"livez_p95_ms": 100, "page_p95_ms": 150, "rss_mb": 300, "exit_s": 5}
 
 
 def free_port() -> int:
@@ -236,6 +243,26 @@ def metric_values(base: str, name: str) -> dict[str, float]:
     return found
 
 
+def loop_lag(base: str) -> dict[str, float | None]:
+    """The event-loop lag /metrics shows: samples, share over 10/100 ms, p95 (the bucket's
+    upper bound) and the worst of the last minute (None: a bot without the metric)."""
+    buckets = metric_values(base, "ci_status_bot_event_loop_lag_seconds_bucket")
+    worst = metric_values(base, "ci_status_bot_event_loop_lag_max_seconds").get("")
+    if not buckets:
+        return {"samples": None, "p95_ms": None, "max_last_minute_ms": None}
+    bounds = sorted((float(k.split("=", 1)[1]), v) for k, v in buckets.items() if "+Inf" not in k)
+    total = buckets.get("le=+Inf", 0.0)
+    p95 = next((le for le, n in bounds if total and n >= 0.95 * total), None)
+    under = dict(bounds)
+    return {
+        "samples": total,
+        "over_10ms": None if not total else round(1 - under.get(0.01, 0) / total, 4),
+        "over_100ms": None if not total else round(1 - under.get(0.1, 0) / total, 4),
+        "p95_ms": None if p95 is None else p95 * 1000,
+        "max_last_minute_ms": None if worst is None else round(worst * 1000, 1),
+    }
+
+
 def wait_ready(base: str, proc: subprocess.Popen[bytes], timeout_s: float) -> float:
     """Seconds until /readyz answers 200 (the first cycle finished)."""
     started = time.monotonic()
@@ -291,11 +318,14 @@ def load_bot(
     ready_s = wait_ready(base, bot, args.timeout)
     cycles_before = metric_values(base, "ci_status_bot_cycles_total")
     sandbox.control("POST", "reset-stats")
+    if args.nice:  # the load generator below the bot and the sandbox (started before this)
+        os.nice(args.nice)
     load = Load(base, info["repo"], scale_numbers(info["prs"]))
     load.start(slow=args.slow, rate=args.rate, pages=args.pages)
     time.sleep(args.seconds)
     cycles = metric_values(base, "ci_status_bot_cycles_total")
     dropped = metric_values(base, "ci_status_bot_http_connections_dropped_total")
+    lag = loop_lag(base)
     rss = peak_rss_mb(bot.pid)
     stats = sandbox.control("GET", "stats")
     ready = httpx.get(base + "/readyz", timeout=10)
@@ -314,6 +344,8 @@ def load_bot(
     return {
         "prs": info["prs"],
         "seconds": args.seconds,
+        "load_nice": args.nice,
+        "event_loop_lag": lag,
         "ready_after_s": round(ready_s, 1),
         "livez_ms": ms(load.livez),
         "page_ms": ms(load.page),
@@ -343,7 +375,7 @@ def verdicts(result: dict[str, Any]) -> dict[str, bool]:
     rss, exit_s = result["bot_peak_rss_mb"], result["sigterm_to_exit_s"]
     return {
         "livez_p95_le_100_ms": livez is not None and livez <= TARGETS["livez_p95_ms"],
-        "page_p95_le_500_ms": page is not None and page <= TARGETS["page_p95_ms"],
+        "page_p95_le_150_ms": page is not None and page <= TARGETS["page_p95_ms"],
         "rss_le_300_mb": rss is not None and rss <= TARGETS["rss_mb"],
         "every_cycle_finished": result["cycles_failed"] == 0 and result["ready_at_the_end"],
         "exit_le_5_s": exit_s is not None and exit_s <= TARGETS["exit_s"],
@@ -363,28 +395,94 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=600.0, help="for the first cycle")
     parser.add_argument("--log", default="", help="keep the bot's and the sandbox's log here")
+    parser.add_argument(
+        "--nice", type=int, default=10,
+        help="the load generator's niceness increment (0: as before issue 31)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--before", type=Path, default=None,
+        help="an earlier run's output (its JSON line): its figures printed beside this run's",
+    )  # fmt: skip
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run once and print the figures (last line: JSON)."""
     args = parse_args(argv)
+    before = last_json(args.before) if args.before is not None else None
     with tempfile.TemporaryDirectory() as tmp, Path(args.log or f"{tmp}/log").open("wb") as log:
         result = measure(args, Path(tmp), log)
     met = verdicts(result)
-    print(f"/livez ms  p50/p95/max: {_triple(result['livez_ms'])}   (target p95 <= 100)")
-    print(f"/      ms  p50/p95/max: {_triple(result['page_ms'])}   (target p95 <= 500)")
-    print(f"/triage.json ms p50/p95/max: {_triple(result['triage_json_ms'])}")
-    print(f"bot peak RSS: {result['bot_peak_rss_mb']} MB (target <= 300)")
-    print(f"deliveries: {result['deliveries_accepted']} accepted of {result['deliveries_sent']} "
-          f"sent; GraphQL: {result['graphql_queries']} queries, {result['graphql_points']} "
-          "points")  # fmt: skip
-    print(f"cycles during the load: {result['cycles_finished']:.0f} finished, "
-          f"{result['cycles_failed']:.0f} failed; /readyz at the end: "
-          f"{result['readyz_at_the_end']!r}")  # fmt: skip
-    print(f"SIGTERM to exit: {result['sigterm_to_exit_s']} s (target <= 5)")
+    print(f"load generator: this process, os.nice({args.nice}) after the bot and the sandbox "
+          "started (they run at the shell's priority)")  # fmt: skip
+    if before is not None:
+        print(f"before: {args.before} (load generator niceness {before.get('load_nice', 0)})")
+    for line in figures(result, before):
+        print(line)
     print(json.dumps({**result, "targets_met": met}))
     return 0  # figures, not a test: the targets met or missed are in the last line
+
+
+def last_json(path: Path) -> dict[str, Any]:
+    """The last JSON object line of an earlier run's output."""
+    lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.startswith("{")]
+    if not lines:
+        raise SystemExit(f"{path}: no JSON line (the last line benchmarks/server.py prints)")
+    found: dict[str, Any] = json.loads(lines[-1])
+    return found
+
+
+def figures(result: dict[str, Any], before: dict[str, Any] | None) -> list[str]:
+    """One line per figure: this run's, with the earlier run's beside it where given."""
+
+    def side(now: str, key: Callable[[dict[str, Any]], str]) -> str:
+        if before is None:
+            return now
+        try:
+            was = key(before)
+        except (KeyError, TypeError):
+            was = "-"
+        return f"{now}   (before: {was})"
+
+    def lag(run: dict[str, Any]) -> str:
+        found = run.get("event_loop_lag") or {}
+        return (
+            f"p95 <= {found.get('p95_ms')} ms, worst of the last minute "
+            f"{found.get('max_last_minute_ms')} ms, {found.get('over_100ms')} of samples over "
+            "100 ms"
+            if found.get("samples")
+            else "not measured (no metric)"
+        )
+
+    def deliveries(run: dict[str, Any]) -> str:
+        return (
+            f"{run['deliveries_accepted']} accepted of {run['deliveries_sent']} sent; GraphQL: "
+            f"{run['graphql_queries']} queries, {run['graphql_points']} points"
+        )
+
+    def cycles(run: dict[str, Any]) -> str:
+        return (
+            f"{run['cycles_finished']:.0f} finished, {run['cycles_failed']:.0f} failed; /readyz "
+            f"at the end: {run['readyz_at_the_end']!r}"
+        )
+
+    livez, page = TARGETS["livez_p95_ms"], TARGETS["page_p95_ms"]
+    return [
+        side(f"/livez ms  p50/p95/max: {_triple(result['livez_ms'])}   (target p95 <= {livez})",
+             lambda r: _triple(r["livez_ms"])),
+        side(f"/      ms  p50/p95/max: {_triple(result['page_ms'])}   (target p95 <= {page})",
+             lambda r: _triple(r["page_ms"])),
+        side(f"/triage.json ms p50/p95/max: {_triple(result['triage_json_ms'])}",
+             lambda r: _triple(r["triage_json_ms"])),
+        side(f"requests answered: {result['requests']}", lambda r: str(r["requests"])),
+        side(f"event-loop lag (/metrics): {lag(result)}", lag),
+        side(f"bot peak RSS: {result['bot_peak_rss_mb']} MB (target <= 300)",
+             lambda r: f"{r['bot_peak_rss_mb']} MB"),
+        side(f"deliveries: {deliveries(result)}", deliveries),
+        side(f"cycles during the load: {cycles(result)}", cycles),
+        side(f"SIGTERM to exit: {result['sigterm_to_exit_s']} s (target <= 5)",
+             lambda r: f"{r['sigterm_to_exit_s']} s"),
+    ]  # fmt: skip
 
 
 def _triple(q: dict[str, float | None]) -> str:

@@ -15,7 +15,8 @@ from typing import Any
 from github import Auth, Github, GithubIntegration
 from github.GithubException import GithubException
 
-from bot.cycle import Cycle, Reports, Summary, WritePacing
+from bot.core.summary import Summary
+from bot.cycle import Cycle, Reports, WritePacing
 from bot.github.client import GitHubApi, GitHubError
 from bot.github.installations import BotGitHub, Installations
 from bot.guard import Guard, install_github_guard
@@ -90,6 +91,8 @@ def _github(
     cfg = settings.github
     options: dict[str, Any] = {
         "with_labels": bool(settings.policy.skip_labels),
+        # no state: the comments come with the pull requests' pages (no second pass for them)
+        "comments_in_page": settings.state.stateless,
         "stop": stop,  # every wait (retry, Retry-After, rate limit) ends on a stop request
         "sleep": sleep,
     }

@@ -10,7 +10,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Literal, Protocol
 
@@ -31,6 +31,7 @@ from bot.core.model import FAILING_STATES, Policy, PullSnapshot, Report, Signal,
 from bot.core.reconcile import github_state, reconcile_until
 from bot.core.remedies import READTHEDOCS
 from bot.core.required import HEAD_SEEN_KEY, expected_signals
+from bot.core.summary import Summary
 from bot.github.annotations import AnnotationReader, Found, failing_runs
 from bot.github.bases import BaseReader
 from bot.github.client import Comment, GitHubApi, GitHubError, RateLimited
@@ -38,7 +39,6 @@ from bot.github.history import AttemptReader, Attempts, BranchReader
 from bot.github.merge_groups import MergeGroupReader
 from bot.github.ownership import (
     foreign_marked,
-    foreign_words,
     is_claimed,
     kept_and_later,
     last_edit_is_the_bots,
@@ -206,65 +206,6 @@ class Plan:
     def label(self) -> str:
         """owner/name#N."""
         return f"{self.report.repo}#{self.report.number}"
-
-
-@dataclass
-class Summary:
-    """What one cycle saw, wrote and spent."""
-
-    pulls_seen: int = 0
-    skipped: int = 0
-    created: int = 0
-    edited: int = 0
-    left: int = 0
-    deferred: int = 0
-    refused: int = 0  # planned writes GitHub refused (a rate limit on a write or its re-read)
-    deleted: int = 0  # the bot's own later comments deleted (never two comments on a PR)
-    # marked comments another login wrote (a changed token's old ones), by login: never edited
-    foreign: dict[str, int] = field(default_factory=dict)
-    failed: dict[str, str] = field(default_factory=dict)  # owner/name[#N] -> what went wrong
-    rate_limited_s: float | None = None
-    verdicts: dict[str, str] = field(default_factory=dict)  # owner/name#N -> verdict
-    heads: dict[str, str] = field(default_factory=dict)  # owner/name#N -> head sha (open PRs)
-    github_requests: int = 0
-    graphql_points: int = 0
-    rtd_requests: int = 0
-    dry_run: bool = False  # the comments were shown, not written: created means would create
-    # requests to each second source, by its name, and its name in words (bot.sources)
-    source_requests: dict[str, int] = field(default_factory=dict)
-    source_labels: dict[str, str] = field(default_factory=dict)
-
-    def line(self) -> str:
-        """The one-line cycle summary."""
-        if self.dry_run:
-            comments = (
-                f"comments would create {self.created}, would edit {self.edited}, "
-                f"would leave {self.left}"
-            )
-        else:
-            comments = (
-                f"comments created {self.created}, edited {self.edited}, left {self.left}, "
-                f"deferred {self.deferred}"
-            )
-        text = (
-            f"cycle: {self.pulls_seen} pull requests seen, {self.skipped} skipped by policy; "
-            f"{comments}; GitHub requests {self.github_requests} "
-            f"({self.graphql_points} GraphQL points), Read the Docs requests {self.rtd_requests}"
-        )
-        for name, count in self.source_requests.items():
-            if count and name != READTHEDOCS:  # Read the Docs' count is said above, always
-                text += f", {self.source_labels.get(name, name)} requests {count}"
-        if self.deleted:
-            text += f"; deleted {self.deleted} later comments of the bot's own (never two)"
-        if self.deferred:
-            text += f"; {self.deferred} writes carried to the next cycle (write pacing)"
-        if self.refused:
-            text += f"; GitHub refused {self.refused} planned writes (rate limit)"
-        if self.foreign:
-            text += "; " + foreign_words(self.foreign)
-        if self.failed:
-            text += f"; could not process: {', '.join(self.failed)}"
-        return text
 
 
 @contextmanager

@@ -19,7 +19,7 @@ from pydantic import SecretStr
 
 from bot.app import Clients, build_clients, hold_state, make_cycle, now_utc
 from bot.core.model import MARKER
-from bot.cycle import Summary
+from bot.core.summary import Summary
 from bot.service.http import Monitor, serve
 from bot.service.scheduler import run_service
 from bot.service.webhooks import Webhooks

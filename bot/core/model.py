@@ -305,6 +305,16 @@ class Annotation(NamedTuple):
     message: str
 
 
+class KeptRead(NamedTuple):
+    """A second source's final record of a head as the state keeps it: the comment's carried
+    line takes it to a run with no state (`source` "rtd": key `host/project/commit`)."""
+
+    source: str
+    key: str
+    payload: str
+    read_at: datetime
+
+
 class Attempt(NamedTuple):
     """An earlier run of the same check on the same head commit (or a status's earlier state)."""
 
@@ -385,6 +395,9 @@ class Report:
     merge_base: tuple[str, str] | None = None
     # where GitHub's merge queue holds the pull request: its merge-group commit's findings
     merge_queue: QueueFinding | None = None
+    # the second sources' final records this report's evidence came from (not a fact: the
+    # comment's carried line takes them to a run with no state; bot.render.stamp)
+    kept_reads: tuple[KeptRead, ...] = ()
 
     @property
     def commit_url(self) -> str:

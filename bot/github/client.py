@@ -11,9 +11,8 @@ import logging
 import re
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Final
 from urllib.parse import quote
@@ -36,6 +35,7 @@ from bot.core.model import (
     RequiredChecks,
     Signal,
 )
+from bot.core.summary import Usage
 from bot.github.ownership import is_own
 from bot.github.parse import Comment as Comment
 from bot.github.parse import (
@@ -68,6 +68,7 @@ from bot.github.query import (
     commits_query,
     more_annotations_query,
     more_contexts_query,
+    one_point_page,
     pull_comments_query,
     pull_query,
     pulls_by_number_query,
@@ -143,21 +144,6 @@ class PaginationLoop(MalformedAnswer):
 
 class ForeignLink(GitHubError):
     """GitHub's answer linked to a host other than the configured API; it is not followed."""
-
-
-@dataclass
-class Usage:
-    """What the bot spent on GitHub: requests by kind, GraphQL points, and what is left."""
-
-    requests: Counter[str] = field(default_factory=Counter)
-    graphql_points: int = 0
-    remaining: dict[str, int] = field(default_factory=dict)
-    reset_at: dict[str, datetime] = field(default_factory=dict)
-
-    @property
-    def total(self) -> int:
-        """All GitHub requests sent."""
-        return sum(self.requests.values())
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,12 +324,19 @@ class GitHubApi:
         max_attempts: int = GITHUB_POLICY.attempts,
         stop: threading.Event | None = None,
         max_inline_wait_s: float = MAX_INLINE_WAIT_S,
+        comments_in_page: bool = False,
     ) -> None:
         """`max_inline_wait_s`: the longest rate-limit wait taken inline (a queue's worker
-        takes none: the job waits on the queue instead, and the worker works others)."""
+        takes none: the job waits on the queue instead, and the worker works others).
+        `comments_in_page`: each page of open pull requests also reads their first comments
+        (a run with no state: `pulls_comments` then starts from them, no second pass)."""
         self._requester = gh.requester
         self._page_size = page_size
         self._with_labels = with_labels
+        self._comments_in_page = comments_in_page
+        # each pull request's first comments read with its page (and the cursor after them
+        # where more follow), until `pulls_comments` takes them, by (repo, number)
+        self._page_comments: dict[tuple[str, int], tuple[list[Comment], str | None, Any]] = {}
         self._sleep = sleep  # None: wait on `stop` (every wait ends when it is set)
         self._policy = replace(GITHUB_POLICY, attempts=max_attempts, max_wait_s=max_inline_wait_s)
         self.stop = stop or threading.Event()
@@ -556,7 +549,13 @@ class GitHubApi:
         name) pairs it does not know are learned from GitHub first and recorded in it.
         """
         owner, name = repo.split("/", 1)
-        query = pulls_page_query(with_labels=self._with_labels)
+        comments = self._comments_in_page
+        query = pulls_page_query(with_labels=self._with_labels, with_comments=comments)
+        per_page = self._page_size
+        if comments:  # each page one point still: fewer pull requests a page
+            per_page = min(per_page, one_point_page(2 + self._with_labels))
+        for key in [k for k in self._page_comments if k[0] == repo]:
+            del self._page_comments[key]
         sets: dict[str, RequiredChecks] = {}  # read once per base branch in this pass
         after: str | None = None
         pages = Pages(f"the open pull requests of {repo}", error=PaginationLoop)
@@ -564,7 +563,7 @@ class GitHubApi:
         # With the cache, each node is kept raw until its digest is found new: only then parsed.
         decode = None if required is None else decode_pulls_page
         while True:
-            variables = {"owner": owner, "name": name, "first": self._page_size, "after": after}
+            variables = {"owner": owner, "name": name, "first": per_page, "after": after}
             data, errors = self._graphql(query, variables, tolerate=_in_pull_page, decode=decode)
             repository = _get(data, "repository")
             if repository is None:
@@ -600,7 +599,7 @@ class GitHubApi:
             if not more:
                 self._nodes[repo] = read
                 return
-            pages.expect(total, self._page_size)
+            pages.expect(total, per_page)
             after = pages.follow(cursor or "")
 
     def _pull_item(
@@ -618,7 +617,24 @@ class GitHubApi:
                 node = orjson.loads(bytes(node))
             except orjson.JSONDecodeError as exc:
                 raise MalformedAnswer("a pull request node is not JSON") from exc
+        if error is None and isinstance(node, dict) and "comments" in node:
+            self._keep_page_comments(repo, node.pop("comments"), node.get("number"))
         return _pull_item(repo, node, error, now=now)
+
+    def _keep_page_comments(self, repo: str, connection: Any, number: Any) -> None:
+        """Keep a pull request's first comments as its page gave them (one that cannot be read
+        is not kept: `pulls_comments` then lists that pull request from its start)."""
+        if not isinstance(number, int) or not isinstance(connection, dict):
+            return
+        try:
+            page = _graphql_comments(connection)
+        except MalformedAnswer:
+            return
+        more = _get(connection, "pageInfo", "hasNextPage") is True
+        cursor = _get(connection, "pageInfo", "endCursor") if more else None
+        if more and not isinstance(cursor, str):
+            return
+        self._page_comments[(repo, number)] = (page, cursor, _get(connection, "totalCount"))
 
     def pull(self, repo: str, number: int, *, now: datetime) -> PullSnapshot:
         """One pull request with every context on its head and what is required for it."""
@@ -877,11 +893,24 @@ class GitHubApi:
         """The comments of these pull requests, oldest first, over GraphQL (PULLS_PER_QUERY
         pull requests and 100 comments a query, one point), each up to the first that `until`
         accepts (all of them without `until`). A pull request whose comments could not be
-        read is left out: the caller lists it over REST."""
+        read is left out: the caller lists it over REST. A pull request whose first comments
+        came with its page of open pull requests (`comments_in_page`) starts from those: none
+        is asked again, and it is asked for only where its own comment was not among them."""
         owner, name = repo.split("/", 1)
         found: dict[int, list[Comment]] = {n: [] for n in dict.fromkeys(numbers)}
         cursors: dict[int, str | None] = dict.fromkeys(found)
         pages = {n: Pages(f"the comments of {repo}#{n}", error=PaginationLoop) for n in found}
+        for number in list(cursors):
+            kept = self._page_comments.pop((repo, number), None)
+            if kept is None:
+                continue
+            first, cursor, total = kept
+            found[number].extend(first)
+            pages[number].expect(total, PAGE)
+            if cursor is None or (until is not None and any(until(c) for c in first)):
+                del cursors[number]  # read whole, or its own comment is among the first
+            else:
+                cursors[number] = pages[number].follow(cursor)
         while cursors:
             asking = list(cursors.items())
             for start in range(0, len(asking), PULLS_PER_QUERY):

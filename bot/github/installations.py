@@ -19,7 +19,8 @@ from github import Auth, Github, GithubIntegration
 from github.GithubException import GithubException
 
 from bot.core.model import PullSnapshot
-from bot.github.client import Comment, GitHubApi, GitHubError, NotFound, RequiredCache, Usage
+from bot.core.summary import Usage
+from bot.github.client import Comment, GitHubApi, GitHubError, NotFound, RequiredCache
 from bot.github.parse import PullFailure
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ edited it since the bot wrote it).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Final
 
 from bot.core.model import MARKER
@@ -61,14 +61,3 @@ def kept_and_later(comments: Sequence[Comment], login: str) -> tuple[Comment | N
     if kept is None:
         return None, []
     return kept, [c for c in ordered if c.id != kept.id and is_own(c, login)]
-
-
-def foreign_words(foreign: Mapping[str, int]) -> str:
-    """ "2 marked comments written by another login (old-bot: 2), never edited by this one:
-    a changed token's? delete them" (the logins in order)."""
-    total = sum(foreign.values())
-    logins = ", ".join(f"{login}: {count}" for login, count in sorted(foreign.items()))
-    return (
-        f"{total} marked comments written by another login ({logins}), never edited by this "
-        "one: left by an earlier token? delete them"
-    )

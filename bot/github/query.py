@@ -49,21 +49,43 @@ def _contexts(*, after: str | None = None, required_for: str | None = None) -> s
     )
 
 
-def _pull_fields(*, with_labels: bool, required_for: str | None = None) -> str:
+def _pull_fields(
+    *, with_labels: bool, required_for: str | None = None, with_comments: bool = False
+) -> str:
     labels = (
         f"labels(first: {PAGE}) {{ pageInfo {{ hasNextPage endCursor }} nodes {{ name }} }}"
         if with_labels
         else ""
     )
+    comments = (
+        f"comments(first: {PAGE_COMMENTS}) {{ totalCount pageInfo {{ hasNextPage endCursor }}"
+        f" nodes {{ {COMMENT_FIELDS} }} }}\n"
+        if with_comments
+        else ""
+    )
     return (
         "number title url isDraft headRefOid baseRefName author { __typename login }\n"
-        f"{labels}\n{QUEUE_ENTRY}\n"
+        f"{labels}\n{comments}{QUEUE_ENTRY}\n"
         f"statusCheckRollup {{ {_contexts(required_for=required_for)} }}"
     )
 
 
-def pulls_page_query(*, with_labels: bool) -> str:
-    """The query that reads one page of open pull requests with their head's rollup."""
+# The first comments of each pull request read with its page (a run with no state finds its
+# own comment there: no second pass; one with more comments before it pages on from there).
+PAGE_COMMENTS = 10
+
+
+def one_point_page(connections: int) -> int:
+    """The most pull requests a page may hold for one GraphQL point with `connections` per pull
+    request: GitHub counts one request per connection per node and charges requests / 100
+    rounded to the nearest whole point (100 with the rollup alone; 74 with the comments too)."""
+    return min(PAGE, 148 // max(1, connections))
+
+
+def pulls_page_query(*, with_labels: bool, with_comments: bool = False) -> str:
+    """The query that reads one page of open pull requests with their head's rollup (and, with
+    `with_comments`, each one's first comments)."""
+    fields = _pull_fields(with_labels=with_labels, with_comments=with_comments)
     return (
         "query PullPage($owner: String!, $name: String!, $first: Int!, $after: String) {\n"
         f"  {RATE}\n"
@@ -71,7 +93,7 @@ def pulls_page_query(*, with_labels: bool) -> str:
         "    pullRequests(states: OPEN, first: $first, after: $after,"
         " orderBy: {field: CREATED_AT, direction: ASC}) {\n"
         "      pageInfo { hasNextPage endCursor }\n"
-        f"      nodes {{ {_pull_fields(with_labels=with_labels)} }}\n"
+        f"      nodes {{ {fields} }}\n"
         "    }\n  }\n}\n"
     )
 

@@ -55,7 +55,7 @@ from bot.render.escape import (
     utc,
 )
 from bot.render.history import history_clauses
-from bot.render.stamp import Stamp, stamp_of, with_stamp
+from bot.render.stamp import Stamp, carried_line, carried_of, stamp_of, with_carried, with_stamp
 
 COMMENT_LIMIT: Final = 65_536
 TEMPLATE_NAME: Final = "status_comment.md.j2"
@@ -188,8 +188,10 @@ def comment_view(report: Report) -> CommentView:
     return CommentView(
         glyph=Md(GLYPHS[report.verdict]),
         verdict=Md(verdict_words(report)),
-        counts=Md(headline(report.rows, tell=short_tell, verdict=report.verdict)
-                  + queue.headline_clause(report)),
+        counts=Md(
+            headline(report.rows, tell=short_tell, verdict=report.verdict)
+            + queue.headline_clause(report)
+        ),
         head=Md(f"[{sha}]({commit})" if commit else sha),
         draft=report.draft,
         observed=utc(report.observed_at),
@@ -757,9 +759,15 @@ class Renderer:
 
     def markdown(self, report: Report, *, generation: int = 0, epoch: str = "") -> str:
         """Render the status comment, shrinking it to stay within GitHub's 65,536 characters;
-        its stamp records `generation` (the lease's; 0 without one) and the state's `epoch`."""
+        its stamp records `generation` (the lease's; 0 without one) and the state's `epoch`.
+        The carried line (what never changes for the head) takes only the room the comment
+        leaves: it gives way before any row does."""
+        body = self._fitting(report, stamp_of(report, generation=generation, epoch=epoch))
+        line = carried_line(carried_of(report), room=COMMENT_LIMIT - len(body) - 1)
+        return with_carried(body, line)
+
+    def _fitting(self, report: Report, stamp: Stamp) -> str:
         view = comment_view(report)
-        stamp = stamp_of(report, generation=generation, epoch=epoch)
         body = self._render(report, view, stamp, shown=None)
         if len(body) <= COMMENT_LIMIT:
             return body

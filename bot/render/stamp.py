@@ -13,6 +13,17 @@ comment.
 A stamp the bot cannot read (garbled, too large, another version, a field out of range) is
 ignored as a whole, never trusted in part. The v1 line of earlier releases,
 `<!-- ci-status-bot:facts=<key> observed=<ISO UTC> -->`, is still read (facts and time only).
+
+The third line may carry what never changes for the head (issue 31), so that a run with no
+state asks for it once per head, ever: `<!-- ci-status-bot:carried v1 <base64url of zlib'd
+compact JSON> -->` holds the head, its failing check runs' quoted annotations (by run id) and
+the second sources' final records (Read the Docs builds that finished, Codecov's and Azure's
+final records: the payloads a state keeps, with when they were read). It is bounded
+(`CARRIED_MAX` characters, and never a row of the comment for it): past the bound the
+provider records go first, the largest first, then the runs' annotations, the largest first.
+A carried line over its bound, of another version, for another head, garbled or with any
+field out of range is ignored as a whole (what it would carry is asked again); like the
+stamp, it is trusted only on a comment whose last edit was the bot's.
 """
 
 from __future__ import annotations
@@ -22,13 +33,15 @@ import binascii
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+import zlib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from bot.core.annotations import needs_annotations
 from bot.core.facts import core_key, facts_key
-from bot.core.model import Report, as_utc
+from bot.core.model import Annotation, KeptRead, Report, as_utc
 
 VERSION: Final = 2
 MAX_DATA: Final = 50_000  # base64 characters (1,000 first-seen times fit); longer is not read
@@ -48,6 +61,34 @@ _EARLIEST_US: Final = 946_684_800 * 10**6
 _LATEST_US: Final = 253_402_300_799 * 10**6
 _MAX_GENERATION: Final = 2**63 - 1
 _EPOCH: Final = re.compile(r"[0-9a-f]{16,64}")
+
+CARRIED_VERSION: Final = 1
+CARRIED_MAX: Final = 24_000  # characters of the carried line; past it, facts are dropped
+_CARRIED_RAW_MAX: Final = 400_000  # bytes its JSON may inflate to; more: ignored (a zip bomb)
+_CARRIED: Final = re.compile(
+    r"<!-- ci-status-bot:carried v(?P<v>[0-9]{1,3}) (?P<data>[A-Za-z0-9_-]+) -->"
+)
+_MAX_RUN_ID: Final = 2**63 - 1
+_MAX_KEY: Final = 1_000  # characters of a provider record's key
+_SOURCE: Final = re.compile(r"[a-z][a-z0-9_-]{0,39}")
+
+
+@dataclass(frozen=True, slots=True)
+class Carried:
+    """What never changes for one head, carried by its comment: its failing runs' quoted
+    annotations (run id -> annotations; () where a run has none) and second sources' final
+    records."""
+
+    head_sha: str
+    annotations: Mapping[int, tuple[Annotation, ...]] = field(default_factory=dict)
+    reads: tuple[KeptRead, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.annotations or self.reads)
+
+    def of(self, head_sha: str) -> Carried | None:
+        """Itself where it is this head's; None for another head (nothing of it is taken)."""
+        return self if head_sha and head_sha == self.head_sha else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +144,136 @@ def stamp_of(report: Report, *, generation: int = 0, epoch: str = "") -> Stamp:
         "" if core == key else core,
         epoch,
     )
+
+
+def carried_of(report: Report) -> Carried:
+    """What the report's comment carries for its head: the annotations its failing rows quote
+    (as read: () where a run has none) and the final records its second sources kept."""
+    found = {
+        run: row.annotations
+        for row in report.rows
+        if needs_annotations(row)
+        and row.annotations is not None
+        and (run := row.signal.database_id) is not None
+    }
+    return Carried(report.head_sha, found, tuple(sorted(set(report.kept_reads))))
+
+
+def carried_line(carried: Carried, *, room: int = CARRIED_MAX) -> str:
+    """The hidden line that carries `carried` within min(room, CARRIED_MAX) characters (""
+    when nothing fits): provider records are dropped first, the largest first, then runs'
+    annotations, the largest first."""
+    limit = min(room, CARRIED_MAX)
+    if not carried or limit <= 0:
+        return ""
+    runs = {run: [list(a) for a in found] for run, found in carried.annotations.items()}
+    reads = [[r.source, r.key, r.payload, _micros(r.read_at)] for r in carried.reads]
+
+    def size(item: Any) -> tuple[int, str]:
+        text = json.dumps(item, sort_keys=True)
+        return len(text), text
+
+    reads.sort(key=size)  # the largest last: popped first
+    order = sorted(runs, key=lambda run: size([run, runs[run]]))
+    raw = sum(size(r)[0] for r in reads) + sum(size([r, runs[r]])[0] for r in order)
+    while reads or order:
+        if raw <= _CARRIED_RAW_MAX // 2:  # else it cannot fit: no need to compress it to see
+            line = _carried_text(carried.head_sha, {r: runs[r] for r in order}, reads)
+            if len(line) <= limit:
+                return line
+        raw -= size(reads.pop())[0] if reads else size([order[-1], runs[order.pop()]])[0]
+    return ""
+
+
+def _carried_text(head: str, runs: Mapping[int, list[list[Any]]], reads: list[list[Any]]) -> str:
+    data = {"h": head, "a": {str(k): v for k, v in sorted(runs.items())}, "r": reads}
+    text = json.dumps(data, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+    packed = zlib.compress(text.encode("utf-8"), 9)
+    encoded = base64.urlsafe_b64encode(packed).decode("ascii").rstrip("=")
+    return f"<!-- ci-status-bot:carried v{CARRIED_VERSION} {encoded} -->"
+
+
+def with_carried(body: str, line: str) -> str:
+    """The stamped body with the carried line right after the stamp (its third line)."""
+    if not line:
+        return body
+    parts = body.split("\n", 2)
+    return "\n".join([*parts[:2], line, *parts[2:]])
+
+
+def parse_carried(body: str) -> Carried | None:
+    """What a comment's third line carries; None where it has no line the bot can read (over
+    its bound, another version, garbled or any field out of range: ignored as a whole)."""
+    lines = body.split("\n", 3)
+    line = lines[2].strip() if len(lines) > 2 else ""
+    if not line.startswith("<!-- ci-status-bot:carried ") or len(line) > CARRIED_MAX:
+        return None
+    found = _CARRIED.fullmatch(line)
+    if found is None or int(found["v"]) != CARRIED_VERSION:
+        return None
+    data = found["data"]
+    try:
+        packed = base64.urlsafe_b64decode(data + "=" * (-len(data) % 4))
+        inflate = zlib.decompressobj()
+        raw = inflate.decompress(packed, _CARRIED_RAW_MAX)
+        if inflate.unconsumed_tail or not inflate.eof:
+            return None  # larger than any line the bot writes inflates to, or cut short
+        value = json.loads(raw.decode("utf-8"))
+    except (binascii.Error, ValueError, UnicodeDecodeError, RecursionError, zlib.error):
+        return None
+    return _carried(value) if isinstance(value, dict) else None
+
+
+def _carried(value: dict[str, Any]) -> Carried | None:
+    head, runs, reads = value.get("h"), value.get("a"), value.get("r")
+    if not (isinstance(head, str) and _COMMIT.fullmatch(head)):
+        return None
+    if not isinstance(runs, dict) or not isinstance(reads, list):
+        return None
+    annotations: dict[int, tuple[Annotation, ...]] = {}
+    for run, items in runs.items():
+        found = _annotations(items)
+        if not (isinstance(run, str) and run.isdigit() and len(run) <= 19) or found is None:
+            return None
+        if not 0 < int(run) <= _MAX_RUN_ID:
+            return None
+        annotations[int(run)] = found
+    kept = tuple(read for item in reads if (read := _read(item)) is not None)
+    if len(kept) != len(reads):
+        return None
+    return Carried(head, annotations, kept)
+
+
+def _annotations(items: Any) -> tuple[Annotation, ...] | None:
+    if not isinstance(items, list):
+        return None
+    out = []
+    for item in items:
+        if not (isinstance(item, list) and len(item) == 4):
+            return None
+        path, start, end, message = item
+        lines_ok = all(x is None or (type(x) is int and 0 <= x < 2**31) for x in (start, end))
+        if not (isinstance(path, str) and isinstance(message, str) and lines_ok):
+            return None
+        out.append(Annotation(path, start, end, message))
+    return tuple(out)
+
+
+def _read(item: Any) -> KeptRead | None:
+    if not (isinstance(item, list) and len(item) == 4):
+        return None
+    source, key, payload, at = item
+    read_at = _time(at)
+    if not (isinstance(source, str) and _SOURCE.fullmatch(source)) or read_at is None:
+        return None
+    if not (isinstance(key, str) and 0 < len(key) <= _MAX_KEY and isinstance(payload, str)):
+        return None
+    return KeptRead(source, key, payload, read_at)
+
+
+def kept_reads(reads: Iterable[KeptRead]) -> tuple[KeptRead, ...]:
+    """Reads in the order a carried line holds them (a report's field compares equal)."""
+    return tuple(sorted(set(reads)))
 
 
 def stamp_line(stamp: Stamp) -> str:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Final
+from typing import Any, Final
 
 import uvicorn
 from starlette.applications import Starlette
@@ -18,8 +20,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from bot.core.model import format_utc
-from bot.cycle import Summary
-from bot.github.client import Usage
+from bot.core.summary import Summary, Usage
 from bot.service.limits import DROP_REASONS, DropLog, Limits, bounded_protocol
 from bot.service.metrics import CONTENT_TYPE, Metrics
 from bot.state.ports import StoreError, TriageRows
@@ -32,6 +33,14 @@ log = logging.getLogger(__name__)
 STALE_INTERVALS: Final = 3
 PAGE_REFRESH_SECONDS: Final = 30
 _HEADERS: Final = {"X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"}
+# How often the event loop's lag is sampled: a sleep of this long that wakes late by L seconds
+# means every request arriving meanwhile waited up to L before the loop could look at it.
+LAG_EVERY_S: Final = 0.05
+# The interpreter's thread switch interval while the server runs (Python's default 5 ms): a
+# thread waiting for the GIL asks the running one to let go after this long. The loop lets go
+# at every socket call, so a request answered while a cycle computes waits for the GIL a few
+# times; at 5 ms each that was most of /livez's 50 ms median under load (benchmarks/server.py).
+SWITCH_INTERVAL_S: Final = 0.001
 
 
 def _utc_now() -> datetime:
@@ -217,6 +226,61 @@ class Monitor:
         return [f"{key}: {why}" for key, why in sorted(service.items()) if key != "state"]
 
 
+class LoopLag:
+    """How late the server's event loop wakes: a task sleeps LAG_EVERY_S again and again and
+    records by how much each wake-up overshot (the time any request arriving then waited
+    before the loop could read it). /metrics shows the histogram and the worst of the last
+    minute; nothing here touches the state."""
+
+    WINDOW_S: Final = 60.0
+
+    def __init__(self, metrics: Metrics, *, every_s: float = LAG_EVERY_S) -> None:
+        """Nothing runs until `watch` is awaited on the loop."""
+        self.metrics, self.every_s = metrics, every_s
+        self._recent: list[tuple[float, float]] = []  # (monotonic time, lag) of the window
+        self._lock = threading.Lock()
+
+    def record(self, lag_s: float, *, at: float) -> None:
+        """One sample: its lag into the histogram, the window's worst into the gauge."""
+        lag_s = max(0.0, lag_s)
+        self.metrics.loop_lag.observe(lag_s)
+        with self._lock:
+            self._recent = [(t, v) for t, v in self._recent if at - t <= self.WINDOW_S]
+            self._recent.append((at, lag_s))
+            worst = max(v for _, v in self._recent)
+        self.metrics.loop_lag_max.set(worst)
+
+    async def watch(self) -> None:
+        """Sample until cancelled."""
+        loop = asyncio.get_running_loop()
+        while True:
+            due = loop.time() + self.every_s
+            await asyncio.sleep(self.every_s)
+            now = loop.time()
+            self.record(now - due, at=now)
+
+
+def _livez_first(app: Starlette, monitor: Monitor) -> Callable[..., Any]:
+    """The app behind an ASGI callable that answers GET /livez itself: no routing, no thread,
+    no state; only whether the scheduling loop still runs."""
+    headers = [(k.lower().encode(), v.encode()) for k, v in _HEADERS.items()]
+
+    async def asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"] != "/livez":
+            await app(scope, receive, send)
+            return
+        alive = monitor.alive()
+        body = b"ok\n" if alive else b"not alive: the scheduler stopped\n"
+        await send({
+            "type": "http.response.start", "status": 200 if alive else 503,
+            "headers": [(b"content-type", b"text/plain; charset=utf-8"),
+                        (b"content-length", str(len(body)).encode()), *headers],
+        })  # fmt: skip
+        await send({"type": "http.response.body", "body": body})
+
+    return asgi
+
+
 def build_app(monitor: Monitor, *, extra_routes: Sequence[BaseRoute] = ()) -> Starlette:
     """The ASGI app: GET /, /triage.json, /livez, /readyz, /metrics, plus `extra_routes`."""
     rendered = Rendered(monitor)
@@ -242,7 +306,7 @@ def build_app(monitor: Monitor, *, extra_routes: Sequence[BaseRoute] = ()) -> St
         document = rendered.document(pulls)
         return Response(document, media_type="application/json", headers=_HEADERS)
 
-    async def livez(_: Request) -> Response:  # on the event loop: answers while threads are busy
+    async def livez(_: Request) -> Response:  # served by _livez_first; kept for the route list
         if not monitor.alive():
             return PlainTextResponse("not alive: the scheduler stopped\n", 503, headers=_HEADERS)
         return PlainTextResponse("ok\n", headers=_HEADERS)
@@ -335,30 +399,49 @@ def _refresh_seconds(value: str | None) -> int:
 SHUTDOWN_GRACE_S: Final = 1  # requests being answered get this long after a stop
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server, with the event loop's lag watched while it serves."""
+
+    lag: LoopLag | None = None
+
+    async def serve(self, sockets: Any = None) -> None:
+        watcher = None if self.lag is None else asyncio.create_task(self.lag.watch())
+        try:
+            await super().serve(sockets)
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+
+
 class HttpServer:
     """uvicorn serving one app in a background thread; `stop` ends it."""
 
     def __init__(
         self,
-        app: Starlette,
+        app: Any,
         *,
         host: str,
         port: int,
         limits: Limits | None = None,
         drops: DropLog | None = None,
+        lag: LoopLag | None = None,
     ) -> None:
-        """Prepare (not start) the server; `limits` bound slow and numerous clients."""
+        """Prepare (not start) the server; `limits` bound slow and numerous clients; `lag`
+        watches the event loop while it serves."""
         protocol = bounded_protocol(limits or Limits(), drops or DropLog())
         config = uvicorn.Config(
             app, host=host, port=port, log_level="error", access_log=False, lifespan="off",
             http=protocol, log_config=None, timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
         )  # fmt: skip
         self.host, self.port = host, port
-        self._server = uvicorn.Server(config)
+        self._server = _Server(config)
+        self._server.lag = lag
         self._thread = threading.Thread(target=self._server.run, name="http", daemon=True)
 
     def start(self, *, timeout_s: float = 10.0) -> None:
         """Start serving; OSError when the address cannot be bound."""
+        if sys.getswitchinterval() > SWITCH_INTERVAL_S:
+            sys.setswitchinterval(SWITCH_INTERVAL_S)  # the loop gets the GIL back sooner
         self._thread.start()
         deadline = time.monotonic() + timeout_s
         while not self._server.started:
@@ -403,7 +486,8 @@ def serve(
     drops = DropLog(lambda reason: dropped.labels(reason).inc())
     for reason in DROP_REASONS:
         dropped.labels(reason)  # shown at 0 before the first drop
-    app = build_app(monitor, extra_routes=extra_routes)
-    server = HttpServer(app, host=host, port=port, limits=limits, drops=drops)
+    app = _livez_first(build_app(monitor, extra_routes=extra_routes), monitor)
+    lag = LoopLag(monitor.metrics)
+    server = HttpServer(app, host=host, port=port, limits=limits, drops=drops, lag=lag)
     server.start()
     return server

@@ -9,12 +9,12 @@ from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from bot.cycle import Summary
-from bot.github.client import Usage
+from bot.core.summary import Summary, Usage
 
 PREFIX: Final = "ci_status_bot_"
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
 CYCLE_BUCKETS: Final = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
+LAG_BUCKETS: Final = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 
 class Metrics:
@@ -30,6 +30,16 @@ class Metrics:
             "Wall time of one cycle, reads and paced writes included.",
             buckets=CYCLE_BUCKETS,
             registry=self.registry,
+        )
+        self.loop_lag = Histogram(
+            PREFIX + "event_loop_lag_seconds",
+            "How late the HTTP server's event loop woke from a 50 ms sleep (what a request "
+            "arriving then waited before the loop could read it).",
+            buckets=LAG_BUCKETS,
+            registry=self.registry,
+        )
+        self.loop_lag_max = gauge(
+            "event_loop_lag_max_seconds", "The worst event-loop lag of the last minute."
         )
         self.last_success = gauge(
             "last_successful_cycle_timestamp_seconds", "When the last cycle finished (Unix time)."

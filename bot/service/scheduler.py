@@ -18,8 +18,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
 from bot import app as wiring
-from bot.cycle import Summary
-from bot.github.client import Usage
+from bot.core.summary import Summary, Usage
 from bot.service.dispatch import run_dispatcher
 from bot.service.http import HttpServer, Monitor, serve
 from bot.service.limits import Limits

@@ -31,7 +31,8 @@ from starlette.routing import Route
 
 from bot.core.merge_queue import queued_number
 from bot.core.model import PullSnapshot
-from bot.cycle import Cycle, Summary
+from bot.core.summary import Summary
+from bot.cycle import Cycle
 from bot.github.client import RateLimited
 from bot.github.parse import PullFailure
 from bot.service.replicas import Replicas

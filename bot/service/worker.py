@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from types import FrameType
 
 from bot import app as wiring
-from bot.cycle import Summary
+from bot.core.summary import Summary
 from bot.github.client import GitHubError, RateLimited
 from bot.github.installations import BotGitHub
 from bot.retry import Stopped

@@ -105,3 +105,6 @@ class Kind:
     connect: Callable[[Settings, Wiring], Connection | None]
     # `check-config`'s online questions to it (reads only; never raises)
     probe: Callable[[Settings, Guard], Iterator[Said]]
+    # whether a record it keeps in the state (its payload) is final: nothing the provider says
+    # about it can change, so the comment may carry it to a run with no state (issue 31)
+    final: Callable[[str], bool] = lambda _payload: False

@@ -19,7 +19,8 @@ from support import REPO, TESTS, Env, bot_comments, repo_world, write_config
 from bot.app import build_clients, make_cycle
 from bot.cli import main
 from bot.core.model import Annotation
-from bot.cycle import Reports, Summary
+from bot.core.summary import Summary
+from bot.cycle import Reports
 from bot.settings import load_settings
 from bot.state.store import Store
 from bot_sandbox import Sandbox

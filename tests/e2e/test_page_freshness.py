@@ -19,8 +19,7 @@ from starlette.testclient import TestClient
 from support import REPO, cli, free_port, seed_case, serve_config, start_run, stop, write_config
 
 from bot.core.model import format_utc
-from bot.cycle import Summary
-from bot.github.client import Usage
+from bot.core.summary import Summary, Usage
 from bot.service.http import Monitor, build_app
 from bot.state.store import Store
 from bot_sandbox import Sandbox, World

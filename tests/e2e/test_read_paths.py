@@ -237,6 +237,8 @@ def schema() -> graphql.GraphQLSchema:
     [
         pulls_page_query(with_labels=False),
         pulls_page_query(with_labels=True),
+        pulls_page_query(with_labels=False, with_comments=True),
+        pulls_page_query(with_labels=True, with_comments=True),
         pull_query(with_labels=False),
         pull_query(with_labels=True),
         more_contexts_query(1),

@@ -12,7 +12,7 @@ from sqlalchemy import event
 
 from bot.app import Clients, build_clients, make_cycle
 from bot.core.model import PullSnapshot, Report, State
-from bot.cycle import Summary
+from bot.core.summary import Summary
 from bot.settings import Settings, load_settings
 from bot.state.store import Store
 from bot_sandbox import Sandbox, World

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from bot.cycle import Summary
+from bot.core.summary import Summary
 from bot.progress import WriteProgress, progress_line
 
 

@@ -131,4 +131,10 @@ def probe(settings: Settings, guard: Guard) -> Iterator[Said]:
                    f"{cfg.api_url}; it is checked on the first build read")  # fmt: skip
 
 
-KIND: Final = Kind(NAME, LABEL, allowances=allowances, connect=connect, probe=probe)
+def final(payload: str) -> bool:
+    """Whether a record kept in the state is final (the comment may carry it)."""
+    record = load(payload)
+    return record is not None and record.status == FINAL_STATUS
+
+
+KIND: Final = Kind(NAME, LABEL, allowances=allowances, connect=connect, probe=probe, final=final)

@@ -179,4 +179,10 @@ def _probe_repo(client: CodecovClient, key: str, repo: str, *, token: bool) -> S
     return Said("ok", key, f"{repo}: Codecov answers for it at {client.api.api_url}")
 
 
-KIND: Final = Kind(NAME, LABEL, allowances=allowances, connect=connect, probe=probe)
+def final(payload: str) -> bool:
+    """Whether a record kept in the state is final (the comment may carry it)."""
+    record = load(payload)
+    return record is not None and record.state in FINAL_STATES
+
+
+KIND: Final = Kind(NAME, LABEL, allowances=allowances, connect=connect, probe=probe, final=final)

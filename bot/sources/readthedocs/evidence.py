@@ -287,6 +287,20 @@ def _final_for(read: CommitRead, ask: _Ask) -> bool:
     )
 
 
+def final_payload(text: str) -> bool:
+    """Whether a kept read is final whatever is asked of it: every build it holds finished
+    and, where a build's end is explained by notifications, those were read."""
+    read = _load(text)
+    return (
+        read is not None
+        and bool(read.builds)
+        and all(
+            b.state in FINAL_STATES and (b.id in read.notes or not needs_notes(b))
+            for b in read.builds
+        )
+    )
+
+
 def _with(
     read: CommitRead,
     *,

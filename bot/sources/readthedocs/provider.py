@@ -13,7 +13,7 @@ from bot.guard import Allowance
 from bot.settings import RepoSettings, Settings
 from bot.sources.base import Connection, Kind, SourcesState, Wiring
 from bot.sources.readthedocs.client import RtdApi
-from bot.sources.readthedocs.evidence import evidence
+from bot.sources.readthedocs.evidence import evidence, final_payload
 from bot.sources.readthedocs.probe import probe
 from bot.sources.readthedocs.rules import project_of
 from bot.state.ports import RtdCache
@@ -115,5 +115,6 @@ def _no_allowance(settings: Settings) -> tuple[Allowance, ...]:
 
 
 KIND: Final = Kind(
-    READTHEDOCS, "Read the Docs", allowances=_no_allowance, connect=connect, probe=probe
-)
+    READTHEDOCS, "Read the Docs", allowances=_no_allowance, connect=connect, probe=probe,
+    final=final_payload,
+)  # fmt: skip

@@ -1410,9 +1410,9 @@ def test_the_headline_never_reads_passing_alone_while_the_queue_entry_is_stuck(
 ) -> None:
     """The head passes, but the queue waits on (or failed) the merge-group commit: the first
     line says so, so "✅ Passing" is never the whole headline of a stuck queued pull request."""
-    headline = Renderer().markdown(make()).splitlines()[2]
-    assert headline.startswith("### ✅ Passing · ")
-    assert headline.endswith(said) if said else "merge queue" not in headline
+    first = headline(Renderer().markdown(make()))
+    assert first.startswith("### ✅ Passing · ")
+    assert first.endswith(said) if said else "merge queue" not in first
 
 
 def test_merge_queue_json() -> None:

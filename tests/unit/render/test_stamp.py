@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import zlib
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -13,17 +15,32 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bot.core.facts import facts_key
-from bot.core.model import MARKER, Kind, Report, Row, Signal, SinceSource, State, Verdict
-from bot.render.comment import Renderer
+from bot.core.model import (
+    MARKER,
+    Annotation,
+    KeptRead,
+    Kind,
+    Report,
+    Row,
+    Signal,
+    SinceSource,
+    State,
+    Verdict,
+)
+from bot.render.comment import COMMENT_LIMIT, Renderer
 from bot.render.stamp import (
     MAX_DATA,
     Stamp,
+    carried_line,
+    carried_of,
     generation_of,
+    parse_carried,
     parse_stamp,
     seen_key,
     stamp_line,
     stamp_of,
 )
+from tests.unit.render.test_comment import visible
 
 AT = datetime(2026, 10, 5, 14, 3, 7, 123456, tzinfo=UTC)
 SHA = "eb46d06c1f3a9b25e8d7c4f0a6b3e9d2c5f8a1b4"
@@ -202,3 +219,121 @@ def test_the_epoch_round_trips_and_a_malformed_one_is_ignored() -> None:
         data["e"] = bad
         raw = base64.urlsafe_b64encode(json.dumps(data).encode()).decode().rstrip("=")
         assert parse_stamp(_body(f"<!-- ci-status-bot:stamp v2 {raw} -->")) is None
+
+
+# -- the carried line (issue 31): what never changes for the head ---------------------------
+
+RUN = 9_000_001
+
+
+def _failing_report(*, message: str = "assert 1 == 2", reads: int = 1) -> Report:
+    failed = Signal(
+        "tests", Kind.CHECK_RUN, "failure", completed_at=AT,
+        node_id="CR_1", database_id=RUN,
+    )  # fmt: skip
+    quoted = (Annotation("tests/test_a.py", 3, 3, message),)
+    rows = (Row(failed, State.FAILURE, AT, SinceSource.GITHUB, annotations=quoted),)
+    kept = tuple(
+        KeptRead("rtd", f"org/proj{i}/{SHA}", json.dumps({"n": i, "x": "y" * (i * 50)}), AT)
+        for i in range(reads)
+    )
+    return Report("o/r", 1, "t", "https://github.com/o/r/pull/1", SHA, False, AT,
+                  Verdict.FAILING, rows, kept_reads=kept)  # fmt: skip
+
+
+def test_the_carried_line_follows_the_stamp_and_reads_back_exactly() -> None:
+    report = _failing_report(reads=2)
+    body = Renderer().markdown(report)
+    lines = body.split("\n")
+    assert lines[0] == MARKER and lines[2].startswith("<!-- ci-status-bot:carried v1 ")
+    assert parse_stamp(body) == stamp_of(report)  # the stamp as it was
+    carried = parse_carried(body)
+    assert carried is not None and carried == carried_of(report)
+    assert carried.annotations == {RUN: report.rows[0].annotations}
+    assert carried.reads == report.kept_reads and carried.of(SHA) is carried
+    assert carried.of("f" * 40) is None  # another head's: nothing of it is taken
+    assert "assert" not in lines[2] and "-->" not in lines[2][:-3]  # untrusted text packed
+    assert parse_carried(Renderer().markdown(_report())) is None  # nothing to carry: no line
+
+
+def test_past_its_bound_provider_records_go_first_the_largest_first_then_annotations() -> None:
+    big = _failing_report(reads=6)
+    carried = carried_of(big)
+    full = carried_line(carried)
+    room = len(full) - 1  # one character short: the largest record goes
+    kept = parse_carried(f"{MARKER}\nstamp\n{carried_line(carried, room=room)}")
+    assert kept is not None and kept.annotations == carried.annotations
+    assert {r.key for r in kept.reads} < {r.key for r in carried.reads}
+    assert max(carried.reads, key=lambda r: len(r.payload)) not in kept.reads
+    only_runs = carried_line(replace(carried, reads=()))
+    line = carried_line(carried, room=len(only_runs))
+    read_back = parse_carried(f"{MARKER}\nstamp\n{line}")
+    assert read_back is not None and read_back.reads == () and read_back.annotations
+    assert carried_line(carried, room=10) == ""  # nothing fits: no line at all
+    noisy = _failing_report(message=os.urandom(40_000).hex(), reads=0)  # will not compress
+    assert carried_line(carried_of(noisy)) == ""
+    assert len(Renderer().markdown(noisy).split("\n")[2]) < 200  # the rows stay, no line
+
+
+def test_the_carried_line_never_takes_a_rows_room() -> None:
+    report = _failing_report(reads=3)
+    rows = report.rows * 1  # one failing row; the body is short: the line fits
+    body = Renderer().markdown(replace(report, rows=rows))
+    assert len(body) <= COMMENT_LIMIT and parse_carried(body) is not None
+    many = tuple(
+        r._replace(signal=r.signal._replace(name=f"tests-{i:04}-{'x' * 120}", database_id=i + 1))
+        for i in range(900)
+        for r in report.rows
+    )
+    full = Renderer().markdown(replace(report, rows=many))
+    assert len(full) <= COMMENT_LIMIT
+    without = Renderer().markdown(replace(report, rows=many, kept_reads=()))
+    hidden = [ln for ln in full.split("\n") if ln.startswith("<!-- ci-status-bot:carried")]
+    assert visible(full) == visible(without)  # the same rows shown, the line or not
+    assert not hidden or len(full) <= COMMENT_LIMIT
+
+
+def _carried_body(data: Any, version: int = 1, *, raw: bytes | None = None) -> str:
+    packed = zlib.compress(raw if raw is not None else json.dumps(data).encode())
+    encoded = base64.urlsafe_b64encode(packed).decode().rstrip("=")
+    return f"{MARKER}\n<!-- stamp -->\n<!-- ci-status-bot:carried v{version} {encoded} -->\n"
+
+
+CARRIED: dict[str, Any] = {"h": SHA, "a": {str(RUN): [["p", 1, 2, "m"]]}, "r": []}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        _carried_body(CARRIED, version=0),  # an older version: read again
+        _carried_body(CARRIED, version=2),
+        _carried_body({**CARRIED, "h": "f" * 39}),
+        _carried_body({**CARRIED, "a": {"-1": []}}),
+        _carried_body({**CARRIED, "a": {"0": []}}),
+        _carried_body({**CARRIED, "a": {"x": []}}),
+        _carried_body({**CARRIED, "a": {str(RUN): [["p", "1", 2, "m"]]}}),
+        _carried_body({**CARRIED, "a": {str(RUN): [["p", 1, 2]]}}),
+        _carried_body({**CARRIED, "a": []}),
+        _carried_body({**CARRIED, "r": [["rtd", "k", "p", "2026"]]}),
+        _carried_body({**CARRIED, "r": [["RTD", "k", "p", 1_790_000_000_000_000]]}),
+        _carried_body({**CARRIED, "r": [["rtd", "", "p", 1_790_000_000_000_000]]}),
+        _carried_body({**CARRIED, "r": [["rtd", "k" * 1001, "p", 1_790_000_000_000_000]]}),
+        _carried_body({**CARRIED, "r": [["rtd", "k", 3, 1_790_000_000_000_000]]}),
+        _carried_body({**CARRIED, "r": {}}),
+        _carried_body([]),
+        _carried_body(None, raw=b"\xff\xfe"),
+        _carried_body(None, raw=b"[" * 100_000),  # deep nesting
+        _carried_body(None, raw=b" " * 500_000 + b"{}"),  # inflates past its bound: a bomb
+        f"{MARKER}\n<!-- stamp -->\n<!-- ci-status-bot:carried v1 !!!! -->\n",
+        f"{MARKER}\n<!-- stamp -->\n<!-- ci-status-bot:carried v1 {'A' * 24_000} -->\n",
+        f"{MARKER}\n<!-- ci-status-bot:carried v1 eJyrrgUAAXUA-Q -->\n",  # not the third line
+    ],
+)
+def test_a_carried_line_it_cannot_read_is_ignored_as_a_whole(body: str) -> None:
+    assert parse_carried(body) is None  # never an exception, never a part
+
+
+def test_a_good_carried_line_reads_back() -> None:
+    carried = parse_carried(_carried_body(CARRIED))
+    assert carried is not None
+    assert carried.annotations == {RUN: (Annotation("p", 1, 2, "m"),)} and carried.reads == ()

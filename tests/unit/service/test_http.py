@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -12,7 +14,8 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from bot.service.http import Monitor, build_app, readiness_problems
+from bot.service.http import LoopLag, Monitor, _livez_first, build_app, readiness_problems
+from bot.service.metrics import Metrics
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 
@@ -67,3 +70,45 @@ def test_another_module_can_mount_routes_on_the_app(tmp_path: Path) -> None:
     assert 'ci_status_bot_webhook_deliveries_total{event="ping",outcome="ignored"} 1.0' in (
         client.get("/metrics").text
     )
+
+
+def test_livez_is_answered_without_the_state_or_a_thread(tmp_path: Path) -> None:
+    """/livez answers while the state cannot be read and while a page waits for the rows (the
+    rows' lock held, as a first page load holds it): it touches neither."""
+    broken = tmp_path / "broken.sqlite3"
+    broken.write_bytes(b"not a database at all" * 100)
+    monitor = Monitor(state_path=str(broken), interval_s=30)
+    client = TestClient(_livez_first(build_app(monitor), monitor))
+    with monitor._loading:  # a page being loaded from the state holds this
+        answer = client.get("/livez")
+    assert (answer.status_code, answer.text) == (200, "ok\n")
+    assert answer.headers["cache-control"] == "no-store"
+    assert client.get("/").status_code == 503  # the page does read the state
+    stopped = Monitor(state_path=str(broken), interval_s=30, alive=lambda: False)
+    answer = TestClient(_livez_first(build_app(stopped), stopped)).get("/livez")
+    assert answer.status_code == 503 and "scheduler stopped" in answer.text
+
+
+def test_the_event_loops_lag_is_measured_and_shown_in_metrics() -> None:
+    """A loop kept busy for 0.3 s wakes the lag watcher late by about that much: the histogram
+    counts it and the gauge shows the worst of the last minute (older samples leave it)."""
+    metrics = Metrics()
+    lag = LoopLag(metrics, every_s=0.01)
+
+    async def busy() -> None:
+        watcher = asyncio.create_task(lag.watch())
+        await asyncio.sleep(0.05)
+        time.sleep(0.3)  # blocks the loop, as a cycle holding the GIL does
+        await asyncio.sleep(0.05)
+        watcher.cancel()
+
+    asyncio.run(busy())
+    text = metrics.exposition().decode()
+    assert "ci_status_bot_event_loop_lag_seconds_count" in text
+    worst = metrics.loop_lag_max._value.get()
+    assert worst >= 0.2
+    over = [ln for ln in text.splitlines() if 'event_loop_lag_seconds_bucket{le="0.1"}' in ln]
+    total = [ln for ln in text.splitlines() if "event_loop_lag_seconds_count" in ln]
+    assert float(over[0].split()[-1]) < float(total[0].split()[-1])  # one sample past 100 ms
+    lag.record(0.001, at=time.monotonic() + LoopLag.WINDOW_S + 1)  # a minute later
+    assert metrics.loop_lag_max._value.get() == 0.001

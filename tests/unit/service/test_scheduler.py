@@ -10,8 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.cycle import Summary
-from bot.github.client import Usage
+from bot.core.summary import Summary, Usage
 from bot.service.scheduler import ProblemTracker, budget_delay
 
 NOW = datetime.now(UTC).replace(microsecond=0)
