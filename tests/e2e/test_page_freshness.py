@@ -16,7 +16,17 @@ from pathlib import Path
 
 import httpx
 from starlette.testclient import TestClient
-from support import REPO, cli, free_port, seed_case, serve_config, start_run, stop, write_config
+from support import (
+    LOOPBACK,
+    REPO,
+    cli,
+    free_port,
+    seed_case,
+    serve_config,
+    start_run,
+    stop,
+    write_config,
+)
 
 from bot.core.model import format_utc
 from bot.core.summary import Summary, Usage
@@ -29,7 +39,7 @@ NOW = datetime.now(UTC)
 
 def _page(base: str) -> str | None:
     try:
-        answer = httpx.get(base + "/", timeout=5)
+        answer = LOOPBACK.get(base + "/", timeout=5)
     except httpx.TransportError:
         return None
     return answer.text if answer.status_code == 200 else None
