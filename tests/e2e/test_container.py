@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
-from support import clean_env, seed_case, write_config
+from support import LOOPBACK, clean_env, seed_case, write_config
 
 from bot_sandbox import Sandbox, World
 
@@ -112,7 +112,7 @@ def _wait_live(port: int, proc: subprocess.Popen[str]) -> None:
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()[1]
         try:
-            if httpx.get(f"http://127.0.0.1:{port}/livez", timeout=5).status_code == 200:
+            if LOOPBACK.get(f"http://127.0.0.1:{port}/livez", timeout=5).status_code == 200:
                 return
         except httpx.TransportError:
             pass

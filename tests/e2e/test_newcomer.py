@@ -9,7 +9,7 @@ import sys
 import time
 
 import httpx
-from support import clean_env
+from support import LOOPBACK, clean_env
 
 
 def test_demo_serve_keeps_the_sandbox_and_the_page_up_until_ctrl_c() -> None:
@@ -24,7 +24,7 @@ def test_demo_serve_keeps_the_sandbox_and_the_page_up_until_ctrl_c() -> None:
         page = _get_when_up(url)
         assert page.status_code == 200
         assert "octo/omni" in page.text and "7431" in page.text
-        assert httpx.get(url + "livez", timeout=10).status_code == 200
+        assert LOOPBACK.get(url + "livez", timeout=10).status_code == 200
     finally:
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=30)
@@ -49,7 +49,7 @@ def _get_when_up(url: str) -> httpx.Response:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
-            answer = httpx.get(url, timeout=10)
+            answer = LOOPBACK.get(url, timeout=10)
         except httpx.TransportError:
             time.sleep(0.2)
             continue

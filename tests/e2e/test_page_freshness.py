@@ -16,7 +16,17 @@ from pathlib import Path
 
 import httpx
 from starlette.testclient import TestClient
-from support import REPO, cli, free_port, seed_case, serve_config, start_run, stop, write_config
+from support import (
+    LOOPBACK,
+    REPO,
+    cli,
+    free_port,
+    seed_case,
+    serve_config,
+    start_run,
+    stop,
+    write_config,
+)
 
 from bot.core.model import format_utc
 from bot.core.summary import Summary, Usage
@@ -29,7 +39,7 @@ NOW = datetime.now(UTC)
 
 def _page(base: str) -> str | None:
     try:
-        answer = httpx.get(base + "/", timeout=5)
+        answer = LOOPBACK.get(base + "/", timeout=5)
     except httpx.TransportError:
         return None
     return answer.text if answer.status_code == 200 else None
@@ -40,8 +50,9 @@ def test_before_the_first_cycle_the_page_says_so_then_shows_the_cycle(tmp_path: 
     seed_case(world, now=NOW)
     port = free_port()
     with Sandbox(world) as sandbox:
-        # the first cycle's pull-request query takes 6 s: the page is served meanwhile
-        sandbox.fail("POST", r"/graphql", 200, times=1, apply=True, delay_s=6)
+        # the first cycle's pull-request query takes 6 s: the page is served meanwhile (the
+        # real answer, held back: `transform` keeps it, where `apply` would answer an empty 200)
+        sandbox.fail("POST", r"/graphql", times=1, delay_s=6, transform=lambda answer: answer)
         proc = start_run(serve_config(tmp_path, sandbox, port))
         base = f"http://127.0.0.1:{port}"
         try:
@@ -66,7 +77,9 @@ def test_before_the_first_cycle_the_page_says_so_then_shows_the_cycle(tmp_path: 
             finished = datetime.fromisoformat(as_of[1])
             assert abs(finished - datetime.now(UTC)) < timedelta(seconds=60)
         finally:
-            stop(proc)
+            _, err = stop(proc)
+        cycles = re.findall(r"info cycle: (\d+) pull requests seen", err)
+        assert cycles[:1] == ["1"], err  # the held-back first cycle is the one the page shows
 
 
 def _monitor(tmp_path: Path, *, with_rows: bool) -> tuple[Monitor, TestClient, list[datetime]]:

@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 import pytest
-from support import LOGIN, TOKEN, clean_env, free_port
+from support import LOGIN, LOOPBACK, TOKEN, clean_env, free_port
 
 from bot.render.stamp import generation_of
 from bot_sandbox import Sandbox, World
@@ -95,7 +95,7 @@ class Replica:
     def ready(self) -> bool:
         """Whether /readyz answers (200 or 503: it serves)."""
         try:
-            return httpx.get(f"http://127.0.0.1:{self.port}/livez", timeout=2).status_code == 200
+            return LOOPBACK.get(f"http://127.0.0.1:{self.port}/livez", timeout=2).status_code == 200
         except httpx.TransportError:
             return False
 
@@ -250,23 +250,23 @@ def test_readyz_names_the_leases_and_a_webhook_to_either_replica_is_refreshed_by
     replicas.append(first)
     wait_for(lambda: current(world, "tests"), 90, "every pull request commented once")
     base = f"http://127.0.0.1:{first.port}"
-    answer = httpx.get(base + "/readyz", timeout=5)
+    answer = LOOPBACK.get(base + "/readyz", timeout=5)
     from bot.state.store import Store
 
     with Store.open(postgres_url) as store:
         epoch = store.epoch
     held = f"ready; leases held: {', '.join(REPOS)}; state epoch {epoch}\n"
     assert answer.status_code == 200 and answer.text == held, answer.text
-    assert "ci_status_bot_leases_held 3.0" in httpx.get(base + "/metrics", timeout=5).text
+    assert "ci_status_bot_leases_held 3.0" in LOOPBACK.get(base + "/metrics", timeout=5).text
     second = Replica(tmp_path / "second", sandbox, postgres_url)
     replicas.append(second)
     wait_for(second.ready, 60, "the second replica serves")
     # the first makes room within a third of the lease; the second takes what it gave up
     wait_for(
-        lambda: "leases held: octo" in httpx.get(f"http://127.0.0.1:{second.port}/readyz").text,
+        lambda: "leases held: octo" in LOOPBACK.get(f"http://127.0.0.1:{second.port}/readyz").text,
         LEASE_S * 3, "the second replica holds a lease",
     )  # fmt: skip
-    held = httpx.get(base + "/readyz", timeout=5).text
+    held = LOOPBACK.get(base + "/readyz", timeout=5).text
     assert held.startswith("ready; leases held: ") and held.count("octo/") <= 2
     sender = WebhookSender(second.webhook, SECRET).attach(world)  # every delivery to one
     try:
@@ -299,8 +299,8 @@ def test_a_replica_holding_nothing_while_another_holds_all_is_not_ready(
         replicas.append(replica)
         wait_for(replica.ready, 60, "it serves")
         readyz = f"http://127.0.0.1:{replica.port}/readyz"
-        wait_for(lambda: "holds no lease" in httpx.get(readyz).text, 30, "not ready: no lease")
-        assert httpx.get(readyz).status_code == 503
+        wait_for(lambda: "holds no lease" in LOOPBACK.get(readyz).text, 30, "not ready: no lease")
+        assert LOOPBACK.get(readyz).status_code == 503
         assert not any(own(world, repo, n) for repo in REPOS for n in PULLS)  # it wrote nothing
 
 
@@ -329,15 +329,15 @@ def test_a_lost_database_is_a_problem_no_write_is_made_and_the_replica_recovers(
     before = {(r, n): own(world, r, n)[0]["body"] for r in REPOS for n in PULLS}
     refuse(False)
     try:
-        wait_for(lambda: httpx.get(readyz).status_code == 503, 30, "/readyz 503")
-        assert "state unusable" in httpx.get(readyz).text
+        wait_for(lambda: LOOPBACK.get(readyz).status_code == 503, 30, "/readyz 503")
+        assert "state unusable" in LOOPBACK.get(readyz).text
         red(world, "while-down")
         time.sleep(LEASE_S + 2)
         assert {(r, n): own(world, r, n)[0]["body"] for r in REPOS for n in PULLS} == before
     finally:
         refuse(True)
     wait_for(lambda: current(world, "while-down"), 60, "the change shown after recovery")
-    wait_for(lambda: httpx.get(readyz).status_code == 200, 30, "/readyz 200 again")
+    wait_for(lambda: LOOPBACK.get(readyz).status_code == 200, 30, "/readyz 200 again")
     log = (tmp_path / "alone" / "stderr.txt").read_text()
     assert "problem started: leases" in log and "problem resolved: leases" in log
     assert "Traceback" not in log

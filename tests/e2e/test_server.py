@@ -15,6 +15,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from support import (
+    LOOPBACK,
     REPO,
     START_GUARD_S,
     TOKEN,
@@ -72,17 +73,17 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
 
 
 def test_livez(service: Service) -> None:
-    answer = httpx.get(service.base + "/livez")
+    answer = LOOPBACK.get(service.base + "/livez")
     assert answer.status_code == 200 and answer.text == "ok\n"
 
 
 def test_readyz_after_a_finished_cycle(service: Service) -> None:
-    answer = httpx.get(service.base + "/readyz")
+    answer = LOOPBACK.get(service.base + "/readyz")
     assert answer.status_code == 200 and answer.text == "ready\n"
 
 
 def test_metrics_parse_with_prometheus_own_parser(service: Service) -> None:
-    answer = httpx.get(service.base + "/metrics")
+    answer = LOOPBACK.get(service.base + "/metrics")
     assert answer.status_code == 200
     assert answer.headers["content-type"].startswith("text/plain; version=0.0.4")
     families = {f.name: f for f in text_string_to_metric_families(answer.text)}
@@ -117,20 +118,20 @@ def test_metrics_parse_with_prometheus_own_parser(service: Service) -> None:
 
 
 def test_the_page_and_json_show_the_last_cycle(service: Service) -> None:
-    page = httpx.get(service.base + "/")
+    page = LOOPBACK.get(service.base + "/")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert 'data-pull="octo/omni#7" ' in page.text and 'data-pull="octo/omni#7430"' in page.text
     assert page.text.index("octo/omni#7 ") < page.text.index("octo/omni#7430")  # failing first
     assert 'data-refresh-seconds="30"' in page.text
-    assert 'data-refresh-seconds="5"' in httpx.get(service.base + "/?refresh=5").text
-    document = httpx.get(service.base + "/triage.json").json()
+    assert 'data-refresh-seconds="5"' in LOOPBACK.get(service.base + "/?refresh=5").text
+    document = LOOPBACK.get(service.base + "/triage.json").json()
     assert document["schema"] == "ci-status-bot.triage/v1"
     assert [p["number"] for p in document["pulls"]] == [7, 7430]
 
 
 def test_nothing_served_writes_or_shows_a_secret(service: Service) -> None:
     for path in ("/", "/livez", "/readyz", "/metrics", "/triage.json", "/?refresh=5"):
-        answer = httpx.get(service.base + path)
+        answer = LOOPBACK.get(service.base + path)
         assert TOKEN not in answer.text and "Authorization" not in answer.text
     for method in ("POST", "PUT", "DELETE", "PATCH"):
         for path in ("/", "/metrics", "/readyz"):
@@ -142,15 +143,15 @@ def test_readyz_is_503_naming_why_when_the_state_is_unusable(service: Service) -
     backup = service.state.read_bytes()
     try:
         service.state.write_bytes(b"this is not a database" * 100)
-        answer = httpx.get(service.base + "/readyz")
+        answer = LOOPBACK.get(service.base + "/readyz")
         assert answer.status_code == 503
         assert answer.text.startswith("not ready: state unusable:")
         # the page answers from the last cycle's rows held in memory (it never reads the state)
-        assert httpx.get(service.base + "/").status_code == 200
-        assert httpx.get(service.base + "/livez").status_code == 200  # alive, just not ready
+        assert LOOPBACK.get(service.base + "/").status_code == 200
+        assert LOOPBACK.get(service.base + "/livez").status_code == 200  # alive, just not ready
     finally:
         service.state.write_bytes(backup)
-    assert httpx.get(service.base + "/readyz").status_code == 200
+    assert LOOPBACK.get(service.base + "/readyz").status_code == 200
 
 
 def test_a_stop_request_stops_the_server_with_the_rest(tmp_path: Path) -> None:
@@ -164,7 +165,7 @@ def test_a_stop_request_stops_the_server_with_the_rest(tmp_path: Path) -> None:
     assert code == 0, err
     assert "stopped" in err
     with pytest.raises(httpx.ConnectError):
-        httpx.get(f"http://127.0.0.1:{port}/livez")
+        LOOPBACK.get(f"http://127.0.0.1:{port}/livez")
 
 
 def test_run_keeps_utc_whatever_the_machine_s_local_zone(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ import httpx
 import pytest
 from support import (
     LOGIN,
+    LOOPBACK,
     REPO,
     bot_comments,
     clean_env,
@@ -67,11 +68,11 @@ class Service:
         wait_for(self._live, 60, "the HTTP server")
 
     def metrics(self) -> str:
-        return httpx.get(f"http://127.0.0.1:{self.port}/metrics", timeout=5).text
+        return LOOPBACK.get(f"http://127.0.0.1:{self.port}/metrics", timeout=5).text
 
     def _live(self) -> bool:
         try:
-            return httpx.get(f"http://127.0.0.1:{self.port}/livez", timeout=1).status_code == 200
+            return LOOPBACK.get(f"http://127.0.0.1:{self.port}/livez", timeout=1).status_code == 200
         except httpx.HTTPError:
             return False
 
@@ -90,7 +91,7 @@ class Service:
             "X-Hub-Signature-256": kw.pop("sig", None) or sign(body, secret),
             "Content-Type": "application/json",
         }
-        return httpx.post(self.url, content=body, headers=headers, timeout=30)
+        return LOOPBACK.post(self.url, content=body, headers=headers, timeout=30)
 
 
 def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> float:

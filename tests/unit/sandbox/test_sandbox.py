@@ -20,6 +20,8 @@ from bot_sandbox.seeds import change_heads, seed_demo, seed_scale
 
 TOKEN = "test-token"
 REPO = "octo/omni"
+# PyGithub without its own pacing (0.25 s between requests, 1 s between POSTs), as the bot has
+NO_PACING = {"seconds_between_requests": None, "seconds_between_writes": None}
 SHA = "eb46d06c1f3a9b25e8d7c4f0a6b3e9d2c5f8a1b4"
 NOW = datetime(2026, 10, 5, 14, 3, tzinfo=UTC)
 
@@ -112,7 +114,9 @@ def test_pygithub_follows_the_links_and_reads_pulls_and_runs(
 ) -> None:
     for name in ("a", "b", "c"):
         world.add_check_run(REPO, SHA, name=name, workflow="ci")
-    gh = github.Github(auth=github.Auth.Token(TOKEN), base_url=sandbox.github_url, per_page=1)
+    gh = github.Github(
+        auth=github.Auth.Token(TOKEN), base_url=sandbox.github_url, per_page=1, **NO_PACING
+    )
     repo = gh.get_repo(REPO)
     assert [p.number for p in repo.get_pulls(state="open")] == [7430]
     runs = list(repo.get_commit(SHA).get_check_runs())
@@ -301,7 +305,7 @@ def test_pygithub_app_auth_gets_an_installation_token(world: World, sandbox: San
     auth = github.Auth.AppAuth(1, pem)
     installation = github.GithubIntegration(auth=auth, base_url=sandbox.github_url)
     assert installation.get_repo_installation("octo", "omni").id == 7
-    gh = github.Github(auth=auth.get_installation_auth(7), base_url=sandbox.github_url)
+    gh = github.Github(auth=auth.get_installation_auth(7), base_url=sandbox.github_url, **NO_PACING)
     comment = gh.get_repo(REPO).get_pull(1).create_issue_comment("hi")
     assert comment.user.login == "ci-status-bot[bot]"
     assert [c["body"] for c in world.comments(REPO, 1)] == ["hi"]
