@@ -110,14 +110,13 @@ class Gatherer:
         self._branches: dict[tuple[str, str], BranchHistory | None] = {}
         self._building: dict[str, FailingIndex] = {}
         # The readers tell time by the cycle's clock as it is when they ask (one clock per pass)
-        now = lambda: self.clock()  # noqa: E731
-        self._base_reader = BaseReader(github, store, clock=now)
-        self._group_reader = MergeGroupReader(github, clock=now)
+        self._base_reader = BaseReader(github, store, clock=clock)
+        self._group_reader = MergeGroupReader(github, clock=clock)
         self._annotation_reader = AnnotationReader(
-            github, store, clock=now, runs_of=self.failing_runs
+            github, store, clock=clock, runs_of=self.failing_runs
         )
-        self._attempt_reader = AttemptReader(github, store, clock=now)
-        self._branch_reader = BranchReader(github, store, clock=now)
+        self._attempt_reader = AttemptReader(github, store, clock=clock)
+        self._branch_reader = BranchReader(github, store, clock=clock)
 
     # -- a chunk of a repository's listing -------------------------------------------------
 
