@@ -963,6 +963,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="an earlier run's printed output: its figures are shown beside this run's",
     )  # fmt: skip
     parser.add_argument(
+        "--after", type=Path, default=None,
+        help="with --before: run nothing, print the figures of this earlier output beside it",
+    )  # fmt: skip
+    parser.add_argument(
         "--timeout", type=float, default=3600.0, help="seconds before a child is killed"
     )
     return parser.parse_args(argv)
@@ -1026,6 +1030,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if before is None:
             print(f"benchmark: {args.before} holds no JSON line of a run", file=sys.stderr)
             return 2
+    if args.after is not None:
+        after = json_line(args.after.read_text(encoding="utf-8"))
+        if after is None:
+            print(f"benchmark: {args.after} holds no JSON line of a run", file=sys.stderr)
+            return 2
+        print("\n".join(figures(after, before)))
+        return 0
     if args.no_history:  # every configuration written says so
         POLICY["history"] = "false"
     commit = bot_commit()
