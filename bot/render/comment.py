@@ -191,7 +191,7 @@ def comment_view(report: Report) -> CommentView:
         draft=report.draft,
         observed=utc(report.observed_at),
         edited=Md(_EDITED_NOTE),
-        rows=_row_views(report, shown, tell),
+        rows=_row_views(report, shown, tell=tell),
         passing=tuple(_passing_name(row, tell.get(row.signal)) for row in passing),
         passing_more=len(passing)
         < sum(1 for r in report.rows if group_of(r.state) is Verdict.PASSING),
@@ -199,7 +199,9 @@ def comment_view(report: Report) -> CommentView:
     )
 
 
-def _row_views(report: Report, shown: Sequence[Row], tell: dict[Signal, Md]) -> tuple[RowView, ...]:
+def _row_views(
+    report: Report, shown: Sequence[Row], *, tell: dict[Signal, Md]
+) -> tuple[RowView, ...]:
     """The rows shown, in order; a failing row whose app's own words the headline quotes does
     not repeat them."""
     quoted = [
