@@ -1,5 +1,7 @@
-"""The size of the product's code (issue 32): no class over 400 lines, no function over 50, at
-most 5 functions over 40.
+"""The layout (issue 32): the size of the product's code, and the map of it in
+docs/developing/architecture.md kept true.
+
+The size: no class over 400 lines, no function over 50, at most 5 functions over 40.
 
 Every `.py` under `bot/` is parsed with `ast`; a function or class is measured from its `def`
 (or `class`) line to its last line, decorators left out; a method is named `Class.method`, a
@@ -8,16 +10,21 @@ nested function `outer.inner` (counted on its own, and in its parent's lines too
 The migrations (`bot/state/migrations/versions/`) are exempt: each is frozen history, the
 schema as it was at its revision, run only by Alembic; cutting one into steps would rewrite
 what an old database is migrated through, for no reader's gain.
+
+The map: a table row for each folder and module of `bot/`, naming every module and sub-folder
+of its folder, and in its last column (up to a `;`) the bot's packages it imports, exactly.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+ARCHITECTURE = ROOT / "docs" / "developing" / "architecture.md"
 CLASS_LIMIT = 400
 FUNCTION_LIMIT = 50
 LONG = 40  # a function over this many lines is long; at most LONG_ALLOWED of them
@@ -156,3 +163,109 @@ def test_the_limits_can_fail(tmp_path: Path) -> None:
     assert len(long(found, pending=frozenset({("bot/many.py", "f0")}))) == 6
     cut = frozenset({("bot/many.py", "f0"), ("bot/huge.py", "Huge.m0"), ("bot/gone.py", "f")})
     assert stale(found, pending=cut) == ["bot/gone.py: f", "bot/huge.py: Huge.m0 (40 lines)"]
+
+
+# --- the map ---------------------------------------------------------------------------------
+
+
+def units(root: Path) -> dict[str, Path]:
+    """Each folder (package) and module directly under root/bot, by its row's path."""
+    bot = root / "bot"
+    found = {f"bot/{p.name}/": p for p in bot.iterdir() if (p / "__init__.py").is_file()}
+    found |= {f"bot/{p.name}": p for p in bot.glob("*.py") if p.name != "__init__.py"}
+    return found
+
+
+def _unit_name(row_path: str) -> str:
+    return row_path.removeprefix("bot/").removesuffix("/").removesuffix(".py")
+
+
+def imported(where: Path) -> set[str]:
+    """The bot's packages and modules (and bot_sandbox) a folder or module imports, but itself."""
+    files = sorted(where.rglob("*.py")) if where.is_dir() else [where]
+    names: set[str] = set()
+    for file in files:
+        for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                if node.module == "bot":
+                    names.update(f"bot.{alias.name}" for alias in node.names)
+                names.add(node.module)
+    found = {n.split(".")[1] for n in names if n.startswith("bot.")}
+    found |= {"bot_sandbox" for n in names if n.split(".")[0] == "bot_sandbox"}
+    return found - {where.stem if where.is_file() else where.name}
+
+
+def rows(text: str) -> dict[str, tuple[str, str]]:
+    """The table's rows of bot/: path -> (what lives there, what it imports)."""
+    found: dict[str, tuple[str, str]] = {}
+    for line in text.splitlines():
+        if line.startswith("| `bot/"):
+            cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+            assert len(cells) == 3, f"a row of three cells: {line[:80]}"
+            found[cells[0].strip("`")] = (cells[1], cells[2])
+    return found
+
+
+def named_imports(cell: str, known: set[str]) -> set[str]:
+    """The packages an imports cell names before its first `;`, remarks in brackets left out."""
+    said = re.sub(r"\([^)]*\)", "", cell.split(";")[0])
+    return {word for word in re.findall(r"[A-Za-z_]+", said) if word in known}
+
+
+def test_the_map_has_a_row_for_each_folder_and_module_of_bot() -> None:
+    documented, present = set(rows(ARCHITECTURE.read_text(encoding="utf-8"))), set(units(ROOT))
+    assert present - documented == set(), "no row in docs/developing/architecture.md"
+    assert documented - present == set(), "a row of docs/developing/architecture.md is gone"
+
+
+def test_each_row_names_every_module_of_its_folder() -> None:
+    table = rows(ARCHITECTURE.read_text(encoding="utf-8"))
+    missing = [
+        f"{path}: {child.name}"
+        for path, where in units(ROOT).items()
+        if where.is_dir()
+        for child in sorted(where.iterdir())
+        if (
+            child.suffix == ".py"
+            and child.name != "__init__.py"
+            and child.name not in table[path][0]
+        )
+        or ((child / "__init__.py").is_file() and f"{child.name}/" not in table[path][0])
+    ]
+    assert missing == [], "name them in docs/developing/architecture.md:\n" + "\n".join(missing)
+
+
+def test_each_row_names_what_it_imports_of_the_bot() -> None:
+    table, present = rows(ARCHITECTURE.read_text(encoding="utf-8")), units(ROOT)
+    known = {_unit_name(path) for path in present} | {"bot_sandbox"}
+    wrong = []
+    for path, where in sorted(present.items()):
+        said = named_imports(table[path][1], known) - {_unit_name(path)}
+        if (real := imported(where)) != said:
+            wrong.append(f"{path}: imports {sorted(real)}, the map says {sorted(said)}")
+    assert wrong == [], "docs/developing/architecture.md:\n" + "\n".join(wrong)
+
+
+def test_the_map_checks_can_fail(tmp_path: Path) -> None:
+    """A module without a row, a module its folder's row does not name, an import the row
+    does not say and one it says that is not there are each found."""
+    for name in ("core", "render"):
+        (tmp_path / "bot" / name).mkdir(parents=True)
+        (tmp_path / "bot" / name / "__init__.py").write_text("")
+    (tmp_path / "bot" / "core" / "model.py").write_text("")
+    (tmp_path / "bot" / "render" / "comment.py").write_text("from bot.core.model import X\n")
+    (tmp_path / "bot" / "render" / "stamp.py").write_text("from bot import guard\n")
+    (tmp_path / "bot" / "guard.py").write_text("")
+    table = rows(
+        "| `bot/render/` | comment.py | core, settings (a remark: state); never cli |\n"
+        "| `bot/core/` | model.py | nothing outside `bot.core` |\n"
+    )
+    assert set(units(tmp_path)) - set(table) == {"bot/guard.py"}
+    assert "stamp.py" not in table["bot/render/"][0]
+    known = {"core", "render", "guard", "settings", "state", "cli"}
+    assert imported(tmp_path / "bot" / "render") == {"core", "guard"}
+    assert named_imports(table["bot/render/"][1], known) == {"core", "settings"}
+    assert imported(tmp_path / "bot" / "core") == set()
+    assert named_imports(table["bot/core/"][1], known) - {"core"} == set()
