@@ -21,7 +21,8 @@ from bot.cycle.publish import WritePacing
 from bot.cycle.run import (
     Cycle as Cycle,  # the service gets its type here (bot.cycle.run is the root's)
 )
-from bot.github.client import GitHubApi, GitHubError
+from bot.github.client import GitHubApi
+from bot.github.errors import GitHubError
 from bot.github.installations import BotGitHub, Installations
 from bot.guard import Guard, install_github_guard
 from bot.logs import register_secrets

@@ -35,7 +35,8 @@ from bot.cycle.model import (
 )
 from bot.github.annotations import AnnotationReader, failing_runs
 from bot.github.bases import BaseReader
-from bot.github.client import GitHubApi, GitHubError
+from bot.github.client import GitHubApi
+from bot.github.errors import GitHubError
 from bot.github.history import AttemptReader, Attempts, BranchReader
 from bot.github.merge_groups import MergeGroupReader
 from bot.github.ownership import is_claimed

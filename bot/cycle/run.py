@@ -36,7 +36,8 @@ from bot.cycle.model import (
 )
 from bot.cycle.plan import due_for_check, plan, restore
 from bot.cycle.publish import Desk, Publisher, WritePacing
-from bot.github.client import GitHubApi, GitHubError, RateLimited
+from bot.github.client import GitHubApi
+from bot.github.errors import GitHubError, RateLimited
 from bot.render.comment import Renderer
 from bot.retry import Stopped
 from bot.settings import PolicySettings, RepoSettings
