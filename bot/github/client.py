@@ -602,6 +602,15 @@ class GitHubApi:
             pages.expect(total, per_page)
             after = pages.follow(cursor or "")
 
+    def read_nodes(self, repo: str) -> Mapping[bytes, PullSnapshot]:
+        """The pull requests of `repo` the last whole listing read, by their node's digest."""
+        return self._nodes.get(repo, {})
+
+    def keep_nodes(self, repo: str, nodes: Mapping[bytes, PullSnapshot]) -> None:
+        """Take these pull requests as read from the nodes of these digests (by an earlier
+        process), where this one has listed none of `repo` yet: an equal node is not parsed."""
+        self._nodes.setdefault(repo, dict(nodes))
+
     def _pull_item(
         self, repo: str, node: Any, error: str | None, digest: bytes | None, *, now: datetime
     ) -> Partial | PullFailure:

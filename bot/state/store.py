@@ -29,6 +29,7 @@ from bot.state.db import (
 )
 from bot.state.deliveries import Deliveries
 from bot.state.ports import REQUIRED_TTL, StoreError
+from bot.state.reports import KeptReports
 from bot.state.required import Required
 from bot.state.triage import Triage
 
@@ -46,7 +47,8 @@ __all__ = [
 # Read the Docs reads of commits last read (or last failing) 30 days ago; and (issue 16) the
 # merge bases and check-run annotations of heads no triage row has (no open pull request's
 # head: the cycle drops closed pull requests' rows) read over an hour ago, with the merge-base
-# contexts no kept merge base names any more.
+# contexts no kept merge base names any more; (issue 31) the kept reports of pull requests no
+# triage row has.
 RETENTION = {
     "deliveries": timedelta(days=1),
     "audit": timedelta(days=30),
@@ -61,7 +63,7 @@ RETENTION = {
 }
 
 
-class Store(Comments, Required, Triage, Deliveries):
+class Store(Comments, Required, Triage, Deliveries, KeptReports):
     """The bot's state; every write is one transaction."""
 
     def prune(self, *, now: datetime) -> dict[str, int]:
@@ -77,11 +79,12 @@ class Store(Comments, Required, Triage, Deliveries):
         sr = t.source_reads.c
         source_read = func.coalesce(sr.read_at, sr.failing_since, "")
         mb, bc, ra = t.merge_bases.c, t.base_contexts.c, t.run_annotations.c
-        hr = t.history_reads.c
+        hr, kr = t.history_reads.c, t.kept_reports.c
 
         def open_head(table: Any) -> Any:  # a triage row (an open pull request) has this head
             return select(tr.number).where(tr.repo == table.repo, tr.head_sha == table.head_sha)
 
+        open_pull = select(tr.number).where(tr.repo == kr.repo, tr.number == kr.number)
         named = select(mb.head_sha).where(mb.repo == bc.repo, mb.merge_base == bc.commit_sha)
         statements = {
             "deliveries": delete(t.deliveries).where(
@@ -112,6 +115,9 @@ class Store(Comments, Required, Triage, Deliveries):
                 ~open_head(hr).exists(),
                 (hr.head_sha != "") | (hr.read_at < to_text(now - timedelta(days=1))),
             ),
+            # (issue 31) the kept reports of pull requests no triage row has (closed, or their
+            # repository unconfigured: a pass drops its own closed ones itself)
+            "kept_reports": delete(t.kept_reports).where(~open_pull.exists()),
         }
         with self._write() as conn:
             return {table: conn.execute(sql).rowcount for table, sql in statements.items()}
