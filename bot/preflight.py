@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from github import Auth, Github, GithubIntegration
 from github.GithubException import GithubException
@@ -18,8 +19,10 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from bot.app import SOURCES, pygithub_options, request_guard
 from bot.core.summary import foreign_words
-from bot.github.client import GitHubApi, GitHubError, Probe
+from bot.github.client import GitHubApi
+from bot.github.errors import GitHubError
 from bot.github.ownership import foreign_marked
+from bot.github.transport import Probe
 from bot.guard import Guard, install_github_guard
 from bot.settings import Settings, read_private_key
 from bot.sources.base import Kind, Outcome
@@ -166,6 +169,13 @@ def _token_repo(api: GitHubApi, key: str, repo: str) -> Iterator[Finding]:
             "open: check runs, statuses and comments were not tried)",
         )  # fmt: skip
         return
+    yield from _open_pull(api, key, repo=repo, head=head, where=where)
+
+
+def _open_pull(
+    api: GitHubApi, key: str, *, repo: str, head: dict[str, Any], where: str
+) -> Iterator[Finding]:
+    """Whether an open pull request's check runs, statuses and comments can be read."""
     number, sha = head.get("number"), (head.get("head") or {}).get("sha")
     reads = (
         ("check runs", "checks: read", f"/repos/{repo}/commits/{sha}/check-runs?per_page=1"),

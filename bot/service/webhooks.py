@@ -33,7 +33,7 @@ from bot.app import Cycle
 from bot.core.merge_queue import queued_number
 from bot.core.model import PullSnapshot
 from bot.core.summary import Summary
-from bot.github.client import RateLimited
+from bot.github.errors import RateLimited
 from bot.github.parse import PullFailure
 from bot.service.replicas import Replicas
 from bot.settings import RepoSettings, Settings
