@@ -377,7 +377,14 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--serve", action="store_true", help="then keep the sandbox and `run`'s page up (Ctrl-C)"
     )
-    report = sub.add_parser("report", parents=[common], help="the triage view, most urgent first")
+    _report_options(
+        sub.add_parser("report", parents=[common], help="the triage view, most urgent first")
+    )
+    return parser
+
+
+def _report_options(report: argparse.ArgumentParser) -> None:
+    """`report`'s options: what to show, how, and where."""
     report.add_argument("--repo", action="append", metavar="OWNER/NAME", help="only these")
     report.add_argument("--verdict", metavar="V[,V]", help="only these verdicts")
     report.add_argument("--drafts", choices=("only", "exclude"), help="only or no drafts")
@@ -396,7 +403,6 @@ def _parser() -> argparse.ArgumentParser:
         "--by", choices=("pull", "check"), default="pull",
         help="one line per pull request, or per failing check with the pull requests it fails",
     )  # fmt: skip
-    return parser
 
 
 COMMANDS = {

@@ -81,40 +81,60 @@ def run_demo(*, out: Callable[[str], None] = print, serve: bool = False) -> int:
     seeded = seed_demo(world, now=now_utc() - timedelta(minutes=1))
     with Sandbox(world) as sandbox, tempfile.TemporaryDirectory() as tmp:
         settings = demo_settings(sandbox, Path(tmp) / "state.sqlite3")
-        repos = list(settings.repos)
-        clients = build_clients(settings, repos)
+        clients = build_clients(settings, list(settings.repos))
         out(f"sandbox GitHub at {sandbox.github_url}, Read the Docs at {sandbox.rtd_url}")
-        with Store.open(settings.state.path) as store:
-            cycle = make_cycle(settings, clients, store, dry_run=False)
-            first = cycle.run(repos)
-            out(f"[cycle 1] {first.line()}")
-            _print_comments(world, out, clients.login, numbers=sorted(world.repo(DEMO_REPO).pulls))
-            second = cycle.run(repos)
-            out(f"[cycle 2, nothing changed] {second.line()}")
-            _rerun_passes(world, seeded)
-            out("[sandbox] the failing `tests (3.12)` of #7431 was re-run and passed")
-            third = cycle.run(repos)
-            out(f"[cycle 3] {third.line()}")
-            _print_comments(world, out, clients.login, numbers=[7431])
-            out("JSON verdicts: " + json.dumps(third.verdicts, sort_keys=True))
+        first, second, third = _three_cycles(
+            world, seeded, settings=settings, clients=clients, out=out
+        )
         webhook_ok = run_webhook_step(world, settings, clients, third, out=out)
         with Store.open(settings.state.path) as store:  # the view after the webhook's refresh
             triage_view = _triage_view(store, settings)
         clients.close()
-        writes = [
-            r for r in sandbox.requests if r.method in WRITE_METHODS and r.graphql_operation is None
-        ]
-        others = [r for r in writes if not COMMENT_PATH.fullmatch(r.path)]
-        out(
-            f"requests to the sandbox: {len(sandbox.requests)}; writes: {len(writes)}, "
-            f"of which {len(others)} were not issue comments. "
-            "This bot reads CI state and retriggers nothing."
-        )
+        out(_requests_line(sandbox))
         out(triage_view)
         failed = {**first.failed, **second.failed, **third.failed}
         if serve and not failed and webhook_ok:
             return serve_demo(sandbox, settings, out=out)
     return 1 if failed or not webhook_ok else 0
+
+
+def _three_cycles(
+    world: World,
+    seeded: dict[str, Any],
+    *,
+    settings: Settings,
+    clients: Clients,
+    out: Callable[[str], None],
+) -> tuple[Summary, Summary, Summary]:
+    """Cycle 1 posts, cycle 2 finds nothing changed, cycle 3 follows a re-run that passed."""
+    repos = list(settings.repos)
+    with Store.open(settings.state.path) as store:
+        cycle = make_cycle(settings, clients, store, dry_run=False)
+        first = cycle.run(repos)
+        out(f"[cycle 1] {first.line()}")
+        _print_comments(world, out, clients.login, numbers=sorted(world.repo(DEMO_REPO).pulls))
+        second = cycle.run(repos)
+        out(f"[cycle 2, nothing changed] {second.line()}")
+        _rerun_passes(world, seeded)
+        out("[sandbox] the failing `tests (3.12)` of #7431 was re-run and passed")
+        third = cycle.run(repos)
+        out(f"[cycle 3] {third.line()}")
+        _print_comments(world, out, clients.login, numbers=[7431])
+        out("JSON verdicts: " + json.dumps(third.verdicts, sort_keys=True))
+    return first, second, third
+
+
+def _requests_line(sandbox: Sandbox) -> str:
+    """How many requests reached the sandbox, and that the only writes were issue comments."""
+    writes = [
+        r for r in sandbox.requests if r.method in WRITE_METHODS and r.graphql_operation is None
+    ]
+    others = [r for r in writes if not COMMENT_PATH.fullmatch(r.path)]
+    return (
+        f"requests to the sandbox: {len(sandbox.requests)}; writes: {len(writes)}, "
+        f"of which {len(others)} were not issue comments. "
+        "This bot reads CI state and retriggers nothing."
+    )
 
 
 def serve_demo(sandbox: Sandbox, settings: Settings, *, out: Callable[[str], None]) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from github import Auth, Github, GithubIntegration
 from github.GithubException import GithubException
@@ -166,6 +167,13 @@ def _token_repo(api: GitHubApi, key: str, repo: str) -> Iterator[Finding]:
             "open: check runs, statuses and comments were not tried)",
         )  # fmt: skip
         return
+    yield from _open_pull(api, key, repo=repo, head=head, where=where)
+
+
+def _open_pull(
+    api: GitHubApi, key: str, *, repo: str, head: dict[str, Any], where: str
+) -> Iterator[Finding]:
+    """Whether an open pull request's check runs, statuses and comments can be read."""
     number, sha = head.get("number"), (head.get("head") or {}).get("sha")
     reads = (
         ("check runs", "checks: read", f"/repos/{repo}/commits/{sha}/check-runs?per_page=1"),

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.core.merge_queue import queue_facts
-from bot.core.model import History, Report, Row
+from bot.core.model import BaseCheck, History, Reconciliation, Report, Row, Signal
 
 
 def facts_key(report: Report) -> str:
@@ -61,36 +61,25 @@ def _ts(value: datetime | None) -> float | None:
 
 def _row_facts(row: Row) -> tuple[Any, ...]:
     """Plain values only (str, float, bool, None): their repr is fast and stable."""
-    s, rec = row.signal, row.reconciliation
-    evidence = (
-        None
-        if rec is None
-        else (
-            rec.provider,
-            rec.project,
-            rec.build_id,
-            rec.build_state,
-            rec.success,
-            rec.builds_for_commit,
-            rec.divergent,
-            rec.finding,
-            rec.build_url,
-            rec.notification,
-            _ts(rec.build_created),
-            _ts(rec.build_finished),
-        )
-    )
-    base = row.base
-    on_base: tuple[Any, ...] | None = None
-    if base is not None:
-        on_base = (
-            base.commit, base.state and base.state.value, base.url, _ts(base.since), base.error
-        )  # fmt: skip
-        if base.workflow_ran:  # appended only when true: the keys of others stay
-            on_base = (*on_base, "workflow ran")
-        if base.unverified_since is not None:  # appended only when said: the key stays
-            on_base = (*on_base, _ts(base.unverified_since), base.failure, _ts(base.read_at))
     plain = (
+        *_signal_facts(row.signal),
+        row.state.value,
+        _ts(row.since),
+        row.since_source.value,
+        row.finding,
+        _evidence_facts(row.reconciliation),
+    )
+    on_base = None if row.base is None else _base_facts(row.base)
+    # appended only where looked up: the facts of a report without a base finding keep their key
+    facts = plain if on_base is None else (*plain, on_base)
+    # the same for the quoted annotations (a row quoting none keeps its key)
+    facts = facts if row.annotations is None else (*facts, "annotations", tuple(row.annotations))
+    # and for the failure's history (a row with none keeps its key)
+    return facts if row.history is None else (*facts, "history", _history_facts(row.history))
+
+
+def _signal_facts(s: Signal) -> tuple[Any, ...]:
+    return (
         s.name,
         s.kind.value,
         s.github_state,
@@ -108,18 +97,37 @@ def _row_facts(row: Row) -> tuple[Any, ...]:
         s.workflow_path,
         s.app_id,
         tuple(s.rules),
-        row.state.value,
-        _ts(row.since),
-        row.since_source.value,
-        row.finding,
-        evidence,
     )
-    # appended only where looked up: the facts of a report without a base finding keep their key
-    facts = plain if on_base is None else (*plain, on_base)
-    # the same for the quoted annotations (a row quoting none keeps its key)
-    facts = facts if row.annotations is None else (*facts, "annotations", tuple(row.annotations))
-    # and for the failure's history (a row with none keeps its key)
-    return facts if row.history is None else (*facts, "history", _history_facts(row.history))
+
+
+def _evidence_facts(rec: Reconciliation | None) -> tuple[Any, ...] | None:
+    if rec is None:
+        return None
+    return (
+        rec.provider,
+        rec.project,
+        rec.build_id,
+        rec.build_state,
+        rec.success,
+        rec.builds_for_commit,
+        rec.divergent,
+        rec.finding,
+        rec.build_url,
+        rec.notification,
+        _ts(rec.build_created),
+        _ts(rec.build_finished),
+    )
+
+
+def _base_facts(base: BaseCheck) -> tuple[Any, ...]:
+    on_base: tuple[Any, ...] = (
+        base.commit, base.state and base.state.value, base.url, _ts(base.since), base.error
+    )  # fmt: skip
+    if base.workflow_ran:  # appended only when true: the keys of others stay
+        on_base = (*on_base, "workflow ran")
+    if base.unverified_since is not None:  # appended only when said: the key stays
+        on_base = (*on_base, _ts(base.unverified_since), base.failure, _ts(base.read_at))
+    return on_base
 
 
 def _history_facts(history: History) -> tuple[Any, ...]:

@@ -134,15 +134,24 @@ def _reconcile(
         rows=rows,
         stale_after=policy.stale_after,
         truncated=snapshot.truncated,
-        notes=_notes(rows, truncated=snapshot.truncated)
+        notes=_report_notes(snapshot, rows, docs=docs, clock=clock),
+        required_checks=snapshot.required_checks,
+        first_seen=tuple(sorted(seen.items())),
+    )
+
+
+def _report_notes(
+    snapshot: PullSnapshot, rows: tuple[Row, ...], *, docs: Mapping[str, Evidence], clock: Judge
+) -> tuple[str, ...]:
+    """The report's notes: its rows', the required checks', then each head source's."""
+    return (
+        _notes(rows, truncated=snapshot.truncated)
         + _required_note(snapshot.required_checks)
         + tuple(
             ev.note(number=snapshot.number, judge=clock)
             for key, ev in docs.items()
             if key.startswith(HEAD_KEY)
-        ),
-        required_checks=snapshot.required_checks,
-        first_seen=tuple(sorted(seen.items())),
+        )
     )
 
 

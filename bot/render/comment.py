@@ -180,11 +180,6 @@ def comment_view(report: Report) -> CommentView:
     short_tell = told_apart(report.rows, limit=HEADLINE_TELL_LIMIT)
     commit = safe_url(report.commit_url)
     sha = f"`{short_sha(report.head_sha)}`"
-    quoted = [
-        row
-        for row in headline_named(report.rows, report.verdict)
-        if row.state in FAILING_STATES and _app_words(row.signal) is not None
-    ]
     return CommentView(
         glyph=Md(GLYPHS[report.verdict]),
         verdict=Md(verdict_words(report)),
@@ -196,21 +191,34 @@ def comment_view(report: Report) -> CommentView:
         draft=report.draft,
         observed=utc(report.observed_at),
         edited=Md(_EDITED_NOTE),
-        rows=tuple(
-            row_view(
-                row,
-                report.stale_after,
-                tell=tell.get(row.signal),
-                repo_url=repo_url(report),
-                quoted_above=row in quoted,
-                observed=report.observed_at,
-            )
-            for row in shown
-        ),
+        rows=_row_views(report, shown, tell=tell),
         passing=tuple(_passing_name(row, tell.get(row.signal)) for row in passing),
         passing_more=len(passing)
         < sum(1 for r in report.rows if group_of(r.state) is Verdict.PASSING),
         notes=tuple(prose(note, FINDING_LIMIT) for note in report.notes),
+    )
+
+
+def _row_views(
+    report: Report, shown: Sequence[Row], *, tell: dict[Signal, Md]
+) -> tuple[RowView, ...]:
+    """The rows shown, in order; a failing row whose app's own words the headline quotes does
+    not repeat them."""
+    quoted = [
+        row
+        for row in headline_named(report.rows, report.verdict)
+        if row.state in FAILING_STATES and _app_words(row.signal) is not None
+    ]
+    return tuple(
+        row_view(
+            row,
+            report.stale_after,
+            tell=tell.get(row.signal),
+            repo_url=repo_url(report),
+            quoted_above=row in quoted,
+            observed=report.observed_at,
+        )
+        for row in shown
     )
 
 
@@ -423,32 +431,11 @@ def row_view(
     (the event, the workflow file); `quoted_above`: the headline quotes the app's own words."""
     if row.signal.kind is Kind.EXPECTED:
         return _expected_view(row, stale_after, tell=tell, observed=observed)
-    signal, rec = row.signal, row.reconciliation
+    signal = row.signal
     note, stale_by_age = _row_note(row, stale_after)
-    said: list[str] = []
-    if not (rec is not None and rec.divergent) and not quoted_above:
-        said.extend(_source_text(signal))  # GitHub's text describes what the source settled
-    if row.finding and not stale_by_age:  # the stale sentence is the note and the since
-        said.append(prose(row.finding, FINDING_LIMIT))
-    lead, clause = (
-        base_move(row.base, repo_url, only_here=_only_here(row.history))
-        if row.base is not None
-        else (None, None)
-    )
-    said.extend(filter(None, [clause]))
-    said.extend(history_clauses(row.history, repo_url))
-    details = _link(signal.url)
-    if rec is not None:
-        finding = rec.finding
-        if rec.divergent:  # "GitHub's status says failure." is on the row already
-            finding = finding.removeprefix(f"GitHub's status says {signal.github_state}. ")
-            if finding.endswith(f"; {note}."):  # and so is "GitHub still shows pending"
-                finding = finding.removesuffix(f"; {note}.") + "."
-        said.append(prose(finding, FINDING_LIMIT))
-        build = _link(rec.build_url)
-        if build and details and build != details:
-            said.append(f"[{rec.link_label or 'record'}]({build})")
-        details = details or build
+    said, lead = _github_said(row, repo_url, stale_by_age=stale_by_age, quoted_above=quoted_above)
+    source_said, details = _source_said(row, note)
+    said.extend(source_said)
     name = code(signal.name)
     first = with_remedy(Md(" — ".join(said)), row, lead=lead)
     return RowView(
@@ -460,6 +447,46 @@ def row_view(
         since=_since(row),
         said=Md("  \n  ".join(filter(None, [first, *annotation_lines(row)]))),
     )
+
+
+def _github_said(
+    row: Row, repo_url: str, *, stale_by_age: bool, quoted_above: bool
+) -> tuple[list[str], str | None]:
+    """What a row says from GitHub's side (the source's text, the finding, the merge base, the
+    history), and whose move it is where the merge base says so."""
+    rec = row.reconciliation
+    said: list[str] = []
+    if not (rec is not None and rec.divergent) and not quoted_above:
+        said.extend(_source_text(row.signal))  # GitHub's text describes what the source settled
+    if row.finding and not stale_by_age:  # the stale sentence is the note and the since
+        said.append(prose(row.finding, FINDING_LIMIT))
+    lead, clause = (
+        base_move(row.base, repo_url, only_here=_only_here(row.history))
+        if row.base is not None
+        else (None, None)
+    )
+    said.extend(filter(None, [clause]))
+    said.extend(history_clauses(row.history, repo_url))
+    return said, lead
+
+
+def _source_said(row: Row, note: str) -> tuple[list[str], Md | None]:
+    """What a second source's reconciliation adds to a row (its finding, a link to its record
+    where the name links elsewhere), and where the row's name links."""
+    signal, rec = row.signal, row.reconciliation
+    details = _link(signal.url)
+    if rec is None:
+        return [], details
+    finding = rec.finding
+    if rec.divergent:  # "GitHub's status says failure." is on the row already
+        finding = finding.removeprefix(f"GitHub's status says {signal.github_state}. ")
+        if finding.endswith(f"; {note}."):  # and so is "GitHub still shows pending"
+            finding = finding.removesuffix(f"; {note}.") + "."
+    said: list[str] = [prose(finding, FINDING_LIMIT)]
+    build = _link(rec.build_url)
+    if build and details and build != details:
+        said.append(f"[{rec.link_label or 'record'}]({build})")
+    return said, details or build
 
 
 def _row_note(row: Row, stale_after: timedelta) -> tuple[str, bool]:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Concatenate, ParamSpec, Self, TypeVar, cast
+from typing import Any, Concatenate, Final, ParamSpec, Self, TypeVar, cast
 
 from sqlalchemy import Connection, Engine, Row, Select, create_engine, event, select, text
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -136,13 +136,29 @@ def _sqlite_readonly(uri: str) -> Any:
     return connection
 
 
+# A session left idle inside a transaction this long is ended by the server: a replica stopped
+# mid-write (SIGSTOP, a frozen VM) keeps its row locks, and the others wait on it no longer.
+IDLE_IN_TRANSACTION_S: Final = 10
+
+
 def pg_engine(url: str, *, read_only: bool) -> Engine:
     """A pooled engine on a PostgreSQL server (psycopg 3); read-only sessions refuse writes."""
     options = "-c default_transaction_read_only=on" if read_only else ""
     connect_args: dict[str, Any] = {"connect_timeout": 5, "application_name": "ci-status-bot"}
     if options:
         connect_args["options"] = options
-    return create_engine(_pg_url(url), pool_pre_ping=True, pool_size=4, connect_args=connect_args)
+    engine = create_engine(
+        _pg_url(url), pool_pre_ping=True, pool_size=4, connect_args=connect_args
+    )
+
+    @event.listens_for(engine, "connect")
+    def _bound_idle_transactions(dbapi: Any, _: Any) -> None:
+        # a SET, not a startup option: PgBouncer refuses unknown startup parameters
+        autocommit, dbapi.autocommit = dbapi.autocommit, True
+        dbapi.execute(f"SET idle_in_transaction_session_timeout = '{IDLE_IN_TRANSACTION_S}s'")
+        dbapi.autocommit = autocommit
+
+    return engine
 
 
 def schema_version(conn: Connection) -> int:

@@ -67,54 +67,63 @@ class Store(Comments, Required, Triage, Deliveries):
     def prune(self, *, now: datetime) -> dict[str, int]:
         """Drop what is older than RETENTION; how many rows went, by table."""
         cut = {table: to_text(now - age) for table, age in RETENTION.items()}
-        tr, fs, rr = t.triage.c, t.first_seen.c, t.rtd_reads.c
-        current_head = (
-            select(tr.number)
-            .where(tr.repo == fs.repo, tr.number == fs.number, tr.head_sha == fs.head_sha)
-            .exists()
-        )
-        last_read = func.coalesce(rr.read_at, rr.failing_since, "")
-        sr = t.source_reads.c
-        source_read = func.coalesce(sr.read_at, sr.failing_since, "")
-        mb, bc, ra = t.merge_bases.c, t.base_contexts.c, t.run_annotations.c
-        hr = t.history_reads.c
-
-        def open_head(table: Any) -> Any:  # a triage row (an open pull request) has this head
-            return select(tr.number).where(tr.repo == table.repo, tr.head_sha == table.head_sha)
-
-        named = select(mb.head_sha).where(mb.repo == bc.repo, mb.merge_base == bc.commit_sha)
-        statements = {
-            "deliveries": delete(t.deliveries).where(
-                t.deliveries.c.received_at < cut["deliveries"]
-            ),
-            "audit": delete(t.audit).where(t.audit.c.at < cut["audit"]),
-            "triage": delete(t.triage).where(tr.updated_at < cut["triage"]),
-            "first_seen": delete(t.first_seen).where(fs.seen_at < cut["first_seen"], ~current_head),
-            "rtd_reads": delete(t.rtd_reads).where(
-                last_read < cut["rtd_reads"],
-                func.coalesce(rr.failing_since, "") < cut["rtd_reads"],
-            ),
-            "source_reads": delete(t.source_reads).where(
-                source_read < cut["source_reads"],
-                func.coalesce(sr.failing_since, "") < cut["source_reads"],
-            ),
-            "merge_bases": delete(t.merge_bases).where(
-                mb.read_at < cut["merge_bases"], ~open_head(mb).exists()
-            ),
-            "base_contexts": delete(t.base_contexts).where(
-                bc.read_at < cut["base_contexts"], ~named.exists()
-            ),
-            "run_annotations": delete(t.run_annotations).where(
-                ra.read_at < cut["run_annotations"], ~open_head(ra).exists()
-            ),
-            "history_reads": delete(t.history_reads).where(
-                hr.read_at < cut["history_reads"],
-                ~open_head(hr).exists(),
-                (hr.head_sha != "") | (hr.read_at < to_text(now - timedelta(days=1))),
-            ),
-        }
+        statements = {**_expired_records(cut), **_expired_reads(cut, now=now)}
         with self._write() as conn:
             return {table: conn.execute(sql).rowcount for table, sql in statements.items()}
+
+
+def _expired_records(cut: dict[str, str]) -> dict[str, Any]:
+    """prune's deletes of deliveries, the audit, triage rows and first sightings, by table."""
+    tr, fs = t.triage.c, t.first_seen.c
+    current_head = (
+        select(tr.number)
+        .where(tr.repo == fs.repo, tr.number == fs.number, tr.head_sha == fs.head_sha)
+        .exists()
+    )
+    return {
+        "deliveries": delete(t.deliveries).where(t.deliveries.c.received_at < cut["deliveries"]),
+        "audit": delete(t.audit).where(t.audit.c.at < cut["audit"]),
+        "triage": delete(t.triage).where(tr.updated_at < cut["triage"]),
+        "first_seen": delete(t.first_seen).where(fs.seen_at < cut["first_seen"], ~current_head),
+    }
+
+
+def _expired_reads(cut: dict[str, str], *, now: datetime) -> dict[str, Any]:
+    """prune's deletes of the kept reads (sources', merge bases', annotations', history's)."""
+    tr, rr, sr = t.triage.c, t.rtd_reads.c, t.source_reads.c
+    last_read = func.coalesce(rr.read_at, rr.failing_since, "")
+    source_read = func.coalesce(sr.read_at, sr.failing_since, "")
+    mb, bc, ra = t.merge_bases.c, t.base_contexts.c, t.run_annotations.c
+    hr = t.history_reads.c
+
+    def open_head(table: Any) -> Any:  # a triage row (an open pull request) has this head
+        return select(tr.number).where(tr.repo == table.repo, tr.head_sha == table.head_sha)
+
+    named = select(mb.head_sha).where(mb.repo == bc.repo, mb.merge_base == bc.commit_sha)
+    return {
+        "rtd_reads": delete(t.rtd_reads).where(
+            last_read < cut["rtd_reads"],
+            func.coalesce(rr.failing_since, "") < cut["rtd_reads"],
+        ),
+        "source_reads": delete(t.source_reads).where(
+            source_read < cut["source_reads"],
+            func.coalesce(sr.failing_since, "") < cut["source_reads"],
+        ),
+        "merge_bases": delete(t.merge_bases).where(
+            mb.read_at < cut["merge_bases"], ~open_head(mb).exists()
+        ),
+        "base_contexts": delete(t.base_contexts).where(
+            bc.read_at < cut["base_contexts"], ~named.exists()
+        ),
+        "run_annotations": delete(t.run_annotations).where(
+            ra.read_at < cut["run_annotations"], ~open_head(ra).exists()
+        ),
+        "history_reads": delete(t.history_reads).where(
+            hr.read_at < cut["history_reads"],
+            ~open_head(hr).exists(),
+            (hr.head_sha != "") | (hr.read_at < to_text(now - timedelta(days=1))),
+        ),
+    }
 
 
 if TYPE_CHECKING:  # mypy: the writable state implements every port, as each use types it

@@ -143,21 +143,11 @@ def table(
     fixed = _VERDICT_WIDTH + 1 + pull_width + 3 + 12 + 1 + _AUTHOR_WIDTH + 1
     title_width = max(10, width - fixed)
     for e, pull in zip(entries, pulls, strict=True):
-        verdict = "failing (req)" if wide and e.urgency == "failing-required" else e.verdict.value
-        shown = verdict.ljust(13 if wide else _VERDICT_WIDTH)
-        if colour:
-            shown = f"\x1b[{_COLOURS[e.verdict.value]}m{shown}\x1b[0m"
-        counts = "{:>2} {:>2} {:>2} {:>3}".format(*(e.counts.get(g, 0) for g in COUNT_GROUPS))
-        head = f"{shown} {pull:<{pull_width}} {'d' if e.draft else ' '} {counts:<12} "
-        if wide:
-            head += (
-                f"{_waiting(e):<19} {short_sha(e.head_sha)} {_short_time(e.observed_at)} "
-                f"{_clean(e.author)} {_clean(e.title)}"
+        lines.append(
+            _row_head(
+                e, pull, pull_width=pull_width, title_width=title_width, colour=colour, wide=wide
             )
-        else:
-            author = _cell(_clean(e.author), _AUTHOR_WIDTH)
-            head += f"{author} {_cell(_clean(e.title), title_width)}"
-        lines.append(head.rstrip())
+        )
         for part in _named_parts(e):
             lines.extend(_fit(part, width))
         if wide and e.comment_url:
@@ -166,6 +156,28 @@ def table(
             lines.append(f"{INDENT}last read {_short_time(e.read_at)} UTC")
     lines.extend(_table_foot(entries, now=now, width=width))
     return "\n".join(lines) + "\n"
+
+
+def _row_head(
+    e: TriageEntry, pull: str, *, pull_width: int, title_width: int, colour: bool, wide: bool
+) -> str:
+    """A pull request's line of the terminal table: verdict, pull, draft, counts, then author
+    and title cut to fit (`wide`: the waiting time, head, observed time too, nothing cut)."""
+    verdict = "failing (req)" if wide and e.urgency == "failing-required" else e.verdict.value
+    shown = verdict.ljust(13 if wide else _VERDICT_WIDTH)
+    if colour:
+        shown = f"\x1b[{_COLOURS[e.verdict.value]}m{shown}\x1b[0m"
+    counts = "{:>2} {:>2} {:>2} {:>3}".format(*(e.counts.get(g, 0) for g in COUNT_GROUPS))
+    head = f"{shown} {pull:<{pull_width}} {'d' if e.draft else ' '} {counts:<12} "
+    if wide:
+        head += (
+            f"{_waiting(e):<19} {short_sha(e.head_sha)} {_short_time(e.observed_at)} "
+            f"{_clean(e.author)} {_clean(e.title)}"
+        )
+    else:
+        author = _cell(_clean(e.author), _AUTHOR_WIDTH)
+        head += f"{author} {_cell(_clean(e.title), title_width)}"
+    return head.rstrip()
 
 
 def _header(pull_width: int, *, wide: bool) -> str:
@@ -313,21 +325,7 @@ def markdown(entries: Sequence[TriageEntry], *, now: datetime) -> str:
         "|---|---|---|---|---|",
     ]
     for e in entries:
-        cells = [
-            _GLYPHS[e.verdict.value] + (" draft" if e.draft else ""),
-            _md_link(f"{md(e.repo)}#{e.number}", e.url)
-            + f"{_BR}{md(e.title, 80)} · {md(e.author or 'unknown author')}",
-            " · ".join(
-                f"{_GLYPHS[g]} {e.counts.get(g, 0)}" for g in COUNT_GROUPS if e.counts.get(g, 0)
-            ),
-            _BR.join(_md_named_parts(e)),
-            _BR.join(
-                filter(None, [_md_link("comment", e.comment_url) if e.comment_url else "",
-                              f"`{short_sha(e.head_sha)}` {format_utc(e.observed_at)}"
-                              + _md_last_read(e)])
-            ),
-        ]  # fmt: skip
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append("| " + " | ".join(_md_cells(e)) + " |")
     unread = unread_repos(entries)
     if unread:
         lines.append("")
@@ -335,6 +333,24 @@ def markdown(entries: Sequence[TriageEntry], *, now: datetime) -> str:
         lines.append(f"- {md(repo)} {_not_read_sentence(why.since)}: {md(why.reason, 200)}")
     lines += ["", "This bot reads CI state and retriggers nothing."]
     return "\n".join(lines) + "\n"
+
+
+def _md_cells(e: TriageEntry) -> list[str]:
+    """A pull request's row of the markdown table, a cell per column."""
+    return [
+        _GLYPHS[e.verdict.value] + (" draft" if e.draft else ""),
+        _md_link(f"{md(e.repo)}#{e.number}", e.url)
+        + f"{_BR}{md(e.title, 80)} · {md(e.author or 'unknown author')}",
+        " · ".join(
+            f"{_GLYPHS[g]} {e.counts.get(g, 0)}" for g in COUNT_GROUPS if e.counts.get(g, 0)
+        ),
+        _BR.join(_md_named_parts(e)),
+        _BR.join(
+            filter(None, [_md_link("comment", e.comment_url) if e.comment_url else "",
+                          f"`{short_sha(e.head_sha)}` {format_utc(e.observed_at)}"
+                          + _md_last_read(e)])
+        ),
+    ]  # fmt: skip
 
 
 def _md_named_parts(e: TriageEntry) -> list[str]:

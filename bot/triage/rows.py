@@ -154,29 +154,11 @@ def entry_for(
     read_at: datetime | None = None,
 ) -> TriageEntry:
     """The triage row of one reconciled pull request (pure); `docs` tell their builds apart."""
-    counts: Counter[str] = Counter({group: 0 for group in COUNT_GROUPS})
-    required: list[str] = []
-    optional: list[str] = []
-    never: list[Signal] = []
-    on_base: list[str] = []
-    unsettled: list[Unsettled] = []
-    docs_stuck = 0
-    waiting: dict[Verdict, list[Named]] = {Verdict.INCOMPLETE: [], Verdict.PENDING: []}
+    tally = _Tally()
     for row in report.rows:
-        if group_of(row.state) in waiting:
-            waiting[group_of(row.state)].append(named(row))
-        counts[group_of(row.state).value] += 1
-        if row.state in FAILING_STATES:
-            (required if row.signal.required else optional).append(row.signal.name)
-            if row.base is not None and row.base.also_failing:
-                on_base.append(row.signal.name)
-        if row.signal.github_state == NEVER_REPORTED_STATE:
-            never.append(row.signal)
-        if row.state in UNSETTLED_STATES:
-            unsettled.append(Unsettled(row.signal.name, row.state.value, row.since))
-        if row.state in INCOMPLETE_STATES and any(d.recognises(row.signal) for d in docs):
-            docs_stuck += 1
-    oldest = min(unsettled, key=_since_key, default=None)
+        tally.add(row, docs)
+    required, optional, never = tally.required, tally.optional, tally.never
+    oldest = min(tally.unsettled, key=_since_key, default=None)
     never.sort(key=lambda s: s.required is not True)  # required first, GitHub's order kept
     return TriageEntry(
         repo=report.repo,
@@ -188,21 +170,54 @@ def entry_for(
         verdict=report.verdict,
         url=report.url,
         observed_at=report.observed_at,
-        counts=dict(counts),
+        counts=dict(tally.counts),
         required_failing=tuple(required),
         oldest_unsettled=oldest,
-        docs_stuck=docs_stuck,
+        docs_stuck=tally.docs_stuck,
         comment_url=comment_url(report.url, comment_id),
         read_at=read_at,
         failing=(*required, *optional),
         never_reported=tuple(s.name for s in never),
         required_never_reported=tuple(s.name for s in never if s.required is True),
-        failing_on_base=tuple(on_base),
-        incomplete=in_order(waiting[Verdict.INCOMPLETE]),
-        pending=in_order(waiting[Verdict.PENDING]),
+        failing_on_base=tuple(tally.on_base),
+        incomplete=in_order(tally.waiting[Verdict.INCOMPLETE]),
+        pending=in_order(tally.waiting[Verdict.PENDING]),
         in_merge_queue=report.merge_queue is not None,
         merge_queue_stuck=stuck_names(report.merge_queue),
     )
+
+
+@dataclass
+class _Tally:
+    """What a pull request's triage row gathers from its rows, in their order."""
+
+    counts: Counter[str] = field(default_factory=lambda: Counter(dict.fromkeys(COUNT_GROUPS, 0)))
+    required: list[str] = field(default_factory=list)
+    optional: list[str] = field(default_factory=list)
+    never: list[Signal] = field(default_factory=list)
+    on_base: list[str] = field(default_factory=list)
+    unsettled: list[Unsettled] = field(default_factory=list)
+    docs_stuck: int = 0
+    waiting: dict[Verdict, list[Named]] = field(
+        default_factory=lambda: {Verdict.INCOMPLETE: [], Verdict.PENDING: []}
+    )
+
+    def add(self, row: Row, docs: Sequence[Source]) -> None:
+        """Count one row where it belongs."""
+        group = group_of(row.state)
+        if group in self.waiting:
+            self.waiting[group].append(named(row))
+        self.counts[group.value] += 1
+        if row.state in FAILING_STATES:
+            (self.required if row.signal.required else self.optional).append(row.signal.name)
+            if row.base is not None and row.base.also_failing:
+                self.on_base.append(row.signal.name)
+        if row.signal.github_state == NEVER_REPORTED_STATE:
+            self.never.append(row.signal)
+        if row.state in UNSETTLED_STATES:
+            self.unsettled.append(Unsettled(row.signal.name, row.state.value, row.since))
+        if row.state in INCOMPLETE_STATES and any(d.recognises(row.signal) for d in docs):
+            self.docs_stuck += 1
 
 
 def named(row: Row) -> Named:

@@ -101,6 +101,34 @@ def _newest_first(builds: list[RtdBuild]) -> tuple[RtdBuild, ...]:
     return tuple(sorted(builds, key=lambda b: (b.created or floor, b.id), reverse=True))
 
 
+def _client(
+    api_urls: dict[str, str],
+    *,
+    token: str,
+    tokens: Mapping[str, str] | None,
+    guard: Guard,
+    timeout_s: float,
+    transport: httpx.BaseTransport | None,
+) -> httpx.Client:
+    """The HTTP client every RTD request goes through: each one checked by the guard, each
+    host's token sent only under that host's API root."""
+    headers = {"Accept": "application/json", "User-Agent": "ci-status-bot"}
+    # `tokens`: host -> token (each sent only under that host's API root); `token`: all hosts
+    per_host = {h: (tokens or {}).get(h, token) for h in api_urls}
+    auth = _TokenPerHost({api_urls[h]: t for h, t in per_host.items()})
+
+    def check(request: httpx.Request) -> None:
+        guard.check_rtd(request.method, str(request.url))
+
+    return httpx.Client(
+        headers=headers,
+        auth=auth,
+        timeout=timeout_s,
+        transport=transport,
+        event_hooks={"request": [check]},
+    )
+
+
 class RtdApi:
     """Read-only client of Read the Docs API v3 for its hosts (.org, .com, a self-hosted one)."""
 
@@ -117,20 +145,13 @@ class RtdApi:
         sleep: Callable[[float], None] | None = None,
         stop: threading.Event | None = None,
     ) -> None:
-        headers = {"Accept": "application/json", "User-Agent": "ci-status-bot"}
-        # `tokens`: host -> token (each sent only under that host's API root); `token`: all hosts
-        per_host = {h: (tokens or {}).get(h, token) for h in api_urls}
-        auth = _TokenPerHost({api_urls[h]: t for h, t in per_host.items()})
-
-        def check(request: httpx.Request) -> None:
-            guard.check_rtd(request.method, str(request.url))
-
-        self._client = httpx.Client(
-            headers=headers,
-            auth=auth,
-            timeout=timeout_s,
+        self._client = _client(
+            api_urls,
+            token=token,
+            tokens=tokens,
+            guard=guard,
+            timeout_s=timeout_s,
             transport=transport,
-            event_hooks={"request": [check]},
         )
         self._api_urls = api_urls
         self._policy = RetryPolicy(

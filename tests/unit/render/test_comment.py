@@ -2,7 +2,8 @@
 its escaping filters, its templates, and the JSON report. No mocks.
 
 Regenerate the golden files on purpose, then review them in the diff:
-    UPDATE_GOLDEN=1 python -m pytest -q tests/test_render.py
+    UPDATE_GOLDEN=1 python -m pytest -q -n 0 tests/unit/render/test_comment.py \\
+        tests/unit/sources/test_provider_goldens.py
 """
 
 from __future__ import annotations
