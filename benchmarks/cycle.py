@@ -819,6 +819,110 @@ def _stateless_notes(run: dict[str, Any], warm: dict[str, Any] | None) -> list[s
     return out
 
 
+# -- issue 31's figures, against their targets (and an earlier run's beside them) -------
+
+
+def _get(line: dict[str, Any], *path: str) -> Any:
+    value: Any = line
+    for key in path:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
+
+
+def _div(top: Any, bottom: Any) -> float | None:
+    if not isinstance(top, int | float) or not isinstance(bottom, int | float) or not bottom:
+        return None
+    return float(top) / float(bottom)
+
+
+def _minus(top: Any, bottom: Any) -> int | None:
+    if not isinstance(top, int) or not isinstance(bottom, int):
+        return None
+    return top - bottom
+
+
+def _changed_bound(line: dict[str, Any]) -> float | None:
+    rebuilt, changed = _get(line, "service", "rebuilt"), _get(line, "service", "changed")
+    if not isinstance(rebuilt, dict) or not isinstance(changed, dict):
+        return None
+    share = changed.get("changed_heads", 0) / max(1, rebuilt.get("pulls_seen", 1))
+    return 1.5 + share * float(rebuilt.get("cpu_s", 0.0))
+
+
+# (figure, how it is read from a run's JSON line, the target's words, whether a value meets it)
+Figure = tuple[str, Any, str, Any]
+FIGURES: tuple[Figure, ...] = (
+    ("warm `once` CPU / warm cycle in `run` CPU (x)",
+     lambda j: _div(_get(j, "warm", "cpu_s"), _get(j, "service", "reused", "cpu_s")),
+     "<= 2.0", lambda v, j: v <= 2.0),
+    ("stateless warm: GitHub requests", lambda j: _get(j, "stateless", "github_requests"),
+     "<= 45", lambda v, j: v <= 45),
+    ("stateless warm: GraphQL points", lambda j: _get(j, "stateless", "graphql_points"),
+     "<= 45", lambda v, j: v <= 45),
+    ("stateless warm: Read the Docs requests", lambda j: _get(j, "stateless", "rtd_requests"),
+     "(those of warm)", lambda v, j: True),
+    ("  of them for a final record (beyond warm's)",
+     lambda j: _minus(_get(j, "stateless", "rtd_requests"), _get(j, "warm", "rtd_requests")),
+     "0", lambda v, j: v <= 0),
+    ("stateless warm: annotation queries",
+     lambda j: _get(j, "stateless", "graphql_by_query", "CheckRunAnnotations") or 0,
+     "0", lambda v, j: v == 0),
+    ("stateless warm: compares", lambda j: _get(j, "stateless", "requests_by_kind",
+                                                "GET compare") or 0,
+     "0", lambda v, j: v == 0),
+    ("stateless warm: writes", lambda j: _get(j, "stateless", "writes"), "0", lambda v, j: v == 0),
+    ("changed cycle in `run`: CPU s", lambda j: _get(j, "service", "changed", "cpu_s"),
+     "<= its bound", lambda v, j: (b := _changed_bound(j)) is not None and v <= b),
+    ("  its bound (1.5 s + share of the rebuilt)", _changed_bound, "", lambda v, j: True),
+    ("service peak RSS MB", lambda j: _get(j, "service", "peak_rss_mb"), "<= 250",
+     lambda v, j: v <= 250),
+    ("naive / warm cycle in `run` CPU (x)",
+     lambda j: _div(_get(j, "naive", "cpu_s"), _get(j, "service", "reused", "cpu_s")),
+     ">= 20", lambda v, j: v >= 20),
+)  # fmt: skip
+
+
+def json_line(text: str) -> dict[str, Any] | None:
+    """The last JSON object line of a run's printed output (None: none)."""
+    for line in reversed(text.strip().splitlines()):
+        if line.startswith("{"):
+            try:
+                found = json.loads(line)
+            except ValueError:
+                return None
+            return found if isinstance(found, dict) else None
+    return None
+
+
+def figures(after: dict[str, Any], before: dict[str, Any] | None = None) -> list[str]:
+    """Issue 31's figures of this run against their targets, an earlier run's beside them."""
+
+    def value(line: dict[str, Any] | None, read: Any) -> Any:
+        try:
+            return None if line is None else read(line)
+        except (TypeError, KeyError):
+            return None
+
+    rows: list[tuple[str, list[Any]]] = []
+    for label, read, target, meets in FIGURES:
+        now = value(after, read)
+        met = "" if not target or now is None else ("yes" if meets(now, after) else "NO")
+        cells = [value(before, read)] if before is not None else []
+        rows.append((label, [*cells, now, target, met]))
+    columns = [*(["before"] if before is not None else []), "after", "target", "met"]
+    head = "ISSUE 31'S FIGURES (this run"
+    if before is not None:
+        head += f"; before: the run of commit {before.get('bot_commit')}"
+    out = [head + f"; after: commit {after.get('bot_commit')}):", table(rows, columns)]
+    out.append(
+        "  'for a final record' = the stateless run's Read the Docs requests beyond the warm "
+        "run's (the warm state keeps every final record: what it still asks is not final)"
+    )
+    return out
+
+
 # -- main --------------------------------------------------------------------------------
 
 
@@ -854,6 +958,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="run the naive poller within what is left of the sandbox's 5,000/h REST limit "
         "(default: lift the limit first so it finishes its sweep)",
     )
+    parser.add_argument(
+        "--before", type=Path, default=None,
+        help="an earlier run's printed output: its figures are shown beside this run's",
+    )  # fmt: skip
+    parser.add_argument(
+        "--after", type=Path, default=None,
+        help="with --before: run nothing, print the figures of this earlier output beside it",
+    )  # fmt: skip
     parser.add_argument(
         "--timeout", type=float, default=3600.0, help="seconds before a child is killed"
     )
@@ -912,6 +1024,19 @@ def run_all(args: argparse.Namespace, folder: Path) -> dict[str, dict[str, Any] 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point."""
     args = parse_args(argv)
+    before = None
+    if args.before is not None:
+        before = json_line(args.before.read_text(encoding="utf-8"))
+        if before is None:
+            print(f"benchmark: {args.before} holds no JSON line of a run", file=sys.stderr)
+            return 2
+    if args.after is not None:
+        after = json_line(args.after.read_text(encoding="utf-8"))
+        if after is None:
+            print(f"benchmark: {args.after} holds no JSON line of a run", file=sys.stderr)
+            return 2
+        print("\n".join(figures(after, before)))
+        return 0
     if args.no_history:  # every configuration written says so
         POLICY["history"] = "false"
     commit = bot_commit()
@@ -936,6 +1061,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     line["bot_commit"] = commit
     line.update(results)
     line.update(naive_ratio(results))
+    print()
+    print("\n".join(figures(line, before)))
     print(json.dumps(line, sort_keys=False))
     failed = any(r is not None and r.get("exit_code") != 0 for r in results.values())
     return 1 if failed else 0

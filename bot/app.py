@@ -21,7 +21,8 @@ from bot.cycle.publish import WritePacing
 from bot.cycle.run import (
     Cycle as Cycle,  # the service gets its type here (bot.cycle.run is the root's)
 )
-from bot.github.client import GitHubApi, GitHubError
+from bot.github.client import GitHubApi
+from bot.github.errors import GitHubError
 from bot.github.installations import BotGitHub, Installations
 from bot.guard import Guard, install_github_guard
 from bot.logs import register_secrets
@@ -30,6 +31,7 @@ from bot.retry import Sleep
 from bot.settings import ConfigError, RepoSettings, Settings, read_private_key
 from bot.sources.azure_pipelines.provider import KIND as AZURE_PIPELINES
 from bot.sources.base import Connection, Kind, Wiring
+from bot.sources.carried import CarriedReads
 from bot.sources.codecov.provider import KIND as CODECOV
 from bot.sources.readthedocs.provider import KIND as READ_THE_DOCS
 from bot.sources.readthedocs.provider import api_urls
@@ -205,13 +207,17 @@ def make_cycle(
 
     The cycle keeps the triage rows in `store` (a read-only state, a dry run's, drops them).
     """
-    docs = tuple(source.source(store) for source in clients.sources)
+    # the sources keep their reads through `carried`, which notes a head's final records for
+    # its comment's carried line (and gives a stateless run those its own comment carried)
+    carried = CarriedReads(store, {kind.name: kind.final for kind in SOURCES})
+    docs = tuple(source.source(carried) for source in clients.sources)
     stuck = tuple(source for source in docs if source.docs)
     observers = (TriageKeeper(store, clock=now_utc, docs=stuck, memo=clients.rows),)
     return Cycle(
         github=clients.github,
         docs=docs,
         store=store,
+        carried=carried,
         renderer=renderer(settings),
         policy=settings.policy,
         login=clients.login,

@@ -473,7 +473,7 @@ def main(argv: Sequence[str] | None = None, *, sleep: Sleep | None = None) -> in
 
 def _failed(exc: Exception, settings: Settings | None) -> int:
     """Exit 1 with one line for an error of the GitHub clients (imported only if they were)."""
-    github_io = sys.modules.get("bot.github.client")
+    github_io = sys.modules.get("bot.github.errors")
     pygithub = sys.modules.get("github.GithubException")
     if github_io is not None and isinstance(exc, github_io.GitHubError) and exc.status is None:
         api = settings.github.api_url if settings is not None else "github.api_url"

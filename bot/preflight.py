@@ -19,8 +19,10 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from bot.app import SOURCES, pygithub_options, request_guard
 from bot.core.summary import foreign_words
-from bot.github.client import GitHubApi, GitHubError, Probe
+from bot.github.client import GitHubApi
+from bot.github.errors import GitHubError
 from bot.github.ownership import foreign_marked
+from bot.github.transport import Probe
 from bot.guard import Guard, install_github_guard
 from bot.settings import Settings, read_private_key
 from bot.sources.base import Kind, Outcome

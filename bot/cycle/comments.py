@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from bot.core.comment import Comment
-from bot.github.client import GitHubApi, GitHubError, RateLimited
+from bot.github.client import GitHubApi
+from bot.github.errors import GitHubError, RateLimited
 from bot.github.ownership import foreign_marked, kept_and_later, last_edit_is_the_bots
 from bot.render.stamp import Stamp, parse_stamp
 

@@ -15,6 +15,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from bot.core.annotations import annotations_payload
 from bot.core.base import MergeBase
 from bot.core.comment import Comment
 from bot.core.evidence import Evidence
@@ -34,13 +35,16 @@ from bot.cycle.model import (
 )
 from bot.github.annotations import AnnotationReader, failing_runs
 from bot.github.bases import BaseReader
-from bot.github.client import GitHubApi, GitHubError
+from bot.github.client import GitHubApi
+from bot.github.errors import GitHubError
 from bot.github.history import AttemptReader, Attempts, BranchReader
 from bot.github.merge_groups import MergeGroupReader
 from bot.github.ownership import is_claimed
 from bot.github.parse import PullFailure
+from bot.render.stamp import Stamp, parse_carried
 from bot.settings import PolicySettings, RepoSettings
 from bot.sources.base import Source
+from bot.sources.carried import CarriedReads
 from bot.state.ports import CycleState, PullRecord, StoredComment
 
 log = logging.getLogger(__name__)
@@ -95,10 +99,13 @@ class Gatherer:
         clock: Callable[[], datetime],
         generation: Callable[[str], int],
         sightings: Sightings,
+        carried: CarriedReads | None = None,
     ) -> None:
+        """`carried`: what the sources read through (a head's final records are noted there,
+        and those the bot's own trusted comment carries are given to the state first)."""
         self.github, self.docs, self.store, self.reports = github, tuple(docs), store, reports
         self.policy, self.login, self.clock, self.generation = policy, login, clock, generation
-        self.sightings = sightings
+        self.sightings, self.carried = sightings, carried
         self._records: dict[tuple[str, int], PullRecord] = {}  # read a chunk at a time
         self._listed: dict[tuple[str, int], Comment | None] = {}  # by the batched listing
         self.stored: dict[tuple[str, int], StoredComment] = {}  # the records judged from
@@ -134,7 +141,7 @@ class Gatherer:
             for s in chunk
             if isinstance(s, PullSnapshot) and selected(s, self.policy) and self.failing(repo, s)
         ]
-        self._stamped_bases(name, failing)
+        self._from_comments(name, chunk, failing)
         self.read_bases(name, failing)
         self.read_annotations(name, failing, ask=False)
         unread = [s for s in failing if (name, s.head_sha) not in self._annotations]
@@ -207,19 +214,49 @@ class Gatherer:
         for number, comments in listed.items():
             self._listed[(repo, number)] = self.sightings.keep(repo, number, comments, self.login)
 
-    def _stamped_bases(self, repo: str, snapshots: Sequence[PullSnapshot]) -> None:
-        """Keep the merge bases the bot's own listed comments are stamped with for their head
-        and base branch, as the base reader keeps what it reads (a run with no state then
-        asks no compare it asked before)."""
-        for snapshot in snapshots:
-            own = self._listed.get((repo, snapshot.number))
-            base = snapshot.base
-            if own is None or base is None:
+    def _from_comments(
+        self, repo: str, chunk: Sequence[Pull], failing: Sequence[PullSnapshot]
+    ) -> None:
+        """Give the state what the bot's own listed comments say never changes for their head,
+        where it holds none, as its readers keep what they read (a run with no state then asks
+        none of it again): the merge base its stamp holds (failing heads), the failing runs'
+        annotations and second sources' final records its carried line holds. Only a comment
+        whose stamp is trusted (the bot edited it last) gives anything; a carried line of
+        another head, another version, over its bound or garbled gives nothing."""
+        failing_ids = {id(s) for s in failing}
+        for snapshot in chunk:
+            if not isinstance(snapshot, PullSnapshot) or not selected(snapshot, self.policy):
                 continue
-            stamp = trusted_stamp(own, self.login)
-            commit = stamp and stamp.merge_base_of(snapshot.head_sha, base)
-            if commit and not self.store.get_merge_base(repo, base, snapshot.head_sha):
-                self.store.put_merge_base(repo, base, snapshot.head_sha, commit, now=self.clock())
+            own = self._listed.get((repo, snapshot.number))
+            stamp = trusted_stamp(own, self.login) if own is not None else None
+            if own is None or stamp is None:
+                continue
+            if id(snapshot) in failing_ids:
+                self._stamped_base(repo, snapshot, stamp)
+            carried = parse_carried(own.body)
+            carried = carried and carried.of(snapshot.head_sha)
+            if not carried:
+                continue
+            if id(snapshot) in failing_ids and carried.annotations:
+                self._carried_annotations(repo, snapshot, carried.annotations)
+            if carried.reads and self.carried is not None:
+                self.carried.seed(snapshot.head_sha, carried.reads)
+
+    def _stamped_base(self, repo: str, snapshot: PullSnapshot, stamp: Stamp) -> None:
+        """Keep the merge base the stamp holds for the head and its base branch."""
+        base = snapshot.base
+        commit = base and stamp.merge_base_of(snapshot.head_sha, base)
+        if base and commit and not self.store.get_merge_base(repo, base, snapshot.head_sha):
+            self.store.put_merge_base(repo, base, snapshot.head_sha, commit, now=self.clock())
+
+    def _carried_annotations(self, repo: str, snapshot: PullSnapshot, found: Found) -> None:
+        """Keep the carried annotations of the head's failing runs the state holds none of."""
+        runs = {s.database_id for s in self.failing_runs(snapshot) if s.database_id} & set(found)
+        held = self.store.get_annotations(repo, sorted(runs)) if runs else {}
+        head = snapshot.head_sha
+        new = {run: (head, annotations_payload(found[run])) for run in runs if run not in held}
+        if new:
+            self.store.put_annotations(repo, new, now=self.clock())
 
     # -- one pull request --------------------------------------------------------------------
 
@@ -260,6 +297,9 @@ class Gatherer:
             else tuple(needs_first_seen(snapshot, repo.expected))
         )
         now = self.clock()
+        if self.carried is not None:
+            self.carried.begin(snapshot.head_sha)
+        docs = read_docs(snapshot, repo, self.docs, now=now)
         found = Inputs(
             snapshot=snapshot,
             expected=tuple(repo.expected),
@@ -273,7 +313,8 @@ class Gatherer:
             failing=last.failing if last is not None and same else has_failing(snapshot),
             keys=keys,
             seen=self.store.first_seen(name, number, snapshot.head_sha) if keys else {},
-            docs=read_docs(snapshot, repo, self.docs, now=now),
+            docs=docs,
+            kept_reads=() if self.carried is None else self.carried.taken(),
             generation=self.generation(name),
             **self._reads(snapshot),
         )  # fmt: skip

@@ -75,6 +75,7 @@ def _kept(inputs: Inputs, rules: Rules, first_seen: Mapping[str, datetime]) -> B
         and last.history == _history(inputs, rules)
         and last.queue == inputs.group
         and last.expected == inputs.expected
+        and last.report.kept_reads == inputs.kept_reads
         and last.serves(inputs.snapshot, inputs.docs, first_seen, rules.policy, inputs.now)
     ):
         return last
@@ -95,6 +96,7 @@ def _build(inputs: Inputs, rules: Rules, first_seen: dict[str, datetime]) -> Bui
     wanted = _wanted(inputs, report, rules)
     if wanted:
         return Wants(wanted)
+    report = replace(report, kept_reads=inputs.kept_reads)
     merge = inputs.merge
     if merge is not None and any(needs_base(row) for row in report.rows):
         shown, turns = judged(merge, now=now, unverified_after=policy.unverified_after)

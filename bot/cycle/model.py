@@ -21,6 +21,7 @@ from bot.core.merge_queue import QueueRead
 from bot.core.model import (
     FAILING_STATES,
     Annotation,
+    KeptRead,
     Policy,
     PullSnapshot,
     Report,
@@ -198,6 +199,8 @@ class Inputs:
     group_read: bool = False  # whether `group` was read this pass
     current: Comment | None = None  # a dry run's re-read of the recorded comment
     current_read: bool = False
+    # the second sources' final records `docs` were read from (the comment's carried line)
+    kept_reads: tuple[KeptRead, ...] = ()
 
     @property
     def label(self) -> str:

@@ -19,7 +19,7 @@ from bot.core.comment import Comment
 from bot.core.facts import core_key
 from bot.core.model import Report
 from bot.cycle.model import Judged, NoComment, Plan, SetFacts, Voice, Wants, sha256
-from bot.render.stamp import Stamp
+from bot.render.stamp import Stamp, without_carried
 
 # The bot's comments left as they are are re-read this many per GraphQL query (one point).
 CHECK_BATCH = 100
@@ -69,6 +69,12 @@ def _unknown(judged: Judged, voice: Voice) -> Plan:
             report, "leave", own.body, comment_key, own.id, own.node_id,
             writes=(SetFacts(stamp.facts_key, stamp.observed_at),),
         )  # fmt: skip
+    if (
+        stamp is not None
+        and own.body != body
+        and without_carried(own.body) == without_carried(body)
+    ):
+        body = own.body  # a carried line alone never makes a write: kept as the bot wrote it
     action: Literal["edit", "adopt"] = "adopt" if own.body == body else "edit"
     return Plan(report, action, body, comment_key, own.id, own.node_id, found=own, looked=True)
 

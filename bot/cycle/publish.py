@@ -20,7 +20,8 @@ from bot.core.comment import Comment
 from bot.core.summary import Summary
 from bot.cycle.comments import Sightings, find_own
 from bot.cycle.model import PRIORITY, Plan, Voice, sha256
-from bot.github.client import GitHubApi, GitHubError, RateLimited
+from bot.github.client import GitHubApi
+from bot.github.errors import GitHubError, RateLimited
 from bot.github.ownership import last_edit_is_the_bots
 from bot.progress import WriteProgress
 from bot.render.stamp import generation_of

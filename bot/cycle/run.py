@@ -36,11 +36,13 @@ from bot.cycle.model import (
 )
 from bot.cycle.plan import due_for_check, plan, restore
 from bot.cycle.publish import Desk, Publisher, WritePacing
-from bot.github.client import GitHubApi, GitHubError, RateLimited
+from bot.github.client import GitHubApi
+from bot.github.errors import GitHubError, RateLimited
 from bot.render.comment import Renderer
 from bot.retry import Stopped
 from bot.settings import PolicySettings, RepoSettings
 from bot.sources.base import Source
+from bot.sources.carried import CarriedReads
 from bot.state.ports import CycleState, StoredComment
 
 log = logging.getLogger(__name__)
@@ -96,6 +98,7 @@ class Cycle:
         policy: PolicySettings,
         login: str,
         clock: Callable[[], datetime],
+        carried: CarriedReads | None = None,
         dry_run: bool = False,
         out: Callable[[str], None] | None = None,
         sleep: Callable[[float], None] | None = None,
@@ -110,6 +113,8 @@ class Cycle:
         epoch: str = "",
     ) -> None:
         self.github, self.docs, self.store, self.renderer = github, tuple(docs), store, renderer
+        # what the sources read through: the final records of a head (None: none are carried)
+        self.carried = carried
         self.progress = progress  # a terminal's line of how far the writes are ("" clears it)
         self.reports = reports or Reports()  # the service shares one across its cycles
         self.policy = policy
@@ -220,7 +225,7 @@ class Pass:
         self.gather = Gatherer(
             github=cycle.github, docs=cycle.docs, store=cycle.store, reports=cycle.reports,
             policy=cycle.policy, login=cycle.login, clock=lambda: cycle.clock(),
-            generation=cycle.generation, sightings=self.sightings,
+            generation=cycle.generation, sightings=self.sightings, carried=cycle.carried,
         )  # fmt: skip
         self.rules = Rules(cycle.core_policy, history=cycle.policy.history)
         self.voice = Voice(cycle.renderer, cycle.login, cycle.epoch, cycle.dry_run)

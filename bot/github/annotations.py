@@ -10,7 +10,8 @@ from typing import TypeVar
 from bot.core.annotations import annotations_of_payload, annotations_payload, needs_run
 from bot.core.model import FAILING_STATES, Annotation, PullSnapshot, Signal
 from bot.core.reconcile import dedupe, github_state
-from bot.github.client import GitHubApi, GitHubError
+from bot.github.client import GitHubApi
+from bot.github.errors import GitHubError
 from bot.state.ports import AnnotationKeeper
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,8 @@ from datetime import datetime
 
 from bot.core.base import MergeBase, merge_base_of_payload, merge_base_payload
 from bot.core.model import PullSnapshot
-from bot.github.client import GitHubApi, GitHubError, RateLimited
+from bot.github.client import GitHubApi
+from bot.github.errors import GitHubError, RateLimited
 from bot.state.ports import BaseKeeper
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,8 @@ from bot.core.history import (
 from bot.core.model import FAILING_STATES, Attempt, Kind, PullSnapshot, Signal
 from bot.core.reconcile import dedupe, github_state
 from bot.github.annotations import per_head
-from bot.github.client import GitHubApi, GitHubError
+from bot.github.client import GitHubApi
+from bot.github.errors import GitHubError
 from bot.state.ports import HistoryKeeper
 
 log = logging.getLogger(__name__)

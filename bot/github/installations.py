@@ -22,8 +22,11 @@ from bot.core.base import MergeBase
 from bot.core.merge_queue import QueueConfig
 from bot.core.model import Annotation, PullSnapshot, RequiredChecks, Signal
 from bot.core.summary import Usage
-from bot.github.client import MERGE_BASE, Comment, GitHubApi, GitHubError, NotFound, RequiredCache
-from bot.github.parse import PullFailure
+from bot.github.client import GitHubApi
+from bot.github.commits import MERGE_BASE
+from bot.github.errors import GitHubError, NotFound
+from bot.github.parse import Comment, PullFailure
+from bot.state.ports import RequiredCache
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,9 @@ from typing import Final
 from bot.core.base import MergeBase
 from bot.core.merge_queue import QueueConfig, QueueRead
 from bot.core.model import PullSnapshot
-from bot.github.client import MERGE_GROUP, GitHubApi, GitHubError
+from bot.github.client import GitHubApi
+from bot.github.commits import MERGE_GROUP
+from bot.github.errors import GitHubError
 
 log = logging.getLogger(__name__)
 

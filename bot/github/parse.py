@@ -164,47 +164,57 @@ def parse_context(node: Any) -> Signal:
         raise Unreadable("a rollup context is not an object")
     kind = node.get("__typename")
     if kind == "CheckRun":
-        status = _required_text(node, "status").lower()
-        conclusion = _text(node, "conclusion")
-        database_id = node.get("databaseId")
-        suite = node.get("checkSuite")
-        app_id = get(suite, "app", "databaseId")
-        signal = Signal(
-            name=_required_text(node, "name"),
-            kind=Kind.CHECK_RUN,
-            github_state=conclusion.lower() if status == "completed" and conclusion else status,
-            app=get(suite, "app", "slug"),
-            workflow=get(suite, "workflowRun", "workflow", "name"),
-            url=_text(node, "detailsUrl"),
-            description=_text(node, "title"),
-            summary=_text(node, "summary"),
-            started_at=_time(node.get("startedAt"), "startedAt"),
-            completed_at=_time(node.get("completedAt"), "completedAt"),
-            required=_flag(node),
-            database_id=database_id if isinstance(database_id, int) else None,
-            event=get(suite, "workflowRun", "event"),
-            workflow_path=_optional_text(get(suite, "workflowRun", "file", "path")),
-            app_id=app_id if isinstance(app_id, int) and not isinstance(app_id, bool) else None,
-        )
-        # kept only where its annotations are asked for: a failing run (not 100,000 strings)
-        failing = github_state(signal) in FAILING_STATES
-        return signal._replace(node_id=_optional_text(node.get("id"))) if failing else signal
+        return _check_run(node)
     if kind == "StatusContext":
-        return Signal(
-            name=_required_text(node, "context"),
-            kind=Kind.STATUS,
-            github_state=_required_text(node, "state").lower(),
-            url=_text(node, "targetUrl"),
-            description=_text(node, "description"),
-            created_at=_time(node.get("createdAt"), "createdAt"),
-            required=_flag(node),
-        )
+        return _status_context(node)
     type_name = kind if isinstance(kind, str) and kind else "an unnamed type"
     return Signal(
         name=f"({type_name})",
         kind=Kind.STATUS,
         github_state="unknown",
         description=f"GitHub reported a context of type {type_name}, which this bot cannot read.",
+    )
+
+
+def _check_run(node: dict[str, Any]) -> Signal:
+    """A CheckRun context, with its suite's app and workflow run."""
+    status = _required_text(node, "status").lower()
+    conclusion = _text(node, "conclusion")
+    database_id = node.get("databaseId")
+    suite = node.get("checkSuite")
+    app_id = get(suite, "app", "databaseId")
+    signal = Signal(
+        name=_required_text(node, "name"),
+        kind=Kind.CHECK_RUN,
+        github_state=conclusion.lower() if status == "completed" and conclusion else status,
+        app=get(suite, "app", "slug"),
+        workflow=get(suite, "workflowRun", "workflow", "name"),
+        url=_text(node, "detailsUrl"),
+        description=_text(node, "title"),
+        summary=_text(node, "summary"),
+        started_at=_time(node.get("startedAt"), "startedAt"),
+        completed_at=_time(node.get("completedAt"), "completedAt"),
+        required=_flag(node),
+        database_id=database_id if isinstance(database_id, int) else None,
+        event=get(suite, "workflowRun", "event"),
+        workflow_path=_optional_text(get(suite, "workflowRun", "file", "path")),
+        app_id=app_id if isinstance(app_id, int) and not isinstance(app_id, bool) else None,
+    )
+    # kept only where its annotations are asked for: a failing run (not 100,000 strings)
+    failing = github_state(signal) in FAILING_STATES
+    return signal._replace(node_id=_optional_text(node.get("id"))) if failing else signal
+
+
+def _status_context(node: dict[str, Any]) -> Signal:
+    """A StatusContext context (a commit status)."""
+    return Signal(
+        name=_required_text(node, "context"),
+        kind=Kind.STATUS,
+        github_state=_required_text(node, "state").lower(),
+        url=_text(node, "targetUrl"),
+        description=_text(node, "description"),
+        created_at=_time(node.get("createdAt"), "createdAt"),
+        required=_flag(node),
     )
 
 

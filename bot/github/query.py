@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 PAGE = 100  # GitHub's largest page of any connection
+PULL_BATCH = 50  # pull requests per aliased query (named pull requests, their comments)
+ALIAS_BATCH = 20  # pull requests or branches per aliased query (context pages, isRequired, refs)
 RATE = "rateLimit { cost remaining resetAt }"
 
 

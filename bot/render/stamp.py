@@ -201,6 +201,14 @@ def with_carried(body: str, line: str) -> str:
     return "\n".join([*parts[:2], line, *parts[2:]])
 
 
+def without_carried(body: str) -> str:
+    """The body without its carried line (the same body where it has none)."""
+    parts = body.split("\n", 3)
+    if len(parts) > 2 and parts[2].strip().startswith("<!-- ci-status-bot:carried "):
+        del parts[2]
+    return "\n".join(parts)
+
+
 def parse_carried(body: str) -> Carried | None:
     """What a comment's third line carries; None where it has no line the bot can read (over
     its bound, another version, garbled or any field out of range: ignored as a whole)."""

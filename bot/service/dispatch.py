@@ -23,7 +23,7 @@ from prometheus_client.registry import Collector
 
 from bot import app as wiring
 from bot.core.summary import Summary, Usage
-from bot.github.client import GitHubError
+from bot.github.errors import GitHubError
 from bot.github.installations import Directory
 from bot.service.http import HttpServer, Monitor, serve
 from bot.service.limits import Limits

@@ -19,7 +19,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from bot import app as wiring
 from bot.core.summary import Summary, Usage
-from bot.github.client import GitHubError
+from bot.github.errors import GitHubError
 from bot.service.dispatch import run_dispatcher
 from bot.service.http import HttpServer, Monitor, serve
 from bot.service.limits import Limits

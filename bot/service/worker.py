@@ -21,7 +21,7 @@ from types import FrameType
 
 from bot import app as wiring
 from bot.core.summary import Summary
-from bot.github.client import GitHubError, RateLimited
+from bot.github.errors import GitHubError, RateLimited
 from bot.github.installations import BotGitHub
 from bot.retry import Stopped
 from bot.service.queue import RESTART_WAIT_S, Job, JobQueue, QueueUnavailable, work

@@ -14,7 +14,8 @@ import pytest
 from support import REPO, TESTS, Env, bot_comments, repo_world
 
 from bot.cli import main
-from bot.github.client import MalformedAnswer, merge_base_of
+from bot.github.commits import merge_base_of
+from bot.github.errors import MalformedAnswer
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 HOUR_AGO = NOW - timedelta(hours=1)

@@ -32,17 +32,15 @@ from bot.core.model import (
     Verdict,
 )
 from bot.core.reconcile import reconcile
-from bot.github import client as github_io
+from bot.github import errors as github_errors
+from bot.github import parse as _parse_module
+from bot.github import transport as github_transport
+from bot.github.comments import rest_comment
 from bot.guard import link_url
 from bot.sources.readthedocs.client import RtdError, parse_build
 from bot.sources.readthedocs.rows import RtdLookup
 from bot.sources.readthedocs.rules import RtdBuild
 from bot_sandbox import Sandbox, World
-
-try:  # gh-truth moves the GitHub parsing to bot/github_parse.py
-    from bot.github import parse as _parse_module  # type: ignore[attr-defined, unused-ignore]
-except ImportError:  # pragma: no cover - before that merge
-    _parse_module = github_io
 
 DATA = TESTS / "data" / "real"
 SHA = "10a7135a04f71e6101f8b013aded8a662d08fd1f"  # a real sha (PyGithub's recorded commit)
@@ -54,7 +52,7 @@ NUMBER = 7430
 
 def _parser(name: str) -> Any:
     """A parsing function from wherever the GitHub parsing lives now."""
-    return getattr(_parse_module, name, None) or getattr(github_io, name)
+    return getattr(_parse_module, name)
 
 
 def parse_context(node: Any) -> Signal:
@@ -692,9 +690,9 @@ def test_recorded_secondary_rate_limit_waits_as_github_asked() -> None:
     # SpecificExceptions.testAuthenticatedRateLimitExceeded.txt: 403 with Retry-After: 60 is
     # a (secondary) rate limit -> wait 60 s; a 403 without either header is not one.
     limited = replay("SpecificExceptions.testAuthenticatedRateLimitExceeded.txt")[1]
-    assert github_io.rate_limit_wait(limited.headers, now=time.time()) == 60.0
+    assert github_transport.rate_limit_wait(limited.headers, now=time.time()) == 60.0
     denied = replay("Workflow.testDisabledWhenAlreadyDisabled.txt")[2]
-    assert github_io.rate_limit_wait(denied.headers, now=time.time()) is None
+    assert github_transport.rate_limit_wait(denied.headers, now=time.time()) is None
 
 
 def test_recorded_secondary_rate_limit_body_is_said_as_one() -> None:
@@ -702,7 +700,7 @@ def test_recorded_secondary_rate_limit_body_is_said_as_one() -> None:
     # "secondary rate limit", as the sandbox's does); a row says the category either way.
     limited = replay("SpecificExceptions.testAuthenticatedRateLimitExceeded.txt")[1]
     assert "abuse detection" in limited.json()["message"]
-    said = github_io.error_reason(limited.status, limited.json())
+    said = github_errors.error_reason(limited.status, limited.json())
     assert said == "GitHub answered 403 (secondary rate limit)"
 
 
@@ -716,7 +714,7 @@ def test_recorded_error_bodies_are_named_in_the_message() -> None:
     octokit = next(x for x in load("octokit", "errors.raw-fixture.json") if x["status"] == 422)
     bodies = [(c.status, c.json()) for c in cases] + [(422, octokit["response"])]
     for status, body in bodies:
-        message = github_io._error_message(GithubException(status, body, {}))
+        message = github_errors.error_message(GithubException(status, body, {}))
         assert str(status) in message and body["message"] in message
 
 
@@ -724,7 +722,7 @@ def test_recorded_error_bodies_are_named_in_the_message() -> None:
 
 
 def _comment_parser() -> Any:
-    return _parser("_comment")
+    return rest_comment
 
 
 def test_recorded_issue_comment_parses() -> None:

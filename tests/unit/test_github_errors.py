@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from bot.github.client import _stable_message, error_reason
+from bot.github.errors import error_reason, stable_message
 
 SECONDARY = (
     "You have exceeded a secondary rate limit. Please wait a few minutes before you try again. "
@@ -49,4 +49,4 @@ def test_an_http_error_is_its_status_and_a_category_never_its_body(
 def test_a_graphql_error_entry_is_a_fixed_sentence_or_its_type(
     entry: dict[str, Any], said: str
 ) -> None:
-    assert _stable_message(entry) == said
+    assert stable_message(entry) == said

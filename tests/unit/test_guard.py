@@ -143,10 +143,12 @@ def test_the_one_delete_is_of_an_admitted_comment_id_and_only_once() -> None:
 
 
 def test_the_client_refuses_to_delete_a_comment_that_is_not_the_bots_own() -> None:
+    from github import Github
+
     from bot.github.client import GitHubApi
     from bot.github.parse import Comment
 
-    api = GitHubApi.__new__(GitHubApi)  # refused before anything is sent: no transport needed
+    api = GitHubApi(Github(base_url="http://127.0.0.1:9/api/v3"))  # nothing listens: refused first
     for comment in (
         Comment(1, "mallory", f"{MARKER}\nall green"),  # marked, another login
         Comment(2, "ci-status-bot", "no marker"),  # the bot's login, no marker

@@ -7,7 +7,8 @@ import msgspec
 import orjson
 import pytest
 
-from bot.github.client import decode_json, decode_pulls_page, node_digest
+from bot.github.nodes import decode_pulls_page, node_digest
+from bot.github.transport import decode_json
 
 PAGE = (
     '{"data":{"repository":{"pullRequests":{"totalCount":2,'

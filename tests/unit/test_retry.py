@@ -10,7 +10,7 @@ from email.utils import format_datetime
 
 import pytest
 
-from bot.github.client import rate_limit_wait
+from bot.github.transport import rate_limit_wait
 from bot.guard import ForeignHost, Page, Pages, PaginationLoop, last_page, link_url
 from bot.retry import Retryable, RetryPolicy, Stopped, pause, retry_after_s, run_with_retries
 

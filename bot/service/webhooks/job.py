@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 from bot.app import Cycle
 from bot.core.summary import Summary
-from bot.github.client import RateLimited
+from bot.github.errors import RateLimited
 from bot.service.webhooks.budget import WEBHOOK_POINTS_PER_HOUR, PointsBucket
 from bot.service.webhooks.events import Mark
 from bot.service.webhooks.inbox import Inbox

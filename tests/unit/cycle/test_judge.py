@@ -12,7 +12,7 @@ from support import NOW, RECENT, SHA, run, snapshot
 
 from bot.core.base import MergeBase
 from bot.core.history import HistoryInputs
-from bot.core.model import Policy, QueueEntry, QueueState
+from bot.core.model import KeptRead, Policy, QueueEntry, QueueState
 from bot.core.required import HEAD_SEEN_KEY
 from bot.cycle.judge import Rules, judge
 from bot.cycle.model import Inputs, Judged, MarkSeen, SetFacts, Wants
@@ -24,6 +24,7 @@ QUEUED = replace(PASSING, queue=QueueEntry(QueueState.QUEUED, "QUEUED", position
 RULES = Rules(Policy())
 HISTORY = Rules(Policy(), history=True)
 EARLIER = NOW - timedelta(hours=2)
+READ = KeptRead("codecov", "octo/omni@" + SHA, '{"state": "complete"}', EARLIER)
 
 
 def inputs(snap: Any = PASSING, **fields: Any) -> Inputs:
@@ -171,6 +172,7 @@ def warm(**changes: Any) -> Inputs:
             False,
         ),
         ("another expected context", {"expected": ("deploy",)}, False),
+        ("another final record read", {"kept_reads": (READ,)}, False),
     ],
 )
 def test_the_warm_reuse(case: str, changes: dict[str, Any], kept: bool) -> None:
@@ -187,3 +189,9 @@ def test_with_history_a_failing_head_judged_with_its_history_keeps_it() -> None:
     given = inputs(FAILING, failing=True, merge=MergeBase("base1"), annotations={}, history=history)
     found = judged(judge(given, HISTORY))
     assert found.built is not None and found.built.history == history
+
+
+def test_the_final_records_read_go_into_the_report_for_its_carried_line() -> None:
+    found = judged(judge(inputs(kept_reads=(READ,)), RULES))
+    assert found.report.kept_reads == (READ,)
+    assert found.key == cold().key  # not a fact: the facts key is as without them

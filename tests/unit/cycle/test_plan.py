@@ -13,7 +13,7 @@ from support import NOW, SHA, run, snapshot
 from bot.core.base import MergeBase
 from bot.core.comment import Comment
 from bot.core.facts import core_key
-from bot.core.model import Policy
+from bot.core.model import KeptRead, Policy
 from bot.cycle.judge import Rules, judge
 from bot.cycle.model import (
     Inputs,
@@ -28,7 +28,7 @@ from bot.cycle.model import (
 )
 from bot.cycle.plan import plan, restore
 from bot.render.comment import Renderer
-from bot.render.stamp import Stamp
+from bot.render.stamp import Stamp, stamp_of
 
 LOGIN = "ci-status-bot[bot]"
 VOICE = Voice(Renderer(), LOGIN)
@@ -172,3 +172,28 @@ def test_the_comments_left_as_they_are_re_read(
     assert (checked.gone == (("example/omni", 5),)) is gone, case
     if action == "create":
         assert (checked.plans[0].comment_id, checked.plans[0].node_id) == (None, ""), case
+
+
+READ = KeptRead("codecov", "octo/omni@" + SHA, '{"state": "complete"}', EARLIER)
+
+
+@pytest.mark.parametrize(
+    ("case", "trusted", "action"),
+    [
+        ("the bot edited it last: left as it is (adopted)", True, "adopt"),
+        ("someone else edited it last: restored", False, "edit"),
+    ],
+)
+def test_a_comment_that_differs_only_by_its_carried_line(
+    case: str, trusted: bool, action: str
+) -> None:
+    """A carried line alone (one an older bot did not write, one it cannot take) makes no
+    write on a comment the bot edited last; the body recorded is the one GitHub has."""
+    carrying = judged(kept_reads=(READ,))
+    written = body_of(judged())  # the same facts, no carried line
+    assert written != body_of(carrying) and "ci-status-bot:carried" in body_of(carrying)
+    stamp = stamp_of(carrying.report) if trusted else None
+    first = judged(kept_reads=(READ,), looked=True, own=own(written), stamp=stamp)
+    found = planned(first)
+    assert found.action == action, case
+    assert found.body == (written if trusted else body_of(carrying)), case
