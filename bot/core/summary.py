@@ -37,6 +37,7 @@ class Summary:
     deferred: int = 0
     refused: int = 0  # planned writes GitHub refused (a rate limit on a write or its re-read)
     deleted: int = 0  # the bot's own later comments deleted (never two comments on a PR)
+    reused: int = 0  # reports reused as an earlier pass (or process) built them
     # marked comments another login wrote (a changed token's old ones), by login: never edited
     foreign: dict[str, int] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)  # owner/name[#N] -> what went wrong

@@ -23,6 +23,7 @@ from bot.core.history import BranchHistory, FailingIndex, HistoryInputs, elsewhe
 from bot.core.merge_queue import QueueRead
 from bot.core.model import PullSnapshot, Signal
 from bot.cycle.comments import Sightings, find_own, trusted_stamp
+from bot.cycle.digests import restored, version
 from bot.cycle.model import (
     Found,
     Inputs,
@@ -45,7 +46,7 @@ from bot.render.stamp import Stamp, parse_carried
 from bot.settings import PolicySettings, RepoSettings
 from bot.sources.base import Source
 from bot.sources.carried import CarriedReads
-from bot.state.ports import CycleState, PullRecord, StoredComment
+from bot.state.ports import CycleState, PullRecord, StoredComment, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +125,27 @@ class Gatherer:
         )
         self._attempt_reader = AttemptReader(github, store, clock=clock)
         self._branch_reader = BranchReader(github, store, clock=clock)
+
+    # -- what an earlier process kept -----------------------------------------------------
+
+    def restore(self, repo: str) -> None:
+        """The reports an earlier process kept for `repo` (bot.cycle.digests), read once per
+        process and repository: each pull request's last report, and the digest of the node
+        it was read from, as though this process had built them (each serves, or not, as
+        one kept in memory does)."""
+        if repo in self.reports.restored:
+            return
+        self.reports.restored.add(repo)
+        try:
+            payloads = self.store.kept_reports(repo, version=version())
+        except StoreError as exc:  # nothing kept: each is built again
+            log.warning("could not read the kept reports of %s: %s", repo, exc)
+            return
+        kept = restored(repo, payloads)
+        for built in kept.values():
+            if self.reports.get(repo, built.report.number) is None:
+                self.reports.put(built)
+        self.github.keep_nodes(repo, {node: built.snapshot for node, built in kept.items()})
 
     # -- a chunk of a repository's listing -------------------------------------------------
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Literal
 
+import msgspec
+
 from bot.core.base import MergeBase
 from bot.core.comment import Comment
 from bot.core.evidence import Evidence
@@ -47,6 +49,19 @@ Want = Literal["base", "annotations", "history", "group", "current", "own"]
 def sha256(text: str) -> str:
     """Hex sha256 of a text."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+_ENCODER = msgspec.msgpack.Encoder()
+
+
+def docs_digest(docs: Mapping[str, Evidence]) -> bytes | None:
+    """A digest of what the second sources say, equal for equal evidence (each source's own
+    plain data, named by its type); None where some of it is not plain data."""
+    try:
+        raw = _ENCODER.encode([(key, type(ev).__qualname__, ev) for key, ev in docs.items()])
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return hashlib.blake2b(raw, digest_size=20).digest()
 
 
 def has_failing(snapshot: PullSnapshot) -> bool:
@@ -114,6 +129,8 @@ class Built:
     failing: bool = False  # a signal of the snapshot fails (its merge base is read)
     queue: QueueRead | None = None  # its merge-group commit's read of this pass (if queued)
     history: HistoryInputs | None = None  # what its failing rows' history was made of
+    # Kept by an earlier process (bot.cycle.digests): `docs` is not kept, only its digest
+    docs_digest: bytes | None = None
 
     def same_signals(self, snapshot: PullSnapshot, expected: Sequence[str]) -> bool:
         """Whether `snapshot` holds the very signals (and required set) this was built from:
@@ -138,18 +155,27 @@ class Built:
             return False  # a limit crossed (or the clock went back): judged again
         same = replace(snapshot, fetched_at=self.snapshot.fetched_at) == self.snapshot
         return (
-            same and policy == self.policy and docs == self.docs and (first_seen == self.first_seen)
-        )
+            same and policy == self.policy and self._same_docs(docs)
+            and first_seen == self.first_seen
+        )  # fmt: skip
+
+    def _same_docs(self, docs: Mapping[str, Evidence]) -> bool:
+        """Whether the second sources say what they said (by digest, where it was kept)."""
+        if self.docs_digest is None:
+            return docs == self.docs
+        return docs_digest(docs) == self.docs_digest
 
 
 class Reports:
-    """The last report of each pull request, kept across the cycles of one process (`run`):
-    a pull request whose inputs did not change, before any limit is crossed, is not
+    """The last report of each pull request, kept across the cycles of one process (`run`),
+    and read at a process's first pass from what the state kept (bot.cycle.digests: `once`, a
+    restart): a pull request whose inputs did not change, before any limit is crossed, is not
     reconciled or keyed again."""
 
     def __init__(self) -> None:
         """None yet."""
         self._built: dict[tuple[str, int], Built] = {}
+        self.restored: set[str] = set()  # repositories whose kept reports were read (once)
         # each head's failing check runs, with the signals they were found in (bot.cycle.gather)
         self.runs: dict[tuple[str, int], tuple[tuple[Signal, ...], list[Signal]]] = {}
         # each repository's failing checks by pull request, as its last complete listing had

@@ -19,9 +19,11 @@ from bot.core.model import PullSnapshot, Report
 from bot.core.remedies import READTHEDOCS
 from bot.core.summary import Summary
 from bot.cycle.comments import Sightings
+from bot.cycle.digests import kept_rows, version
 from bot.cycle.gather import Gatherer, Pull, queued, selected
 from bot.cycle.judge import Rules, judge
 from bot.cycle.model import (
+    Built,
     Inputs,
     Judged,
     MarkSeen,
@@ -43,7 +45,7 @@ from bot.retry import Stopped
 from bot.settings import PolicySettings, RepoSettings
 from bot.sources.base import Source
 from bot.sources.carried import CarriedReads
-from bot.state.ports import CycleState, StoredComment
+from bot.state.ports import CycleState, StoredComment, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -238,6 +240,7 @@ class Pass:
         self.publisher = Publisher(cycle.github, cycle.store, desk, self.sightings)
         self.plans: list[Plan] = []  # to write
         self.left: list[Plan] = []  # this pass's comments left as they are (to be checked)
+        self.built: dict[str, list[Built]] = {}  # reports built this pass, to keep, by repo
 
     @contextmanager
     def counted(self) -> Iterator[None]:
@@ -295,6 +298,7 @@ class Pass:
         that wait for its batched reads (annotations, history, merge groups) at its end."""
         cycle, waiting = self.cycle, list[PullSnapshot]()
         chunk: list[Pull] = []
+        self.gather.restore(repo.name)
         pulls = iter(cycle.github.open_pulls(repo.name, now=cycle.clock(), required=cycle.store))
         while True:
             try:
@@ -320,6 +324,20 @@ class Pass:
         for observer in cycle.observers:
             observer.repo_done(repo.name, seen)
         cycle.reports.keep_only(repo.name, seen)
+        self._keep_reports(repo.name, seen)
+
+    def _keep_reports(self, repo: str, seen: set[int]) -> None:
+        """Keep in the state the reports this pass built for `repo`, for the next process, and
+        drop those of its pull requests no longer open (a failure costs only a rebuild)."""
+        built, store = self.built.pop(repo, []), self.cycle.store
+        if not store.keeps_reports:
+            return
+        rows = kept_rows(built, self.cycle.github.read_nodes(repo))
+        try:
+            store.keep_reports(repo, rows, version=version(), now=self.cycle.clock())
+            store.forget_reports(repo, keep=seen)
+        except StoreError as exc:
+            log.warning("could not keep the reports of %s: %s", repo, exc)
 
     def _chunk(
         self, repo: RepoSettings, chunk: Sequence[Pull], waiting: list[PullSnapshot]
@@ -431,8 +449,11 @@ class Pass:
 
     def _keep(self, judged: Judged) -> None:
         self._write(judged.inputs, judged.writes)
-        if judged.built is not None:
-            self.cycle.reports.put(judged.built)
+        if judged.built is None:
+            self.summary.reused += 1
+            return
+        self.cycle.reports.put(judged.built)
+        self.built.setdefault(judged.report.repo, []).append(judged.built)
 
     def _write(self, inputs: Inputs, writes: Sequence[Write]) -> None:
         """Make what a stage decided the state should record for one pull request."""

@@ -10,7 +10,7 @@ attempts). Query text lives in query.py, parsing into the model in parse.py.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 
 from github import Github
@@ -101,6 +101,14 @@ class GitHubApi:
         return self._account.installation_repositories()
 
     # -- pull requests and what they require -------------------------------------------------
+
+    def read_nodes(self, repo: str) -> Mapping[bytes, PullSnapshot]:
+        """The pull requests of `repo` the last whole listing read, by their node's digest."""
+        return self._pulls.read_nodes(repo)
+
+    def keep_nodes(self, repo: str, nodes: Mapping[bytes, PullSnapshot]) -> None:
+        """Pull requests an earlier process read from these nodes (not parsed again)."""
+        self._pulls.keep_nodes(repo, nodes)
 
     def open_pulls(
         self, repo: str, *, now: datetime, required: RequiredCache | None = None

@@ -244,6 +244,14 @@ class BotGitHub(GitHubApi):
         """The open pull requests of `repo`, through its client."""
         return self.route(repo).open_pulls(repo, now=now, required=required)
 
+    def read_nodes(self, repo: str) -> Mapping[bytes, PullSnapshot]:
+        """The pull requests of `repo` its last whole listing read, through its client."""
+        return self.route(repo).read_nodes(repo)
+
+    def keep_nodes(self, repo: str, nodes: Mapping[bytes, PullSnapshot]) -> None:
+        """Pull requests an earlier process read from these nodes, through its client."""
+        self.route(repo).keep_nodes(repo, nodes)
+
     def pulls_by_number(
         self,
         repo: str,

@@ -5,7 +5,7 @@ first), its labels, its merge-queue entry and what its base branch requires."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -172,6 +172,15 @@ class Pulls:
         self._comments_in_page = comments_in_page
         # what was read from each open pull request's last raw node, by the node's digest, by repo
         self._nodes: dict[str, dict[bytes, PullSnapshot]] = {}
+
+    def read_nodes(self, repo: str) -> Mapping[bytes, PullSnapshot]:
+        """The pull requests of `repo` the last whole listing read, by their node's digest."""
+        return self._nodes.get(repo, {})
+
+    def keep_nodes(self, repo: str, nodes: Mapping[bytes, PullSnapshot]) -> None:
+        """Take these pull requests as read from the nodes of these digests (by an earlier
+        process), where this one has listed none of `repo` yet: an equal node is not parsed."""
+        self._nodes.setdefault(repo, dict(nodes))
 
     # -- every open pull request, page by page ---------------------------------------------
 

@@ -313,6 +313,26 @@ class HistoryKeeper(Protocol):
         """Keep history reads: key -> (its head commit, or "" for a branch; the JSON)."""
 
 
+class ReportKeeper(Protocol):
+    """Each open pull request's last report and what it was built from, kept across processes
+    (issue 31): opaque payloads, each of one version; a payload of another is never read."""
+
+    @property
+    def keeps_reports(self) -> bool:
+        """Whether what is kept outlives this process (not a state of its memory only)."""
+
+    def kept_reports(self, repo: str, *, version: str) -> dict[int, bytes]:
+        """The payloads kept for the pull requests of `repo` in `version`, by number."""
+
+    def keep_reports(
+        self, repo: str, payloads: Mapping[int, tuple[str, bytes]], *, version: str, now: datetime
+    ) -> None:
+        """Keep these payloads (number -> head commit, payload) in `version`, judged at `now`."""
+
+    def forget_reports(self, repo: str, *, keep: Iterable[int]) -> int:
+        """Drop what is kept for the pull requests of `repo` except `keep`; rows dropped."""
+
+
 class TriageRows(Protocol):
     """The triage view's rows, as the readers (`report`, the page, /metrics) see them."""
 
@@ -396,6 +416,7 @@ class CycleState(
     BaseKeeper,
     AnnotationKeeper,
     HistoryKeeper,
+    ReportKeeper,
     Protocol,
 ):
     """Everything one cycle reads and records."""

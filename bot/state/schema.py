@@ -12,6 +12,7 @@ from sqlalchemy import (
     Column,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     Table,
     Text,
@@ -199,6 +200,20 @@ history_reads = Table(
     Column("head_sha", Text, nullable=False),
     Column("payload", Text, nullable=False),  # JSON (bot.core.history)
     Column("read_at", Text, nullable=False),
+)
+
+# each open pull request's last report and what it was built from (issue 31): a fresh process
+# (`once`, a restart) reuses what did not change; a payload of another `version` (another bot,
+# another shape) is never read
+kept_reports = Table(
+    "kept_reports",
+    metadata,
+    Column("repo", Text, primary_key=True),
+    Column("number", Integer, primary_key=True),
+    Column("version", Text, nullable=False),
+    Column("head_sha", Text, nullable=False),
+    Column("payload", LargeBinary, nullable=False),  # opaque (bot.cycle.digests)
+    Column("judged_at", Text, nullable=False),
 )
 
 # -- the state's identity: its epoch, written in every stamp beside the lease generation -------

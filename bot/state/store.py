@@ -29,6 +29,7 @@ from bot.state.db import (
 )
 from bot.state.deliveries import Deliveries
 from bot.state.ports import REQUIRED_TTL, StoreError
+from bot.state.reports import KeptReports
 from bot.state.required import Required
 from bot.state.triage import Triage
 
@@ -46,7 +47,8 @@ __all__ = [
 # Read the Docs reads of commits last read (or last failing) 30 days ago; and (issue 16) the
 # merge bases and check-run annotations of heads no triage row has (no open pull request's
 # head: the cycle drops closed pull requests' rows) read over an hour ago, with the merge-base
-# contexts no kept merge base names any more.
+# contexts no kept merge base names any more; (issue 31) the kept reports of pull requests no
+# triage row has.
 RETENTION = {
     "deliveries": timedelta(days=1),
     "audit": timedelta(days=30),
@@ -61,7 +63,7 @@ RETENTION = {
 }
 
 
-class Store(Comments, Required, Triage, Deliveries):
+class Store(Comments, Required, Triage, Deliveries, KeptReports):
     """The bot's state; every write is one transaction."""
 
     def prune(self, *, now: datetime) -> dict[str, int]:
@@ -73,8 +75,10 @@ class Store(Comments, Required, Triage, Deliveries):
 
 
 def _expired_records(cut: dict[str, str]) -> dict[str, Any]:
-    """prune's deletes of deliveries, the audit, triage rows and first sightings, by table."""
-    tr, fs = t.triage.c, t.first_seen.c
+    """prune's deletes of deliveries, the audit, triage rows, first sightings and (issue 31)
+    the kept reports of pull requests no triage row has (closed, or their repository
+    unconfigured: a pass drops its own closed ones itself), by table."""
+    tr, fs, kr = t.triage.c, t.first_seen.c, t.kept_reports.c
     current_head = (
         select(tr.number)
         .where(tr.repo == fs.repo, tr.number == fs.number, tr.head_sha == fs.head_sha)
@@ -85,6 +89,9 @@ def _expired_records(cut: dict[str, str]) -> dict[str, Any]:
         "audit": delete(t.audit).where(t.audit.c.at < cut["audit"]),
         "triage": delete(t.triage).where(tr.updated_at < cut["triage"]),
         "first_seen": delete(t.first_seen).where(fs.seen_at < cut["first_seen"], ~current_head),
+        "kept_reports": delete(t.kept_reports).where(
+            ~select(tr.number).where(tr.repo == kr.repo, tr.number == kr.number).exists()
+        ),
     }
 
 
