@@ -22,7 +22,8 @@ from bot.core.model import MARKER
 from bot.core.summary import Summary
 from bot.service.http import Monitor, serve
 from bot.service.scheduler import run_service
-from bot.service.webhooks import Webhooks
+from bot.service.webhooks.service import Webhooks
+from bot.service.webhooks.wiring import Wiring
 from bot.settings import Settings
 from bot.state.ports import TriageRows
 from bot.state.store import Store
@@ -222,10 +223,11 @@ class _WebhookService:
         )
         self.stop = threading.Event()
         self.store = Store.open(settings.state.path)
-        self.hooks = Webhooks(
-            hooked, repos, scheduler=self.scheduler, clients=clients, make_cycle=make_cycle,
-            stop=self.stop, state=lambda: self.store,
-        ).start()  # fmt: skip
+        parts = Wiring(
+            scheduler=self.scheduler, clients=clients, make_cycle=make_cycle, stop=self.stop,
+            state=lambda: self.store,
+        )  # fmt: skip
+        self.hooks = Webhooks(hooked, repos, parts).start()
         monitor = Monitor(state_path=settings.state.path, interval_s=300, repos=[DEMO_REPO])
         self.http = serve(monitor, host="127.0.0.1", port=port, extra_routes=self.hooks.routes())
         self.hooks.after_cycle(last, repos)

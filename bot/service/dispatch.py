@@ -28,7 +28,9 @@ from bot.github.installations import Directory
 from bot.service.http import HttpServer, Monitor, serve
 from bot.service.limits import Limits
 from bot.service.queue import LATENCY_WINDOW_S, Job, JobQueue, QueueUnavailable, percentile
-from bot.service.webhooks import Mark, Receiver, webhook_route
+from bot.service.webhooks.events import Mark
+from bot.service.webhooks.receiver import Receiver
+from bot.service.webhooks.route import webhook_route
 from bot.settings import Settings, require_queue
 from bot.state.ports import StoreError
 

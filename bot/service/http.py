@@ -283,35 +283,61 @@ def _livez_first(app: Starlette, monitor: Monitor) -> Callable[..., Any]:
 
 def build_app(monitor: Monitor, *, extra_routes: Sequence[BaseRoute] = ()) -> Starlette:
     """The ASGI app: GET /, /triage.json, /livez, /readyz, /metrics, plus `extra_routes`."""
-    rendered = Rendered(monitor)
+    return Starlette(routes=[*Endpoints(monitor).routes(), *extra_routes])
 
-    async def body_of(kind: str, refresh: int = 0) -> bytes:
+
+class Endpoints:
+    """The handlers of the service's own routes, answering from one Monitor."""
+
+    def __init__(self, monitor: Monitor) -> None:
+        """Answer from `monitor`; the page and the document rendered once per generation."""
+        self.monitor = monitor
+        self.rendered = Rendered(monitor)
+
+    def routes(self) -> list[BaseRoute]:
+        """GET /, /triage.json, /livez, /readyz, /metrics."""
+        return [
+            Route("/", self.page),
+            Route("/triage.json", self.triage_document),
+            Route("/livez", self.livez),
+            Route("/readyz", self.readyz),
+            Route("/metrics", self.metrics),
+        ]
+
+    async def body_of(self, kind: str, refresh: int = 0) -> bytes:
+        """The rendered body of `kind` now: a cached one on the event loop, else in a thread."""
+        rendered = self.rendered
         key = rendered.key(refresh)  # taken first: newer rows never go under an older key
         body = rendered.cached(kind, key)  # a hit is answered on the event loop, no thread
         return body if body is not None else await run_in_threadpool(rendered.render, kind, key)
 
-    async def page(request: Request) -> Response:
+    async def page(self, request: Request) -> Response:
+        """GET /: the triage page (?refresh=N: its data refresh interval)."""
         refresh = _refresh_seconds(request.query_params.get("refresh"))
         try:
-            body = await body_of("page", refresh)
+            body = await self.body_of("page", refresh)
         except StoreError as exc:
             return PlainTextResponse(f"the state cannot be read: {exc}\n", 503, headers=_HEADERS)
         return Response(body, media_type="text/html; charset=utf-8", headers=_HEADERS)
 
-    async def triage_document(_: Request) -> Response:
+    async def triage_document(self, _: Request) -> Response:
+        """GET /triage.json: the ci-status-bot.triage/v1 document."""
         try:
-            pulls = await body_of("json")
+            pulls = await self.body_of("json")
         except StoreError as exc:
             return JSONResponse({"error": f"the state cannot be read: {exc}"}, 503)
-        document = rendered.document(pulls)
+        document = self.rendered.document(pulls)
         return Response(document, media_type="application/json", headers=_HEADERS)
 
-    async def livez(_: Request) -> Response:  # served by _livez_first; kept for the route list
-        if not monitor.alive():
+    async def livez(self, _: Request) -> Response:
+        """GET /livez (served by _livez_first; kept for the route list)."""
+        if not self.monitor.alive():
             return PlainTextResponse("not alive: the scheduler stopped\n", 503, headers=_HEADERS)
         return PlainTextResponse("ok\n", headers=_HEADERS)
 
-    def readyz(_: Request) -> Response:
+    def readyz(self, _: Request) -> Response:
+        """GET /readyz: 503 naming why the service is not ready; its notes either way."""
+        monitor = self.monitor
         problems, notes = monitor.problems(), monitor.notes()
         listed = "".join(f"problem: {note}\n" for note in notes)
         if problems:
@@ -324,20 +350,12 @@ def build_app(monitor: Monitor, *, extra_routes: Sequence[BaseRoute] = ()) -> St
             return PlainTextResponse(text + listed, headers=_HEADERS)
         return PlainTextResponse("ready\n" + listed, headers=_HEADERS)
 
-    def metrics(_: Request) -> Response:
+    def metrics(self, _: Request) -> Response:
+        """GET /metrics: the registry in Prometheus text format."""
+        monitor = self.monitor
         if monitor.leases is not None:
             monitor.metrics.leases_held.set(len(monitor.leases()))
         return Response(monitor.metrics.exposition(), media_type=CONTENT_TYPE, headers=_HEADERS)
-
-    routes: list[BaseRoute] = [
-        Route("/", page),
-        Route("/triage.json", triage_document),
-        Route("/livez", livez),
-        Route("/readyz", readyz),
-        Route("/metrics", metrics),
-        *extra_routes,
-    ]
-    return Starlette(routes=routes)
 
 
 Key = tuple[int, int, formats.Freshness]  # rows generation, refresh interval, freshness

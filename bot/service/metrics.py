@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter as Tally
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
@@ -17,83 +18,124 @@ CYCLE_BUCKETS: Final = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0,
 LAG_BUCKETS: Final = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 
+@dataclass(frozen=True, slots=True)
+class Spec:
+    """One metric: the attribute it is kept in, its kind, name (after PREFIX), help, labels."""
+
+    attr: str
+    kind: type[Counter] | type[Gauge] | type[Histogram]
+    name: str
+    doc: str
+    labels: tuple[str, ...] = ()
+    buckets: tuple[float, ...] = ()
+
+    def make(self, registry: CollectorRegistry) -> Counter | Gauge | Histogram:
+        """The metric, registered in `registry`."""
+        if self.kind is Histogram:
+            return Histogram(
+                PREFIX + self.name, self.doc, self.labels, buckets=self.buckets, registry=registry
+            )
+        return self.kind(PREFIX + self.name, self.doc, self.labels, registry=registry)
+
+
+# Every metric of the service, in the order /metrics lists them.
+SPECS: Final = (
+    Spec("cycles", Counter, "cycles_total", "Cycles run, by outcome.", ("outcome",)),
+    Spec(
+        "cycle_duration", Histogram, "cycle_duration_seconds",
+        "Wall time of one cycle, reads and paced writes included.", buckets=CYCLE_BUCKETS,
+    ),
+    Spec(
+        "loop_lag", Histogram, "event_loop_lag_seconds",
+        "How late the HTTP server's event loop woke from a 50 ms sleep (what a request "
+        "arriving then waited before the loop could read it).", buckets=LAG_BUCKETS,
+    ),
+    Spec(
+        "loop_lag_max", Gauge, "event_loop_lag_max_seconds",
+        "The worst event-loop lag of the last minute.",
+    ),
+    Spec(
+        "last_success", Gauge, "last_successful_cycle_timestamp_seconds",
+        "When the last cycle finished (Unix time).",
+    ),
+    Spec(
+        "pulls", Gauge, "pull_requests",
+        "Open pull requests in the triage view, by repository and verdict.", ("repo", "verdict"),
+    ),
+    Spec(
+        "comment_writes", Counter, "comment_writes_total",
+        "Status comments written to GitHub, by action.", ("action",),
+    ),
+    Spec("github_requests", Counter, "github_requests_total", "Requests sent to GitHub."),
+    Spec(
+        "graphql_points", Counter, "github_graphql_points_total",
+        "GitHub GraphQL rate-limit points spent.",
+    ),
+    Spec(
+        "rtd_requests", Counter, "readthedocs_requests_total", "Requests sent to Read the Docs."
+    ),
+    Spec(
+        "source_requests", Counter, "source_requests_total",
+        "Requests sent to each second source, by source.", ("source",),
+    ),
+    Spec(
+        "rate_limit_remaining", Gauge, "github_rate_limit_remaining",
+        "GitHub's rate-limit budget left (requests, or points for graphql), by resource.",
+        ("resource",),
+    ),
+    Spec(
+        "rate_limit_reset", Gauge, "github_rate_limit_reset_timestamp_seconds",
+        "When GitHub resets the budget (Unix time), by resource.", ("resource",),
+    ),
+    Spec(
+        "webhook_deliveries", Counter, "webhook_deliveries_total",
+        "GitHub webhook deliveries received, by event and outcome.", ("event", "outcome"),
+    ),
+    Spec(
+        "dropped_connections", Counter, "http_connections_dropped_total",
+        "HTTP connections the server closed: slow-request (not whole within the deadline) "
+        "or connection-bound (closed to make room at the bound).", ("reason",),
+    ),
+    Spec(
+        "problems", Gauge, "problem",
+        "1 while a problem of the service is open, by what it concerns.", ("about",),
+    ),
+    # several replicas on a PostgreSQL state (0 with one process)
+    Spec("leases_held", Gauge, "leases_held", "Repository leases this replica holds."),
+    Spec(
+        "lease_takeovers", Gauge, "lease_takeovers",
+        "Leases this replica took over from one that did not renew them.",
+    ),
+)  # fmt: skip
+
+
 class Metrics:
-    """Every metric of one service; other modules update them through these attributes."""
+    """Every metric of one service (SPECS); other modules update them through these attributes."""
+
+    cycles: Counter
+    cycle_duration: Histogram
+    loop_lag: Histogram
+    loop_lag_max: Gauge
+    last_success: Gauge
+    pulls: Gauge
+    comment_writes: Counter
+    github_requests: Counter
+    graphql_points: Counter
+    rtd_requests: Counter
+    source_requests: Counter
+    rate_limit_remaining: Gauge
+    rate_limit_reset: Gauge
+    webhook_deliveries: Counter
+    dropped_connections: Counter
+    problems: Gauge
+    leases_held: Gauge
+    lease_takeovers: Gauge
 
     def __init__(self) -> None:
-        """Create the metrics in a new CollectorRegistry (never the global one)."""
+        """Create the metrics of SPECS in a new CollectorRegistry (never the global one)."""
         self.registry = CollectorRegistry(auto_describe=True)
-        counter, gauge = self._counter, self._gauge
-        self.cycles = counter("cycles_total", "Cycles run, by outcome.", "outcome")
-        self.cycle_duration = Histogram(
-            PREFIX + "cycle_duration_seconds",
-            "Wall time of one cycle, reads and paced writes included.",
-            buckets=CYCLE_BUCKETS,
-            registry=self.registry,
-        )
-        self.loop_lag = Histogram(
-            PREFIX + "event_loop_lag_seconds",
-            "How late the HTTP server's event loop woke from a 50 ms sleep (what a request "
-            "arriving then waited before the loop could read it).",
-            buckets=LAG_BUCKETS,
-            registry=self.registry,
-        )
-        self.loop_lag_max = gauge(
-            "event_loop_lag_max_seconds", "The worst event-loop lag of the last minute."
-        )
-        self.last_success = gauge(
-            "last_successful_cycle_timestamp_seconds", "When the last cycle finished (Unix time)."
-        )
-        self.pulls = gauge(
-            "pull_requests", "Open pull requests in the triage view, by repository and verdict.",
-            "repo", "verdict",
-        )  # fmt: skip
-        self.comment_writes = counter(
-            "comment_writes_total", "Status comments written to GitHub, by action.", "action"
-        )
-        self.github_requests = counter("github_requests_total", "Requests sent to GitHub.")
-        self.graphql_points = counter(
-            "github_graphql_points_total", "GitHub GraphQL rate-limit points spent."
-        )
-        self.rtd_requests = counter("readthedocs_requests_total", "Requests sent to Read the Docs.")
-        self.source_requests = counter(
-            "source_requests_total", "Requests sent to each second source, by source.", "source"
-        )
-        self.rate_limit_remaining = gauge(
-            "github_rate_limit_remaining",
-            "GitHub's rate-limit budget left (requests, or points for graphql), by resource.",
-            "resource",
-        )
-        self.rate_limit_reset = gauge(
-            "github_rate_limit_reset_timestamp_seconds",
-            "When GitHub resets the budget (Unix time), by resource.",
-            "resource",
-        )
-        self.webhook_deliveries = counter(
-            "webhook_deliveries_total",
-            "GitHub webhook deliveries received, by event and outcome.",
-            "event", "outcome",
-        )  # fmt: skip
-        self.dropped_connections = counter(
-            "http_connections_dropped_total",
-            "HTTP connections the server closed: slow-request (not whole within the deadline) "
-            "or connection-bound (closed to make room at the bound).",
-            "reason",
-        )
-        self.problems = gauge(
-            "problem", "1 while a problem of the service is open, by what it concerns.", "about"
-        )
-        # several replicas on a PostgreSQL state (0 with one process)
-        self.leases_held = gauge("leases_held", "Repository leases this replica holds.")
-        self.lease_takeovers = gauge(
-            "lease_takeovers", "Leases this replica took over from one that did not renew them."
-        )
-
-    def _counter(self, name: str, doc: str, *labels: str) -> Counter:
-        return Counter(PREFIX + name, doc, labels, registry=self.registry)
-
-    def _gauge(self, name: str, doc: str, *labels: str) -> Gauge:
-        return Gauge(PREFIX + name, doc, labels, registry=self.registry)
+        for spec in SPECS:
+            setattr(self, spec.attr, spec.make(self.registry))
 
     def set_problems(self, about: Iterable[str], *, known: Iterable[str] = ()) -> None:
         """1 for each open problem, 0 for each `known` key without one (labels stay bounded)."""

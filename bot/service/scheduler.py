@@ -24,7 +24,8 @@ from bot.service.dispatch import run_dispatcher
 from bot.service.http import HttpServer, Monitor, serve
 from bot.service.limits import Limits
 from bot.service.replicas import Replicas
-from bot.service.webhooks import Webhooks, attach_webhooks
+from bot.service.webhooks.service import Webhooks, attach_webhooks
+from bot.service.webhooks.wiring import Wiring
 from bot.settings import RepoSettings, Settings
 from bot.sources.base import Connection
 from bot.state.ports import StoreError
@@ -141,11 +142,7 @@ class Service:
         """Wire the parts (nothing runs until `start`)."""
         self.settings, self.repos, self.clients, self.stop = settings, list(repos), clients, stop
         self.tracker = ProblemTracker()
-        self.scheduler = BackgroundScheduler(
-            timezone=UTC,
-            executors={"default": ThreadPoolExecutor(1)},
-            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
-        )
+        self.scheduler = _one_job_at_a_time()
         self.worker: threading.Thread | None = None
         self.monitor = Monitor(
             state_path=settings.state.location,
@@ -154,26 +151,36 @@ class Service:
             alive=lambda: self.scheduler.running,
         )
         self.state = wiring.ServiceState(settings)  # one state for the cycles and webhooks
-        if settings.state.shared:  # an unreachable server at start: exit 1 naming it
-            self.state()
-        self.sharing: Replicas | None = None  # several replicas: only the leased repositories
-        if settings.state.shared:
-            self.sharing = Replicas(
-                self.state, [r.name for r in repos], lease_seconds=settings.state.lease_seconds,
-                stop=stop, on_taken=self._taken,
-            )  # fmt: skip
-        self.webhooks = attach_webhooks(
-            settings, repos, scheduler=self.scheduler, clients=clients,
-            make_cycle=wiring.make_cycle, stop=stop, run=self.in_worker, state=self.state,
-            sharing=self.sharing,
-        )  # fmt: skip
+        self.sharing = self._replicas()  # several replicas: only the leased repositories
+        # installations = "all" in one process: their webhooks and an hourly pass find them again
+        self.rediscovers = settings.every_installation and self.sharing is None
+        self.webhooks = self._webhooks()
         self.http: HttpServer | None = None
         self._pruned_at: float | None = None
         self._discovering = threading.Lock()
-        # installations = "all" in one process: their webhooks and an hourly pass find them again
-        self.rediscovers = settings.every_installation and self.sharing is None
-        if self.rediscovers and self.webhooks is not None:
-            self.webhooks.receiver.on_installation = self._installation_event
+
+    def _replicas(self) -> Replicas | None:
+        """A shared state: this replica's leases (an unreachable server at start: exit 1
+        naming it); None with one process."""
+        settings = self.settings
+        if not settings.state.shared:
+            return None
+        self.state()
+        return Replicas(
+            self.state, [r.name for r in self.repos], lease_seconds=settings.state.lease_seconds,
+            stop=self.stop, on_taken=self._taken,
+        )  # fmt: skip
+
+    def _webhooks(self) -> Webhooks | None:
+        """The webhook fast path on this service's scheduler, worker and state (None: off)."""
+        parts = Wiring(
+            scheduler=self.scheduler, clients=self.clients, make_cycle=wiring.make_cycle,
+            stop=self.stop, state=self.state, run=self.in_worker, sharing=self.sharing,
+        )  # fmt: skip
+        webhooks = attach_webhooks(self.settings, self.repos, parts)
+        if self.rediscovers and webhooks is not None:
+            webhooks.receiver.on_installation = self._installation_event
+        return webhooks
 
     def start(self) -> None:
         """Serve, then schedule the first cycle now (nothing starts after a stop)."""
@@ -226,8 +233,7 @@ class Service:
             self.repos = list(repos)
             self.monitor.repos = tuple(sorted(names))
             if self.webhooks is not None:
-                self.webhooks.repos = list(repos)
-                self.webhooks.receiver.repos = {name.lower(): name for name in names}
+                self.webhooks.follow(repos)
             added = sorted(set(names) - before)
             log.info("installations read again (%s): %d repositories (%d added, %d removed)",
                      why, len(names), len(added), len(before - set(names)))  # fmt: skip
@@ -352,6 +358,16 @@ class Service:
 
 
 CLOSE_WAIT_S = 0.5
+
+
+def _one_job_at_a_time() -> BackgroundScheduler:
+    """APScheduler on one worker thread: a job that falls due while one runs waits (coalesced,
+    never two at once, never dropped as misfired)."""
+    return BackgroundScheduler(
+        timezone=UTC,
+        executors={"default": ThreadPoolExecutor(1)},
+        job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
+    )
 
 
 def close_soon(close: Callable[[], None]) -> None:

@@ -468,7 +468,7 @@ def test_only_a_mistyped_repository_is_not_ready_naming_it(run: Run) -> None:
 
 
 def test_the_points_bucket_refills_on_the_monotonic_clock_and_pays_overdrafts_back() -> None:
-    from bot.service.webhooks import PointsBucket
+    from bot.service.webhooks.budget import PointsBucket
 
     now = [0.0]
     bucket = PointsBucket(per_hour=3600, burst=100, clock=lambda: now[0])

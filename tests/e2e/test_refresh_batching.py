@@ -10,7 +10,8 @@ from github.Requester import Requester
 from support import REPO, bot_comments, repo_world, write_config
 
 from bot.app import build_clients, make_cycle
-from bot.service.webhooks import Inbox, refresh
+from bot.service.webhooks.inbox import Inbox
+from bot.service.webhooks.refresh import refresh
 from bot.settings import load_settings
 from bot.state.store import Store
 from bot_sandbox import Sandbox

@@ -23,7 +23,10 @@ from support import LOGIN, REPO, TOKEN, bot_comments, outside_allowlist, write_c
 from bot.cli import main
 from bot.core.model import Kind, Policy, PullSnapshot, Signal, State, Verdict
 from bot.core.reconcile import reconcile
-from bot.service.webhooks import Inbox, Receiver, read_event, signature
+from bot.service.webhooks.events import read_event
+from bot.service.webhooks.inbox import Inbox
+from bot.service.webhooks.receiver import Receiver
+from bot.service.webhooks.signature import signature
 from bot.state.store import Store
 from bot_sandbox import Sandbox, World
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -139,18 +141,43 @@ def test_nothing_served_writes_or_shows_a_secret(service: Service) -> None:
     assert len(writes(service.sandbox)) == service.writes_after_first_cycle
 
 
-def test_readyz_is_503_naming_why_when_the_state_is_unusable(service: Service) -> None:
-    backup = service.state.read_bytes()
+@contextmanager
+def not_a_database(state: Path) -> Iterator[None]:
+    """The state's path holds a file that is not a database; the state is put back after.
+
+    Overwriting the file in place is not enough: while the service holds the state open (a
+    cycle, and the first cycle's end after /readyz said ready), SQLite in WAL mode reads the
+    current pages from `-wal`, and its checkpoint writes them back into the file when the
+    service lets go; /readyz then rightly says ready. So the state's file, its WAL and its
+    shared-memory index are set aside whole (the service's open connection keeps them), the
+    path swapped atomically to the garbage, and everything put back the same way.
+    """
+    aside, garbage = state.with_name("aside"), state.with_name("garbage")
+    garbage.write_bytes(b"this is not a database" * 100)
+    sidecars = [(state.with_name(state.name + s), aside.with_name(aside.name + s))
+                for s in ("-wal", "-shm")]  # fmt: skip
+    os.link(state, aside)
+    os.replace(garbage, state)  # never a moment without a file at the path
+    for current, kept in sidecars:
+        with suppress(FileNotFoundError):  # none while the state is not held open
+            os.replace(current, kept)
     try:
-        service.state.write_bytes(b"this is not a database" * 100)
+        yield
+    finally:
+        for current, kept in sidecars:
+            with suppress(FileNotFoundError):
+                os.replace(kept, current)
+        os.replace(aside, state)
+
+
+def test_readyz_is_503_naming_why_when_the_state_is_unusable(service: Service) -> None:
+    with not_a_database(service.state):
         answer = LOOPBACK.get(service.base + "/readyz")
         assert answer.status_code == 503
         assert answer.text.startswith("not ready: state unusable:")
         # the page answers from the last cycle's rows held in memory (it never reads the state)
         assert LOOPBACK.get(service.base + "/").status_code == 200
         assert LOOPBACK.get(service.base + "/livez").status_code == 200  # alive, just not ready
-    finally:
-        service.state.write_bytes(backup)
     assert LOOPBACK.get(service.base + "/readyz").status_code == 200
 
 

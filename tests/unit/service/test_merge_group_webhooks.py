@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from support import TESTS
 
-from bot.service.webhooks import EVENTS, Mark, read_event
+from bot.service.webhooks.events import EVENTS, Mark, read_event
 from bot_sandbox import World
 from bot_sandbox.webhook_sender import merge_group_payload
 

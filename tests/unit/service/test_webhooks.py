@@ -18,7 +18,9 @@ from support import (
     TESTS,
 )
 
-from bot.service.webhooks import Inbox, Mark, read_event, signature, verify_signature
+from bot.service.webhooks.events import Mark, read_event
+from bot.service.webhooks.inbox import Inbox
+from bot.service.webhooks.signature import signature, verify_signature
 from bot.settings import load_settings
 from bot.state.store import Store
 from bot_sandbox.webhook_sender import sign
@@ -164,7 +166,8 @@ def test_the_route_refuses_a_chunked_body_over_25_mb_and_marks_a_genuine_one(
     from starlette.testclient import TestClient
 
     from bot.service.http import Monitor, build_app
-    from bot.service.webhooks import Receiver, webhook_route
+    from bot.service.webhooks.receiver import Receiver
+    from bot.service.webhooks.route import webhook_route
 
     inbox, scheduled = Inbox(), []
     payload = {
