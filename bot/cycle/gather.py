@@ -249,6 +249,9 @@ class Gatherer:
         for snapshot in chunk:
             if not isinstance(snapshot, PullSnapshot) or not selected(snapshot, self.policy):
                 continue
+            built = self.reports.get(repo, snapshot.number)
+            if built is not None and built.snapshot.head_sha == snapshot.head_sha:
+                continue  # judged before for this head: the state was given all of it then
             own = self._listed.get((repo, snapshot.number))
             stamp = trusted_stamp(own, self.login) if own is not None else None
             if own is None or stamp is None:
