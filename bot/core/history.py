@@ -158,6 +158,8 @@ class HistoryInputs:
     attempts: Mapping[str, tuple[Attempt, ...]] = field(default_factory=dict)  # by signal key
     elsewhere: Mapping[str, Elsewhere | None] = field(default_factory=dict)  # by signal key
     branch: BranchHistory | None = None
+    # the signal keys whose earlier attempts are final (kept, or every run read had settled)
+    final: frozenset[str] = frozenset()
 
 
 def elsewhere_of(index: FailingIndex, snapshot: PullSnapshot) -> dict[str, Elsewhere | None]:
@@ -188,6 +190,22 @@ def with_history(report: Report, inputs: HistoryInputs) -> Report:
         for row in report.rows
     )
     return replace(report, rows=rows)
+
+
+def final_attempts(
+    report: Report, inputs: HistoryInputs
+) -> tuple[tuple[int, tuple[Attempt, ...]], ...]:
+    """The failing check runs' earlier attempts that never change again, by run id (() where a
+    run has none): what the comment's carried line takes to a run with no state."""
+    found = {
+        run: inputs.attempts.get(row.signal.key, ())
+        for row in report.rows
+        if needs_history(row)
+        and row.signal.kind is Kind.CHECK_RUN
+        and (run := row.signal.database_id) is not None
+        and row.signal.key in inputs.final
+    }
+    return tuple(sorted(found.items()))
 
 
 # -- kept in the state -----------------------------------------------------------------------

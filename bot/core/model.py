@@ -398,6 +398,9 @@ class Report:
     # the second sources' final records this report's evidence came from (not a fact: the
     # comment's carried line takes them to a run with no state; bot.render.stamp)
     kept_reads: tuple[KeptRead, ...] = ()
+    # the failing check runs' earlier attempts that are final, by run id (not a fact either:
+    # the carried line takes them, so a run with no state asks them once per run)
+    kept_attempts: tuple[tuple[int, tuple[Attempt, ...]], ...] = ()
 
     @property
     def commit_url(self) -> str:

@@ -38,7 +38,7 @@ from bot.github.annotations import AnnotationReader, failing_runs
 from bot.github.bases import BaseReader
 from bot.github.client import GitHubApi
 from bot.github.errors import GitHubError
-from bot.github.history import AttemptReader, Attempts, BranchReader
+from bot.github.history import AttemptReader, Attempts, BranchReader, seed_attempts
 from bot.github.merge_groups import MergeGroupReader
 from bot.github.ownership import is_claimed
 from bot.github.parse import PullFailure
@@ -115,6 +115,7 @@ class Gatherer:
         self._groups: dict[tuple[str, int], QueueRead] = {}
         self._grouped: set[tuple[str, int]] = set()  # pull requests whose group was read
         self._attempts: dict[tuple[str, str], Attempts] = {}
+        self._final: dict[tuple[str, str], frozenset[str]] = {}  # whose attempts are final
         self._branches: dict[tuple[str, str], BranchHistory | None] = {}
         self._building: dict[str, FailingIndex] = {}
         # The readers tell time by the cycle's clock as it is when they ask (one clock per pass)
@@ -242,7 +243,8 @@ class Gatherer:
         """Give the state what the bot's own listed comments say never changes for their head,
         where it holds none, as its readers keep what they read (a run with no state then asks
         none of it again): the merge base its stamp holds (failing heads), the failing runs'
-        annotations and second sources' final records its carried line holds. Only a comment
+        annotations and earlier attempts and second sources' final records its carried line
+        holds. Only a comment
         whose stamp is trusted (the bot edited it last) gives anything; a carried line of
         another head, another version, over its bound or garbled gives nothing."""
         failing_ids = {id(s) for s in failing}
@@ -264,6 +266,8 @@ class Gatherer:
                 continue
             if id(snapshot) in failing_ids and carried.annotations:
                 self._carried_annotations(repo, snapshot, carried.annotations)
+            if id(snapshot) in failing_ids and carried.attempts and self.policy.history:
+                seed_attempts(self.store, repo, snapshot, carried.attempts, now=self.clock())
             if carried.reads and self.carried is not None:
                 self.carried.seed(snapshot.head_sha, carried.reads)
 
@@ -382,6 +386,7 @@ class Gatherer:
             attempts=self._attempts.get((repo, snapshot.head_sha), {}),
             elsewhere={} if index is None else elsewhere_of(index, snapshot),
             branch=self._branches.get((repo, snapshot.base)) if snapshot.base else None,
+            final=self._final.get((repo, snapshot.head_sha), frozenset()),
         )
 
     def more(self, wanted: Sequence[Wanted]) -> list[Inputs]:
@@ -455,8 +460,9 @@ class Gatherer:
         if not self.policy.history:
             return
         wanted = [s for s in snapshots if (repo, s.head_sha) not in self._attempts]
-        for head, found in self._attempt_reader.read(repo, wanted).items():
+        for head, (found, final) in self._attempt_reader.read(repo, wanted).items():
             self._attempts[(repo, head)] = found
+            self._final[(repo, head)] = final
         branches = {s.base for s in snapshots if s.base and (repo, s.base) not in self._branches}
         read = self._branch_reader.read(repo, branches) if branches else {}
         for branch in branches:

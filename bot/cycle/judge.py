@@ -14,7 +14,7 @@ from datetime import datetime
 from bot.core.annotations import needs_annotations, with_annotations
 from bot.core.base import judged, needs_base, with_base
 from bot.core.facts import facts_key
-from bot.core.history import HistoryInputs, needs_history, with_history
+from bot.core.history import HistoryInputs, final_attempts, needs_history, with_history
 from bot.core.merge_queue import judge_queue
 from bot.core.model import Policy, Report
 from bot.core.reconcile import reconcile_until
@@ -111,6 +111,7 @@ def _build(inputs: Inputs, rules: Rules, first_seen: dict[str, datetime]) -> Bui
         history = history or inputs.history  # gathered: wanted above where it was not
         if history is not None:
             report = with_history(report, history)  # states, verdict and headline as they were
+            report = replace(report, kept_attempts=final_attempts(report, history))
     if snapshot.queue is not None:
         found = judge_queue(
             snapshot.queue, inputs.group, snapshot.required_checks, inputs.expected,

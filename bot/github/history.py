@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Final
 
@@ -50,6 +50,29 @@ def attempts_key(signal: Signal) -> str | None:
     return None
 
 
+def seed_attempts(
+    keeper: HistoryKeeper,
+    repo: str,
+    snapshot: PullSnapshot,
+    carried: Mapping[int, tuple[Attempt, ...]],
+    *,
+    now: datetime,
+) -> None:
+    """Keep the earlier attempts a trusted comment carries for the head's failing check runs
+    (by run id) where `keeper` holds none, as AttemptReader keeps final ones (a run with no
+    state then asks them no more)."""
+    found: dict[str, tuple[Attempt, ...]] = {}
+    for signal in failing_checks(snapshot):
+        run, key = signal.database_id, attempts_key(signal)
+        if signal.kind is Kind.CHECK_RUN and run is not None and run in carried and key:
+            found[key] = carried[run]
+    held = keeper.get_history(repo, sorted(found)) if found else {}
+    head = snapshot.head_sha
+    new = {k: (head, attempts_payload(a)) for k, a in found.items() if k not in held}
+    if new:
+        keeper.put_history(repo, new, now=now)
+
+
 class AttemptReader:
     """Reads failing checks' earlier attempts on their heads: check runs in batched GraphQL
     (`checkType: ALL`), statuses' earlier states over REST (one page per head); kept where
@@ -62,8 +85,9 @@ class AttemptReader:
 
     def read(
         self, repo: str, snapshots: Sequence[PullSnapshot], *, ask: bool = True
-    ) -> dict[str, Attempts]:
-        """By head: the earlier attempts of each failing check whose history could be read.
+    ) -> dict[str, tuple[Attempts, frozenset[str]]]:
+        """By head: the earlier attempts of each failing check whose history could be read,
+        and the signal keys of those that are final (kept, or every run read had settled).
         With `ask` False only the state is read, and a head with a check not kept is left out."""
         checks: dict[str, Signal] = {}
         heads: dict[str, list[str]] = {}
@@ -76,12 +100,23 @@ class AttemptReader:
         for snapshot in snapshots:
             heads.setdefault(snapshot.head_sha, [])
 
-        def asked(unread: dict[str, str]) -> dict[str, tuple[Attempt, ...]]:
-            return self._ask(repo, {key: (head, checks[key]) for key, head in unread.items()})
+        final: set[str] = set()  # the attempts keys whose attempts never change again
 
-        found = per_head(heads, lambda keys: self._kept(repo, keys), asked if ask else None)
+        def kept(keys: list[str]) -> dict[str, tuple[Attempt, ...]]:
+            found = self._kept(repo, keys)
+            final.update(found)
+            return found
+
+        def asked(unread: dict[str, str]) -> dict[str, tuple[Attempt, ...]]:
+            wanted = {key: (head, checks[key]) for key, head in unread.items()}
+            return self._ask(repo, wanted, final)
+
+        found = per_head(heads, kept, asked if ask else None)
         return {
-            head: {checks[key].key: attempts for key, attempts in by_key.items()}
+            head: (
+                {checks[key].key: attempts for key, attempts in by_key.items()},
+                frozenset(checks[key].key for key in by_key if key in final),
+            )
             for head, by_key in found.items()
         }
 
@@ -96,8 +131,9 @@ class AttemptReader:
         return found
 
     def _ask(
-        self, repo: str, unread: dict[str, tuple[str, Signal]]
+        self, repo: str, unread: dict[str, tuple[str, Signal]], settled: set[str]
     ) -> dict[str, tuple[Attempt, ...]]:
+        """Ask GitHub; the keys of those that are final are added to `settled` (and kept)."""
         runs = {k: v for k, v in unread.items() if v[1].kind is Kind.CHECK_RUN}
         statuses = {k: v for k, v in unread.items() if v[1].kind is Kind.STATUS}
         found: dict[str, tuple[Attempt, ...]] = {}
@@ -107,6 +143,7 @@ class AttemptReader:
             found |= self._ask_statuses(repo, statuses, final)
         except GitHubError as exc:  # not read: the rows say no attempts; asked again next time
             log.warning("could not read earlier attempts in %s: %s", repo, exc)
+        settled.update(final)
         if self.keeper is not None:
             self.keeper.put_history(repo, final, now=self.clock())
         return found

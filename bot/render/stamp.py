@@ -16,11 +16,15 @@ ignored as a whole, never trusted in part. The v1 line of earlier releases,
 
 The third line may carry what never changes for the head (issue 31), so that a run with no
 state asks for it once per head, ever: `<!-- ci-status-bot:carried v1 <base64url of zlib'd
-compact JSON> -->` holds the head, its failing check runs' quoted annotations (by run id) and
+compact JSON> -->` holds the head, its failing check runs' quoted annotations (by run id),
 the second sources' final records (Read the Docs builds that finished, Codecov's and Azure's
-final records: the payloads a state keeps, with when they were read). It is bounded
-(`CARRIED_MAX` characters, and never a row of the comment for it): past the bound the
-provider records go first, the largest first, then the runs' annotations, the largest first.
+final records: the payloads a state keeps, with when they were read) and its failing check
+runs' earlier attempts on the head (by run id, where every attempt read had settled: a rerun
+is a new run, so they never change). It is bounded (`CARRIED_MAX` characters, and never a row
+of the comment for it): past the bound the provider records go first, the largest first, then
+the runs' annotations, the largest first, then the runs' earlier attempts, the largest first
+(the smallest entries, and the dearest to read again: a CheckAttempts query reads 50 checks,
+an annotations query 100 runs).
 A carried line over its bound, of another version, for another head, garbled or with any
 field out of range is ignored as a whole (what it would carry is asked again); like the
 stamp, it is trusted only on a comment whose last edit was the bot's.
@@ -34,14 +38,14 @@ import hashlib
 import json
 import re
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from bot.core.annotations import needs_annotations
 from bot.core.facts import core_key, facts_key
-from bot.core.model import Annotation, KeptRead, Report, as_utc
+from bot.core.model import Annotation, Attempt, KeptRead, Report, State, as_utc
 
 VERSION: Final = 2
 MAX_DATA: Final = 50_000  # base64 characters (1,000 first-seen times fit); longer is not read
@@ -71,20 +75,24 @@ _CARRIED: Final = re.compile(
 _MAX_RUN_ID: Final = 2**63 - 1
 _MAX_KEY: Final = 1_000  # characters of a provider record's key
 _SOURCE: Final = re.compile(r"[a-z][a-z0-9_-]{0,39}")
+_STATES: Final = frozenset(state.value for state in State)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
 class Carried:
     """What never changes for one head, carried by its comment: its failing runs' quoted
-    annotations (run id -> annotations; () where a run has none) and second sources' final
-    records."""
+    annotations (run id -> annotations; () where a run has none), second sources' final
+    records, and its failing check runs' earlier attempts on the head (run id -> attempts,
+    oldest first; () where a run has none)."""
 
     head_sha: str
     annotations: Mapping[int, tuple[Annotation, ...]] = field(default_factory=dict)
     reads: tuple[KeptRead, ...] = ()
+    attempts: Mapping[int, tuple[Attempt, ...]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.annotations or self.reads)
+        return bool(self.annotations or self.reads or self.attempts)
 
     def of(self, head_sha: str) -> Carried | None:
         """Itself where it is this head's; None for another head (nothing of it is taken)."""
@@ -148,7 +156,8 @@ def stamp_of(report: Report, *, generation: int = 0, epoch: str = "") -> Stamp:
 
 def carried_of(report: Report) -> Carried:
     """What the report's comment carries for its head: the annotations its failing rows quote
-    (as read: () where a run has none) and the final records its second sources kept."""
+    (as read: () where a run has none), the final records its second sources kept and its
+    failing runs' earlier attempts that are final."""
     found = {
         run: row.annotations
         for row in report.rows
@@ -156,18 +165,20 @@ def carried_of(report: Report) -> Carried:
         and row.annotations is not None
         and (run := row.signal.database_id) is not None
     }
-    return Carried(report.head_sha, found, tuple(sorted(set(report.kept_reads))))
+    reads = tuple(sorted(set(report.kept_reads)))
+    return Carried(report.head_sha, found, reads, dict(report.kept_attempts))
 
 
 def carried_line(carried: Carried, *, room: int = CARRIED_MAX) -> str:
     """The hidden line that carries `carried` within min(room, CARRIED_MAX) characters (""
     when nothing fits): provider records are dropped first, the largest first, then runs'
-    annotations, the largest first."""
+    annotations, the largest first, then runs' earlier attempts, the largest first."""
     limit = min(room, CARRIED_MAX)
     if not carried or limit <= 0:
         return ""
     runs = {run: [list(a) for a in found] for run, found in carried.annotations.items()}
     reads = [[r.source, r.key, r.payload, _micros(r.read_at)] for r in carried.reads]
+    tried = {run: [_attempt_item(a) for a in found] for run, found in carried.attempts.items()}
 
     def size(item: Any) -> tuple[int, str]:
         text = json.dumps(item, sort_keys=True)
@@ -175,18 +186,38 @@ def carried_line(carried: Carried, *, room: int = CARRIED_MAX) -> str:
 
     reads.sort(key=size)  # the largest last: popped first
     order = sorted(runs, key=lambda run: size([run, runs[run]]))
+    later = sorted(tried, key=lambda run: size([run, tried[run]]))
     raw = sum(size(r)[0] for r in reads) + sum(size([r, runs[r]])[0] for r in order)
-    while reads or order:
+    raw += sum(size([r, tried[r]])[0] for r in later)
+    while reads or order or later:
         if raw <= _CARRIED_RAW_MAX // 2:  # else it cannot fit: no need to compress it to see
-            line = _carried_text(carried.head_sha, {r: runs[r] for r in order}, reads)
+            kept = {r: runs[r] for r in order}
+            line = _carried_text(carried.head_sha, kept, reads, {r: tried[r] for r in later})
             if len(line) <= limit:
                 return line
-        raw -= size(reads.pop())[0] if reads else size([order[-1], runs[order.pop()]])[0]
+        if reads:
+            raw -= size(reads.pop())[0]
+        else:
+            group, run = (runs, order.pop()) if order else (tried, later.pop())
+            raw -= size([run, group[run]])[0]
     return ""
 
 
-def _carried_text(head: str, runs: Mapping[int, list[list[Any]]], reads: list[list[Any]]) -> str:
-    data = {"h": head, "a": {str(k): v for k, v in sorted(runs.items())}, "r": reads}
+def _attempt_item(attempt: Attempt) -> list[Any]:
+    at = None if attempt.at is None else _micros(attempt.at)
+    return [attempt.state.value, at, attempt.url]
+
+
+def _carried_text(
+    head: str,
+    runs: Mapping[int, list[list[Any]]],
+    reads: list[list[Any]],
+    tried: Mapping[int, list[list[Any]]],
+) -> str:
+    data: dict[str, Any] = {"h": head, "a": {str(k): v for k, v in sorted(runs.items())}}
+    data["r"] = reads
+    if tried:  # absent where none is carried: a line without them reads as before
+        data["t"] = {str(k): v for k, v in sorted(tried.items())}
     text = json.dumps(data, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
     packed = zlib.compress(text.encode("utf-8"), 9)
     encoded = base64.urlsafe_b64encode(packed).decode("ascii").rstrip("=")
@@ -234,22 +265,48 @@ def parse_carried(body: str) -> Carried | None:
 
 def _carried(value: dict[str, Any]) -> Carried | None:
     head, runs, reads = value.get("h"), value.get("a"), value.get("r")
+    tried = value.get("t", {})
     if not (isinstance(head, str) and _COMMIT.fullmatch(head)):
         return None
-    if not isinstance(runs, dict) or not isinstance(reads, list):
+    if not (isinstance(runs, dict) and isinstance(reads, list) and isinstance(tried, dict)):
         return None
-    annotations: dict[int, tuple[Annotation, ...]] = {}
-    for run, items in runs.items():
-        found = _annotations(items)
-        if not (isinstance(run, str) and run.isdigit() and len(run) <= 19) or found is None:
+    annotations = _by_run(runs, _annotations)
+    attempts = _by_run(tried, _attempts)
+    kept = tuple(read for item in reads if (read := _read(item)) is not None)
+    if annotations is None or attempts is None or len(kept) != len(reads):
+        return None
+    return Carried(head, annotations, kept, attempts)
+
+
+def _by_run(items: dict[Any, Any], read: Callable[[Any], T | None]) -> dict[int, T] | None:
+    """Each run's entry read by `read`, by run id; None where a run id or an entry is not
+    one the bot writes."""
+    found: dict[int, T] = {}
+    for run, item in items.items():
+        value = read(item)
+        if not (isinstance(run, str) and run.isdigit() and len(run) <= 19) or value is None:
             return None
         if not 0 < int(run) <= _MAX_RUN_ID:
             return None
-        annotations[int(run)] = found
-    kept = tuple(read for item in reads if (read := _read(item)) is not None)
-    if len(kept) != len(reads):
+        found[int(run)] = value
+    return found
+
+
+def _attempts(items: Any) -> tuple[Attempt, ...] | None:
+    if not isinstance(items, list):
         return None
-    return Carried(head, annotations, kept)
+    out = []
+    for item in items:
+        if not (isinstance(item, list) and len(item) == 3):
+            return None
+        state, micros, url = item
+        at = None if micros is None else _time(micros)
+        if not (isinstance(state, str) and state in _STATES) or (micros is not None and at is None):
+            return None
+        if url is not None and not isinstance(url, str):
+            return None
+        out.append(Attempt(State(state), at, url))
+    return tuple(out)
 
 
 def _annotations(items: Any) -> tuple[Annotation, ...] | None:

@@ -74,17 +74,19 @@ def once(env: Env) -> None:
 
 
 def asked(env: Env) -> dict[str, int]:
-    """What the last run asked: compares, annotation queries, Read the Docs, Codecov."""
+    """What the last run asked: compares, annotation and attempts queries, Read the Docs,
+    Codecov."""
     requests = env.sandbox.requests
     return {
         "compare": sum(1 for r in requests if r.service == "github" and "/compare/" in r.path),
         "annotations": sum(1 for r in requests if b"query CheckRunAnnotations" in r.body),
+        "attempts": sum(1 for r in requests if b"query CheckAttempts" in r.body),
         "rtd": sum(1 for r in requests if r.service == "rtd"),
         "codecov": sum(1 for r in requests if r.service == "codecov"),
     }
 
 
-NOTHING = {"compare": 0, "annotations": 0, "rtd": 0, "codecov": 0}
+NOTHING = {"compare": 0, "annotations": 0, "attempts": 0, "rtd": 0, "codecov": 0}
 
 
 def first_run(env: Env) -> dict[str, object]:
@@ -98,6 +100,7 @@ def first_run(env: Env) -> dict[str, object]:
     carried = parse_carried(str(comment["body"]))
     assert carried is not None and carried.head_sha == SHA
     assert carried.annotations and {r.source for r in carried.reads} == {"readthedocs", "codecov"}
+    assert list(carried.attempts.values()) == [()]  # the failing run's: read, none earlier
     env.sandbox.clear_requests()
     return comment
 
@@ -132,6 +135,7 @@ def test_a_comment_someone_else_edited_carries_nothing_into_the_next_run(env: En
     assert restored != first["body"]  # restored (its facts dated anew: the stamp was not taken)
     carried = parse_carried(restored)
     assert carried is not None and carried.annotations and len(carried.reads) == 2
+    assert carried.attempts
     env.sandbox.clear_requests()
     once(env)  # the bot's own edit is trusted again
     assert asked(env) == NOTHING
@@ -169,6 +173,7 @@ def test_a_carried_line_the_bot_cannot_take_is_read_again(env: Env, bad: str) ->
     once(env)  # never an exception
     again = asked(env)
     assert again["annotations"] == 1 and again["rtd"] >= 1 and again["codecov"] >= 1, again
+    assert again["attempts"] == 1, again
     assert again["compare"] == 0  # the stamp is the bot's own and still holds the merge base
     body = str(bot_comments(env.world, 1)[0]["body"])
     assert body.split("\n")[3:] == str(first["body"]).split("\n")[3:]  # the same facts said

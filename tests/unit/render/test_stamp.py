@@ -18,6 +18,7 @@ from bot.core.facts import facts_key
 from bot.core.model import (
     MARKER,
     Annotation,
+    Attempt,
     KeptRead,
     Kind,
     Report,
@@ -320,6 +321,15 @@ CARRIED: dict[str, Any] = {"h": SHA, "a": {str(RUN): [["p", 1, 2, "m"]]}, "r": [
         _carried_body({**CARRIED, "r": [["rtd", "k" * 1001, "p", 1_790_000_000_000_000]]}),
         _carried_body({**CARRIED, "r": [["rtd", "k", 3, 1_790_000_000_000_000]]}),
         _carried_body({**CARRIED, "r": {}}),
+        _carried_body({**CARRIED, "t": []}),  # earlier attempts: by run id
+        _carried_body({**CARRIED, "t": {"0": []}}),
+        _carried_body({**CARRIED, "t": {str(RUN): [["bogus", None, None]]}}),  # no such state
+        _carried_body({**CARRIED, "t": {str(RUN): [[["success"], None, None]]}}),
+        _carried_body({**CARRIED, "t": {str(RUN): [["success", 12, None]]}}),  # before 2000
+        _carried_body({**CARRIED, "t": {str(RUN): [["success", "2026", None]]}}),
+        _carried_body({**CARRIED, "t": {str(RUN): [["success", None, 7]]}}),
+        _carried_body({**CARRIED, "t": {str(RUN): [["success", None]]}}),
+        _carried_body({**CARRIED, "t": {str(RUN): {}}}),
         _carried_body([]),
         _carried_body(None, raw=b"\xff\xfe"),
         _carried_body(None, raw=b"[" * 100_000),  # deep nesting
@@ -337,3 +347,55 @@ def test_a_good_carried_line_reads_back() -> None:
     carried = parse_carried(_carried_body(CARRIED))
     assert carried is not None
     assert carried.annotations == {RUN: (Annotation("p", 1, 2, "m"),)} and carried.reads == ()
+
+
+def test_earlier_attempts_are_carried_by_run_and_read_back_exactly() -> None:
+    earlier = (Attempt(State.SUCCESS, AT - timedelta(hours=2), "https://x/1"),)
+    report = replace(_failing_report(reads=0), kept_attempts=((RUN, earlier), (RUN + 1, ())))
+    carried = parse_carried(Renderer().markdown(report))
+    assert carried is not None and carried == carried_of(report)
+    assert carried.attempts == {RUN: earlier, RUN + 1: ()}  # () read: none earlier
+    no_time = replace(report, kept_attempts=((RUN, (Attempt(State.FAILURE, None, None),)),))
+    back = parse_carried(Renderer().markdown(no_time))
+    assert back is not None and back.attempts == {RUN: (Attempt(State.FAILURE, None, None),)}
+    plain = _failing_report(reads=0)  # none kept: the line is as an earlier bot wrote it
+    assert '"t"' not in zlib.decompress(_packed(carried_line(carried_of(plain)))).decode()
+
+
+def _packed(line: str) -> bytes:
+    data = line.split(" ")[3]
+    return base64.urlsafe_b64decode(data + "=" * (-len(data) % 4))
+
+
+def test_past_its_bound_earlier_attempts_go_last_the_largest_first() -> None:
+    many = tuple(
+        Attempt(State.FAILURE, AT - timedelta(minutes=i), f"https://x/{os.urandom(8).hex()}")
+        for i in range(5)
+    )
+    kept = ((RUN, many), (RUN + 1, many[:1]))
+    carried = carried_of(replace(_failing_report(reads=3), kept_attempts=kept))
+    no_reads = carried_line(replace(carried, reads=()))
+    read = parse_carried(f"{MARKER}\nstamp\n{carried_line(carried, room=len(no_reads))}")
+    assert read is not None and read.reads == () and read.annotations  # records went first
+    assert read.attempts == carried.attempts
+    only = carried_line(replace(carried, reads=(), annotations={}))
+    read = parse_carried(f"{MARKER}\nstamp\n{carried_line(carried, room=len(only))}")
+    assert read is not None and not read.annotations and read.attempts == carried.attempts
+    smaller = carried_line(replace(carried, reads=(), annotations={}, attempts={RUN + 1: many[:1]}))
+    read = parse_carried(f"{MARKER}\nstamp\n{carried_line(carried, room=len(smaller))}")
+    assert read is not None and read.attempts == {RUN + 1: many[:1]}  # the largest went first
+
+
+def test_a_good_carried_line_with_attempts_reads_back() -> None:
+    line = {
+        **CARRIED,
+        "t": {str(RUN): [["success", 1_790_000_000_000_000, "u"], ["failure", None, None]]},
+    }
+    carried = parse_carried(_carried_body(line))
+    assert carried is not None
+    assert carried.attempts == {
+        RUN: (
+            Attempt(State.SUCCESS, datetime.fromtimestamp(1_790_000_000, UTC), "u"),
+            Attempt(State.FAILURE, None, None),
+        )
+    }
