@@ -25,8 +25,10 @@ USER = "cisb"
 
 def bindir() -> Path | None:
     """The newest installed PostgreSQL's programs (Debian's layout first), or None."""
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"),
-                   key=lambda p: int(Path(p).parts[4]) if Path(p).parts[4].isdigit() else 0)
+    found = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin/initdb"),
+        key=lambda p: int(Path(p).parts[4]) if Path(p).parts[4].isdigit() else 0,
+    )
     if found:
         return Path(found[-1]).parent
     initdb = shutil.which("initdb")

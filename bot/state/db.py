@@ -147,9 +147,7 @@ def pg_engine(url: str, *, read_only: bool) -> Engine:
     connect_args: dict[str, Any] = {"connect_timeout": 5, "application_name": "ci-status-bot"}
     if options:
         connect_args["options"] = options
-    engine = create_engine(
-        _pg_url(url), pool_pre_ping=True, pool_size=4, connect_args=connect_args
-    )
+    engine = create_engine(_pg_url(url), pool_pre_ping=True, pool_size=4, connect_args=connect_args)
 
     @event.listens_for(engine, "connect")
     def _bound_idle_transactions(dbapi: Any, _: Any) -> None:

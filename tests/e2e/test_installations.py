@@ -208,8 +208,13 @@ class Fleet:
 
     def open_jobs(self, repo: str, number: int | None) -> list[dict[str, Any]]:
         """The jobs of one pull request (or repository) waiting or running."""
-        return [j for j in self.jobs() if j["status"] in ("todo", "doing")
-                and j["args"].get("repo") == repo and j["args"].get("number") == number]
+        return [
+            j
+            for j in self.jobs()
+            if j["status"] in ("todo", "doing")
+            and j["args"].get("repo") == repo
+            and j["args"].get("number") == number
+        ]
 
     def close(self) -> None:
         """SIGTERM every process at once, then wait for each (SIGKILL past 15 s)."""
@@ -399,8 +404,13 @@ def test_installation_changes_drop_their_jobs_with_a_reason_and_never_two_commen
     fleet.check_run("octo/a", 1, "lint")
     wait_for(lambda: says(world, "octo/a", 1, "lint"), 60, "octo/a#1 is worked")
     # jobs queued before the changes were known (as a worker finds them): dropped, with why
-    enqueue(fleet, *(Job(iid, repo, 2, reason="webhook")
-                     for iid, repo in ((11, "octo/b"), (12, "acme/c"), (13, "zeta/d"))))
+    enqueue(
+        fleet,
+        *(
+            Job(iid, repo, 2, reason="webhook")
+            for iid, repo in ((11, "octo/b"), (12, "acme/c"), (13, "zeta/d"))
+        ),
+    )
     for why in ("octo/b was removed from installation 11", "installation 12 (acme) is "
                 "suspended", "installation 13 no longer has the App"):  # fmt: skip
         wait_for(lambda why=why: re.search(rf"dropped \(.*{re.escape(why)}.*nothing read or",
@@ -408,8 +418,11 @@ def test_installation_changes_drop_their_jobs_with_a_reason_and_never_two_commen
                  30, f"a job dropped: {why}")  # fmt: skip
     for repo in ("octo/b", "acme/c", "zeta/d"):
         assert not writes(fleet.sandbox, repo), repo
-        assert not [r for r in fleet.sandbox.requests if f"/repos/{repo}/" in r.path
-                    and installation_of_request(world, r) is not None], f"{repo} was read"
+        assert not [
+            r
+            for r in fleet.sandbox.requests
+            if f"/repos/{repo}/" in r.path and installation_of_request(world, r) is not None
+        ], f"{repo} was read"
     # a repository added to an installation is worked at once
     world.add_repo("octo/e")
     world.add_pull("octo/e", 1, title="new", author="alice", head_sha=head("octo/e", 1))

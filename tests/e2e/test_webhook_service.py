@@ -219,6 +219,24 @@ def test_forged_replayed_oversized_and_foreign_deliveries_change_nothing(
     assert SECRET not in err and OLD_SECRET not in err
 
 
+def test_a_refresh_whose_edit_lands_after_sigterm_still_logs_what_it_wrote(
+    service: Service,
+) -> None:
+    service.start()
+    sender = WebhookSender(service.url, SECRET).attach(service.world)
+    try:
+        # the refresh's edit is answered 3 s late: SIGTERM arrives while it is in flight
+        service.sandbox.fail("PATCH", r"/repos/.+/issues/comments/\d+", delay_s=3.0,
+                             transform=lambda payload: payload)  # fmt: skip
+        fail_check(service.world, service.sha)
+        wait_for(lambda: any(r.method == "PATCH" for r in service.sandbox.requests), 30, "the edit")
+        err = service.stop()
+    finally:
+        sender.close()
+    assert "unittests" in body_of(service.world)  # the edit was made...
+    assert "webhook refresh: 1 pull requests seen" in err  # ...and the log says so
+
+
 def test_a_delivery_arriving_mid_cycle_is_published_after_the_cycle_by_the_same_writer(
     tmp_path: Path,
 ) -> None:

@@ -94,9 +94,9 @@ class Refresher:
             self._hold(remark, exc.wait_s, f"GitHub answered with a rate limit: {exc}")
             return
         self.bucket.spend(summary.graphql_points)
+        self._report(summary, store, observe=not self.wiring.stop.is_set())
         if self.wiring.stop.is_set():
             return
-        self._report(summary, store)
         if summary.rate_limited_s or summary.deferred:
             wait = summary.rate_limited_s or HELD_WAIT_S
             self._hold(remark, wait, "writes deferred (rate limit or write budget)")
@@ -111,10 +111,11 @@ class Refresher:
         cycle.should_stop = self.wiring.stop.is_set
         return cycle
 
-    def _report(self, summary: Summary, store: Store) -> None:
-        """Tell the observers, and log the refresh's line."""
-        for observe in self.observers:
-            observe(summary, store)
+    def _report(self, summary: Summary, store: Store, *, observe: bool) -> None:
+        """Tell the observers (not once stopping: the store is closing), and log the refresh's
+        line (always: what it wrote is said even when SIGTERM came while it wrote)."""
+        for observer in self.observers if observe else ():
+            observer(summary, store)
         log.info(
             "webhook refresh: %s",
             summary.line().removeprefix("cycle: "),

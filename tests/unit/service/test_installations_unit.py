@@ -24,8 +24,10 @@ def settings_of(tmp_path: Path, text: str):  # type: ignore[no-untyped-def]
 
 def test_a_redis_queue_url_is_refused_naming_the_queue_the_bot_uses(tmp_path: Path) -> None:
     """The contract's example is a redis:// URL: the refusal says why, and what to give."""
-    why = (r"queue\.url.*redis:// is not supported: the bot's job queue is Procrastinate, on "
-           r"PostgreSQL \(.*no second stateful service.*redelivers.*\); use a postgresql://")
+    why = (
+        r"queue\.url.*redis:// is not supported: the bot's job queue is Procrastinate, on "
+        r"PostgreSQL \(.*no second stateful service.*redelivers.*\); use a postgresql://"
+    )
     with pytest.raises(ConfigError, match=why):
         settings_of(tmp_path, '[queue]\nurl = "redis://127.0.0.1:6379/0"\n')
     with pytest.raises(ConfigError, match=r"amqp:// is not supported"):

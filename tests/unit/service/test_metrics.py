@@ -4,6 +4,7 @@ declares, of the kind it declares, and /metrics lists every one under its prefix
 from __future__ import annotations
 
 import typing
+from pathlib import Path
 
 from bot.service.metrics import PREFIX, SPECS, Metrics
 
@@ -22,3 +23,13 @@ def test_the_exposition_lists_every_spec_with_its_help_and_kind() -> None:
     for spec in SPECS:
         name, kind = PREFIX + spec.name, spec.kind.__name__.lower()
         assert f"# HELP {name} {spec.doc}\n# TYPE {name} {kind}\n" in text
+
+
+def test_the_endpoints_page_names_every_metric_with_its_labels() -> None:
+    page = Path(__file__).parents[3] / "docs" / "operating" / "endpoints.md"
+    rows = [line for line in page.read_text(encoding="utf-8").splitlines() if "| `" in line]
+    for spec in SPECS:
+        row = next((r for r in rows if f"`{PREFIX}{spec.name}`" in r), None)
+        assert row is not None, f"{PREFIX}{spec.name} is not in {page.name}'s metrics table"
+        for label in spec.labels:
+            assert f"`{label}`" in row, (spec.name, label)
