@@ -12,7 +12,7 @@ from support import NOW, RECENT, SHA, run, snapshot
 
 from bot.core.base import MergeBase
 from bot.core.history import HistoryInputs
-from bot.core.model import KeptRead, Policy, QueueEntry, QueueState
+from bot.core.model import Elsewhere, KeptRead, Policy, QueueEntry, QueueState
 from bot.core.required import HEAD_SEEN_KEY
 from bot.cycle.judge import Rules, judge
 from bot.cycle.model import Inputs, Judged, MarkSeen, SetFacts, Wants
@@ -195,3 +195,41 @@ def test_the_final_records_read_go_into_the_report_for_its_carried_line() -> Non
     found = judged(judge(inputs(kept_reads=(READ,)), RULES))
     assert found.report.kept_reads == (READ,)
     assert found.key == cold().key  # not a fact: the facts key is as without them
+
+
+def _failing_with(elsewhere: Elsewhere | None, **fields: Any) -> Inputs:
+    key = FAILING.signals[0].key
+    history = HistoryInputs(elsewhere={key: elsewhere})
+    fields.setdefault("merge", MergeBase("base1"))
+    fields.setdefault("annotations", {})
+    return inputs(FAILING, failing=True, history=history, **fields)
+
+
+@pytest.mark.parametrize(
+    ("case", "before", "after"),
+    [
+        ("its count moves", Elsewhere(3, 40, EARLIER), Elsewhere(4, 41, EARLIER)),
+        ("it now fails on another pull request", None, Elsewhere(1, 40, None)),
+        ("it no longer fails on any other", Elsewhere(2, 40, EARLIER), None),
+    ],
+)  # fmt: skip
+def test_a_failure_whose_only_change_is_elsewhere_is_patched_as_a_rebuild_would_give_it(
+    case: str, before: Elsewhere | None, after: Elsewhere | None
+) -> None:
+    first = judged(judge(_failing_with(before), HISTORY))
+    assert first.built is not None
+    later = {"facts": (first.key, first.report.observed_at), "now": NOW + timedelta(minutes=1)}
+    found = judged(judge(_failing_with(after, last=first.built, **later), HISTORY))
+    scratch = judged(judge(_failing_with(after, **later), HISTORY))
+    assert found.built is not None and scratch.built is not None, case
+    assert found.report == scratch.report and found.key == scratch.key
+    assert found.writes == scratch.writes and found.built.history == scratch.built.history
+    assert found.report.rows[0].history == scratch.report.rows[0].history
+    told = found.report.rows[0].history
+    assert (None if told is None else told.elsewhere) == after
+    # patched, not reconciled again: the last report's own build and rows carry over
+    assert found.built.judged_at == first.built.judged_at != scratch.built.judged_at
+    assert found.report.rows[1:] == first.report.rows[1:]
+    now = {"facts": (found.key, found.report.observed_at), "now": NOW + timedelta(minutes=2)}
+    again = judged(judge(_failing_with(after, last=found.built, **now), HISTORY))
+    assert again.built is None and again.report is found.report  # then reused as it is
