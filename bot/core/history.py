@@ -91,6 +91,38 @@ def _failure_since(signal: Signal) -> datetime | None:
     return _completed(signal) or signal.started_at
 
 
+IndexEntries = tuple[tuple[CheckKey, datetime | None], ...]
+
+
+def index_entries(signals: Sequence[Signal]) -> IndexEntries:
+    """The checks failing on a head now (superseded runs left out), each with since when it
+    fails: what FailingIndex counts of one pull request."""
+    if not any(github_state(s) in FAILING_STATES for s in signals):
+        return ()  # most heads: nothing to index (and nothing to dedupe)
+    return tuple(
+        (check_key(signal), _failure_since(signal))
+        for signal in dedupe(signals)
+        if signal.kind is not Kind.EXPECTED and github_state(signal) in FAILING_STATES
+    )
+
+
+def failing_now(signals: Sequence[Signal]) -> tuple[Signal, ...]:
+    """The head's signals that fail on GitHub (what elsewhere_of tells)."""
+    return tuple(
+        s for s in signals if s.kind is not Kind.EXPECTED and github_state(s) in FAILING_STATES
+    )
+
+
+def failing_checks(signals: Sequence[Signal]) -> tuple[Signal, ...]:
+    """The head's failing check runs (superseded ones left out) and statuses (whose earlier
+    attempts are its history)."""
+    return tuple(
+        s
+        for s in dedupe(signals)
+        if s.kind in (Kind.CHECK_RUN, Kind.STATUS) and github_state(s) in FAILING_STATES
+    )
+
+
 @dataclass(slots=True)
 class FailingIndex:
     """Which checks fail on which open pull requests of one repository (built from what the
@@ -99,16 +131,12 @@ class FailingIndex:
     pulls: set[int] = field(default_factory=set)
     failing: dict[CheckKey, dict[int, datetime | None]] = field(default_factory=dict)
 
-    def add(self, snapshot: PullSnapshot) -> None:
-        """Count one open pull request and the checks failing on its head now."""
+    def add(self, snapshot: PullSnapshot, entries: IndexEntries | None = None) -> None:
+        """Count one open pull request and the checks failing on its head now (`entries`:
+        index_entries of its signals, where already known)."""
         self.pulls.add(snapshot.number)
-        if not any(github_state(s) in FAILING_STATES for s in snapshot.signals):
-            return  # most heads: nothing to index (and nothing to dedupe)
-        for signal in dedupe(snapshot.signals):
-            if signal.kind is Kind.EXPECTED or github_state(signal) not in FAILING_STATES:
-                continue
-            seen = self.failing.setdefault(check_key(signal), {})
-            since = _failure_since(signal)
+        for key, since in index_entries(snapshot.signals) if entries is None else entries:
+            seen = self.failing.setdefault(key, {})
             known = seen.get(snapshot.number)
             earlier = since is not None and (known is None or since < known)
             if snapshot.number not in seen or earlier:
@@ -162,13 +190,13 @@ class HistoryInputs:
     final: frozenset[str] = frozenset()
 
 
-def elsewhere_of(index: FailingIndex, snapshot: PullSnapshot) -> dict[str, Elsewhere | None]:
-    """The same checks failing elsewhere, for each signal of the head that fails on GitHub."""
-    return {
-        s.key: index.elsewhere(snapshot.number, s)
-        for s in snapshot.signals
-        if s.kind is not Kind.EXPECTED and github_state(s) in FAILING_STATES
-    }
+def elsewhere_of(
+    index: FailingIndex, snapshot: PullSnapshot, failing: Sequence[Signal] | None = None
+) -> dict[str, Elsewhere | None]:
+    """The same checks failing elsewhere, for each signal of the head that fails on GitHub
+    (`failing`: failing_now of its signals, where already known)."""
+    found = failing_now(snapshot.signals) if failing is None else failing
+    return {s.key: index.elsewhere(snapshot.number, s) for s in found}
 
 
 def history_of(row: Row, inputs: HistoryInputs) -> History | None:

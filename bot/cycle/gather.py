@@ -124,7 +124,9 @@ class Gatherer:
         self._annotation_reader = AnnotationReader(
             github, store, clock=clock, runs_of=self.failing_runs
         )
-        self._attempt_reader = AttemptReader(github, store, clock=clock)
+        self._attempt_reader = AttemptReader(
+            github, store, clock=clock, checks_of=lambda s: reports.from_signals(s).checks
+        )
         self._branch_reader = BranchReader(github, store, clock=clock)
 
     # -- what an earlier process kept -----------------------------------------------------
@@ -172,7 +174,7 @@ class Gatherer:
             index = self._building.setdefault(name, FailingIndex())
             for snapshot in chunk:
                 if isinstance(snapshot, PullSnapshot):
-                    index.add(snapshot)
+                    index.add(snapshot, self.reports.from_signals(snapshot).entries)
             unread = list(failing)
         # queued ones wait too: the repository's merge groups are read in one query at its end
         unread += [s for s in queued(chunk, self.policy) if all(s is not u for u in unread)]
@@ -382,9 +384,10 @@ class Gatherer:
     def _history(self, snapshot: PullSnapshot) -> HistoryInputs:
         repo = snapshot.repo
         index = self.reports.index.get(repo)
+        failing = self.reports.from_signals(snapshot).failing
         return HistoryInputs(
             attempts=self._attempts.get((repo, snapshot.head_sha), {}),
-            elsewhere={} if index is None else elsewhere_of(index, snapshot),
+            elsewhere={} if index is None else elsewhere_of(index, snapshot, failing),
             branch=self._branches.get((repo, snapshot.base)) if snapshot.base else None,
             final=self._final.get((repo, snapshot.head_sha), frozenset()),
         )

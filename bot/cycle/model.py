@@ -18,7 +18,14 @@ import msgspec
 from bot.core.base import MergeBase
 from bot.core.comment import Comment
 from bot.core.evidence import Evidence
-from bot.core.history import FailingIndex, HistoryInputs
+from bot.core.history import (
+    FailingIndex,
+    HistoryInputs,
+    IndexEntries,
+    failing_checks,
+    failing_now,
+    index_entries,
+)
 from bot.core.merge_queue import QueueRead
 from bot.core.model import (
     FAILING_STATES,
@@ -166,6 +173,24 @@ class Built:
         return docs_digest(docs) == self.docs_digest
 
 
+@dataclass(frozen=True, slots=True)
+class FromSignals:
+    """What is computed from a head's signals alone, kept while a listing gives the very same
+    signals again (an unchanged node is not parsed again: its snapshot is the last one)."""
+
+    signals: tuple[Signal, ...]
+    entries: IndexEntries  # its failing checks as FailingIndex counts them
+    failing: tuple[Signal, ...]  # its signals failing on GitHub (a failure's `elsewhere`)
+    checks: tuple[Signal, ...]  # its failing check runs and statuses (their earlier attempts)
+
+    @classmethod
+    def of(cls, signals: tuple[Signal, ...]) -> FromSignals:
+        """Computed from `signals` (nothing to compute where none fails)."""
+        if not any(github_state(s) in FAILING_STATES for s in signals):
+            return cls(signals, (), (), ())
+        return cls(signals, index_entries(signals), failing_now(signals), failing_checks(signals))
+
+
 class Reports:
     """The last report of each pull request, kept across the cycles of one process (`run`),
     and read at a process's first pass from what the state kept (bot.cycle.digests: `once`, a
@@ -181,6 +206,16 @@ class Reports:
         # each repository's failing checks by pull request, as its last complete listing had
         # them (a failure's `elsewhere`: no request of its own)
         self.index: dict[str, FailingIndex] = {}
+        self._from_signals: dict[tuple[str, int], FromSignals] = {}
+
+    def from_signals(self, snapshot: PullSnapshot) -> FromSignals:
+        """What is computed from the head's signals alone: kept while they are the very same
+        signals (the same tuple: an unchanged node's), computed again otherwise."""
+        key = (snapshot.repo, snapshot.number)
+        kept = self._from_signals.get(key)
+        if kept is None or kept.signals is not snapshot.signals:
+            kept = self._from_signals[key] = FromSignals.of(snapshot.signals)
+        return kept
 
     def get(self, repo: str, number: int) -> Built | None:
         """The last report built for this pull request, if any."""
@@ -197,6 +232,8 @@ class Reports:
             del self._built[key]
         for key in [k for k in self.runs if k[0] == repo and k[1] not in kept]:
             del self.runs[key]
+        for key in [k for k in self._from_signals if k[0] == repo and k[1] not in kept]:
+            del self._from_signals[key]
 
 
 @dataclass(frozen=True, slots=True)

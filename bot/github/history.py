@@ -17,8 +17,8 @@ from bot.core.history import (
     branch_payload,
     earlier_attempts,
 )
-from bot.core.model import FAILING_STATES, Attempt, Kind, PullSnapshot, Signal
-from bot.core.reconcile import dedupe, github_state
+from bot.core.history import failing_checks as checks_failing
+from bot.core.model import Attempt, Kind, PullSnapshot, Signal
 from bot.github.annotations import per_head
 from bot.github.client import GitHubApi
 from bot.github.errors import GitHubError
@@ -31,13 +31,9 @@ BRANCH_KEPT: Final = timedelta(days=1)  # a last good history stands this long w
 Attempts = dict[str, tuple[Attempt, ...]]  # signal key -> its earlier attempts on the head
 
 
-def failing_checks(snapshot: PullSnapshot) -> list[Signal]:
+def failing_checks(snapshot: PullSnapshot) -> Sequence[Signal]:
     """The head's failing check runs (superseded ones left out) and statuses."""
-    return [
-        s
-        for s in dedupe(snapshot.signals)
-        if s.kind in (Kind.CHECK_RUN, Kind.STATUS) and github_state(s) in FAILING_STATES
-    ]
+    return checks_failing(snapshot.signals)
 
 
 def attempts_key(signal: Signal) -> str | None:
@@ -79,9 +75,16 @@ class AttemptReader:
     `keeper` is once every run read is final (a status's earlier states never change)."""
 
     def __init__(
-        self, github: GitHubApi, keeper: HistoryKeeper | None, *, clock: Callable[[], datetime]
+        self,
+        github: GitHubApi,
+        keeper: HistoryKeeper | None,
+        *,
+        clock: Callable[[], datetime],
+        checks_of: Callable[[PullSnapshot], Sequence[Signal]] = failing_checks,
     ) -> None:
+        """`checks_of`: the head's failing checks (failing_checks, or what kept them)."""
         self.github, self.keeper, self.clock = github, keeper, clock
+        self.checks_of = checks_of
 
     def read(
         self, repo: str, snapshots: Sequence[PullSnapshot], *, ask: bool = True
@@ -92,7 +95,7 @@ class AttemptReader:
         checks: dict[str, Signal] = {}
         heads: dict[str, list[str]] = {}
         for snapshot in snapshots:
-            for signal in failing_checks(snapshot):
+            for signal in self.checks_of(snapshot):
                 key = attempts_key(signal)
                 if key is not None:
                     checks[key] = signal

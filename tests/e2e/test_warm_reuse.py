@@ -207,3 +207,62 @@ def test_the_readers_of_a_cycle_tell_time_by_its_clock(tmp_path: Path) -> None:
         noted = {row[0] for row in db.execute("SELECT read_at FROM run_annotations")}
     assert kept == {to_text(at)}
     assert noted == {to_text(at)}
+
+
+def elsewhere(report: Report, name: str) -> tuple[int, int] | None:
+    """(heads, of) of the row's 'also failing on' (None: not said)."""
+    row = next(row for row in report.rows if row.signal.name == name)
+    found = row.history.elsewhere if row.history is not None else None
+    return None if found is None else (found.heads, found.of)
+
+
+def test_another_pull_requests_changed_check_moves_an_unchanged_ones_elsewhere(
+    tmp_path: Path,
+) -> None:
+    """What a warm cycle keeps of a head's signals (its failing checks in the index of a
+    failure's `elsewhere`) is of those very signals: a check of pull request 2 that stops
+    failing moves the count on pull request 1, whose own head did not change."""
+    world = many_world(3)
+    runs = {
+        number: world.add_check_run(REPO, f"{number:040x}", name="tests", conclusion="failure",
+                                    started_at=STARTED, completed_at=STARTED)["id"]
+        for number in (1, 2)
+    }  # fmt: skip
+    now = STARTED + timedelta(minutes=5)
+    with bot(world, tmp_path) as b:
+        b.cycle(now)
+        _, warm = b.cycle(now + timedelta(minutes=1))
+        one = {r.number: r for _, r in warm.pulls}[1]
+        assert elsewhere(one, "tests") == (1, 2)
+        world.update_check_run(REPO, runs[2], conclusion="success")
+        _, changed = b.cycle(now + timedelta(minutes=2))
+        snapshots = {s.number: s for s, _ in changed.pulls}
+        assert snapshots[1].signals is {s.number: s for s, _ in warm.pulls}[1].signals
+        assert elsewhere({r.number: r for _, r in changed.pulls}[1], "tests") is None
+    assert "also failing on" not in bot_comments(world, 1)[0]["body"]
+
+
+def test_a_provider_record_that_changes_changes_an_unchanged_pull_requests_report(
+    tmp_path: Path,
+) -> None:
+    """Read the Docs finishing a build in flight changes the report of a pull request whose
+    GitHub side did not change, in the next warm cycle of the same process."""
+    rtd, context = "docs-project", "docs/readthedocs.org:docs-project"
+    world = pending_world()
+    world.add_status(REPO, SHA, context=context, state="pending", created_at=STARTED,
+                     target_url=f"https://readthedocs.org/projects/{rtd}/builds/71/")  # fmt: skip
+    world.add_rtd_build(rtd, id=71, commit=SHA, version="5", state="building", success=None,
+                        created=STARTED)  # fmt: skip
+    now = STARTED + timedelta(minutes=5)
+    with bot(world, tmp_path) as b:
+        b.cycle(now)
+        same, before = b.cycle(now + timedelta(minutes=1))
+        assert same.edited == 0, same.line()
+        world.set_rtd_build(rtd, 71, state="finished", success=True,
+                            finished=STARTED + timedelta(minutes=1))  # fmt: skip
+        finished, after = b.cycle(now + timedelta(minutes=2))
+        assert finished.edited == 1, finished.line()
+        [(snap_a, _)], [(snap_b, report_b)] = before.pulls, after.pulls
+        assert snap_b.signals is snap_a.signals  # the head's node was not parsed again
+        docs = [r for r in report_b.rows if r.signal.name == context]
+        assert [r.state for r in docs] == [State.SUCCESS], report_b.rows
