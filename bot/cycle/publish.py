@@ -220,15 +220,18 @@ class Publisher:
     # -- pacing ------------------------------------------------------------------------------
 
     def _has_write_budget(self) -> bool:
-        minute, hour = self._writes_within(timedelta(minutes=1)), self._writes_within(HOUR)
-        return minute < self.policy.max_writes_per_minute and hour < self.policy.max_writes_per_hour
+        now, last = self.desk.clock(), self.store.last_write_at()  # read once for both windows
+        minute = self._writes_within(timedelta(minutes=1), now, last)
+        return (
+            minute < self.policy.max_writes_per_minute
+            and self._writes_within(HOUR, now, last) < self.policy.max_writes_per_hour
+        )
 
-    def _writes_within(self, window: timedelta) -> int:
-        """Writes in the last `window`: this process's on the monotonic clock; the state's
-        (earlier processes') by their wall-clock stamps, unless the wall clock went back."""
+    def _writes_within(self, window: timedelta, now: datetime, last: datetime | None) -> int:
+        """Writes in the last `window` before `now`: this process's on the monotonic clock; the
+        state's (earlier processes') by their wall-clock stamps (the newest: `last`), unless
+        the wall clock went back."""
         own = self.desk.pacing.count_within(window.total_seconds())
-        now = self.desk.clock()
-        last = self.store.last_write_at()
         if last is not None and last > now:  # the wall clock stepped back: stamps mislead
             return own
         return max(own, self.store.writes_since(now - window))
