@@ -95,7 +95,7 @@ def is_azure(signal: Signal) -> bool:
 
 def asked_about(signal: Signal) -> bool:
     """Azure DevOps is asked only about Azure signals GitHub still shows queued or running."""
-    return is_azure(signal) and github_state(signal) is State.PENDING
+    return github_state(signal) is State.PENDING and is_azure(signal)  # most have ended
 
 
 def _time(value: Any) -> datetime | None:

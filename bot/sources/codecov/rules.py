@@ -71,7 +71,7 @@ def is_codecov(signal: Signal) -> bool:
 
 def asked_about(signal: Signal) -> bool:
     """Codecov is asked only about its signals that GitHub still shows pending."""
-    return is_codecov(signal) and github_state(signal) is State.PENDING
+    return github_state(signal) is State.PENDING and is_codecov(signal)  # most have ended
 
 
 def owner_repo(repo: str) -> tuple[str, str]:
