@@ -26,7 +26,7 @@ from bot.github.errors import GitHubError
 from bot.github.installations import BotGitHub, Installations
 from bot.guard import Guard, install_github_guard
 from bot.logs import register_secrets
-from bot.render.comment import Renderer
+from bot.render.comment import Renderer, renderer_for
 from bot.retry import Sleep
 from bot.settings import ConfigError, RepoSettings, Settings, read_private_key
 from bot.sources.azure_pipelines.provider import KIND as AZURE_PIPELINES
@@ -189,8 +189,7 @@ def build_clients(
 
 def renderer(settings: Settings) -> Renderer:
     """The comment renderer, user templates first."""
-    template_dir = settings.render.template_dir
-    return Renderer(Path(template_dir) if template_dir else None)
+    return renderer_for(settings.render.template_dir)
 
 
 def make_cycle(

@@ -14,27 +14,17 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from bot.logs import redact, register_secrets, setup_logging
-from bot.render.report import report_json
-from bot.settings import (
-    ConfigError,
-    RepoSettings,
-    Settings,
-    describe,
-    load_settings,
-    require_queue,
-)
-from bot.state.lock import StateBusy
-from bot.state.ports import StoreError, TriageRows
-from bot.state.readonly import open_read_only
-from bot.triage import bycheck, rows
-from bot.triage.keeper import stored_entries
 
 if TYPE_CHECKING:
     from bot.render.comment import Renderer
     from bot.retry import Sleep
+    from bot.settings import RepoSettings, Settings
+    from bot.state.ports import TriageRows
+    from bot.triage import rows
 
-# The GitHub and HTTP clients (PyGithub, httpx, graphql-core) are imported by the commands
-# that talk to GitHub, not here: `report` and `check-config` start without them.
+# Each command imports what it uses, in its own body: `--help` starts with argparse alone,
+# `report` and `check-config` without the GitHub and HTTP clients (PyGithub, httpx,
+# graphql-core), the settings' pydantic only once a command reads them.
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 _PR_REF = re.compile(r"^(?P<repo>[^/#\s]+/[^/#\s]+)#(?P<number>\d+)$")
@@ -45,14 +35,15 @@ class UsageError(Exception):
 
 
 def _renderer(settings: Settings) -> Renderer:
-    from bot.app import renderer
+    from bot.render.comment import renderer_for  # not bot.app: check-config needs no client
 
-    return renderer(settings)
+    return renderer_for(settings.render.template_dir)
 
 
 def _check_templates(settings: Settings) -> None:
     """Refuse a user template that does not render or does not put the marker first (exit 2)."""
     from bot.render.comment import TemplateInvalid
+    from bot.settings import ConfigError
 
     try:
         _renderer(settings).validate()
@@ -62,6 +53,8 @@ def _check_templates(settings: Settings) -> None:
 
 def _select_repos(settings: Settings, names: Sequence[str] | None) -> list[RepoSettings]:
     """The repositories named (in their configured spelling: GitHub ignores case), or all."""
+    from bot.settings import RepoSettings
+
     if not names:
         settings.require_repos()
         return list(settings.repos)
@@ -78,6 +71,8 @@ def _select_repos(settings: Settings, names: Sequence[str] | None) -> list[RepoS
 def cmd_check_config(settings: Settings, args: argparse.Namespace, _: Sleep | None) -> int:
     """Validate and print the effective settings, secrets masked; then, unless --offline, ask
     GitHub and Read the Docs (reads only) and print every finding, then a summary."""
+    from bot.settings import describe
+
     settings.require_github_auth()
     _check_templates(settings)
     settings.require_repos()
@@ -101,6 +96,8 @@ def cmd_show(settings: Settings, args: argparse.Namespace, sleep: Sleep | None) 
     """Fetch, reconcile and print one pull request's report: the comment the bot keeps for it,
     dated by the state or the comment's stamp; never writes, never creates a state."""
     from bot.app import build_clients, make_cycle, open_reader
+    from bot.render.report import report_json
+    from bot.settings import RepoSettings
 
     match = _PR_REF.match(args.pull)
     if not match:
@@ -159,6 +156,8 @@ def cmd_once(settings: Settings, args: argparse.Namespace, sleep: Sleep | None) 
 def _write_summary(path: str, store: TriageRows, repos: Sequence[RepoSettings]) -> None:
     """Append the triage table of what the run saw to `path` (a job summary: markdown)."""
     import bot.triage.formats as formats
+    from bot.triage import rows
+    from bot.triage.keeper import stored_entries
 
     entries = stored_entries(store)
     view = rows.ordered(entries, rows.Filters(frozenset(r.name for r in repos)))
@@ -244,6 +243,7 @@ def cmd_run(settings: Settings, _: argparse.Namespace, __: Sleep | None) -> int:
 def cmd_worker(settings: Settings, _: argparse.Namespace, __: Sleep | None) -> int:
     """Work the queue's jobs until SIGTERM."""
     from bot.service.worker import run_worker
+    from bot.settings import require_queue
 
     require_queue(settings)
     settings.require_github_auth()
@@ -260,6 +260,9 @@ def cmd_demo(_: Settings | None, args: argparse.Namespace) -> int:
 
 def cmd_report(settings: Settings, args: argparse.Namespace, sleep: Sleep | None) -> int:
     """The triage view from the state (no GitHub request); --live reads GitHub first, read-only."""
+    from bot.state.ports import StoreError
+    from bot.triage import rows
+
     filters = _report_filters(settings, args)
     try:
         live = args.live
@@ -279,6 +282,9 @@ def cmd_report(settings: Settings, args: argparse.Namespace, sleep: Sleep | None
 
 
 def _report_filters(settings: Settings, args: argparse.Namespace) -> rows.Filters:
+    from bot.settings import RepoSettings
+    from bot.triage import rows
+
     try:
         verdicts = rows.parse_verdicts(args.verdict or "")
         named = [
@@ -302,6 +308,9 @@ def _stored_entries(settings: Settings) -> list[rows.TriageEntry]:
         raise UsageError(
             'report: state.path = "": there is no state to read; --live reads GitHub instead'
         )
+    from bot.state.readonly import open_read_only
+    from bot.triage.keeper import stored_entries
+
     with open_read_only(settings.state.location) as reader:
         return stored_entries(reader)
 
@@ -312,6 +321,7 @@ def _live_entries(
     """Read and reconcile every selected open pull request now, writing nothing."""
     settings.require_github_auth()
     from bot.app import build_clients, make_cycle, open_reader
+    from bot.triage import rows
 
     repos = _select_repos(settings, names)
     clients = build_clients(settings, repos, sleep=sleep)
@@ -335,6 +345,8 @@ def _triage_text(
 
     now = datetime.now(UTC)
     if by == "check" and fmt != "html":  # the page groups by check in the browser
+        from bot.triage import bycheck
+
         grouped = {"json": bycheck.checks_json, "markdown": bycheck.checks_markdown}
         text = grouped.get(fmt, bycheck.checks_table)(view, now=now)
         return text if text.endswith("\n") else text + "\n"
@@ -356,7 +368,7 @@ def _parser() -> argparse.ArgumentParser:
         description="One factual CI-status comment per pull request. Retriggers nothing.",
         parents=[common],
     )
-    parser.add_argument("--version", action="version", version=f"ci-status-bot {_version()}")
+    parser.add_argument("--version", action=_Version, help="show program's version number and exit")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("run", parents=[common], help="the service: poll on the schedule")
     sub.add_parser("worker", parents=[common], help="work the queue's jobs ([queue] url)")
@@ -415,6 +427,17 @@ COMMANDS = {
 }
 
 
+class _Version(argparse.Action):
+    """--version: the installed distribution's version, read only when it is asked for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        print(f"ci-status-bot {_version()}")
+        parser.exit()
+
+
 def _version() -> str:
     """The installed distribution's version."""
     from importlib.metadata import PackageNotFoundError, version
@@ -443,6 +466,10 @@ def main(argv: Sequence[str] | None = None, *, sleep: Sleep | None = None) -> in
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
+    from bot.settings import ConfigError, load_settings
+    from bot.state.lock import StateBusy
+    from bot.state.ports import StoreError
+
     settings: Settings | None = None
     try:
         if args.command == "demo":

@@ -8,17 +8,15 @@ import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
-import graphql
-import requests
-from github.Requester import (
-    HTTPRequestsConnectionClass,
-    HTTPSRequestsConnectionClass,
-    Requester,
-    RequestsResponse,
-)
+if TYPE_CHECKING:
+    import requests
+    from github.Requester import RequestsResponse
+
+# graphql-core and PyGithub are imported on first use (a GraphQL body to check, the guard
+# installed for PyGithub): a command that sends nothing to GitHub starts without them.
 
 _OWNER_REPO = r"(?:repos/[^/]+/[^/]+|repositories/\d+)"
 
@@ -248,6 +246,8 @@ def _is_query_only(body: Any) -> bool:
 def _only_queries(query: str) -> bool:
     """Whether this GraphQL text holds only query operations (parsed once per text: a cycle
     sends the same few texts again and again)."""
+    import graphql
+
     try:
         document = graphql.parse(query)
     except (TypeError, ValueError, graphql.GraphQLError):
@@ -385,15 +385,24 @@ class _GuardedMixin:
         """Keep the shared session open; it is reused by the next request."""
 
 
-class GuardedHTTPConnection(_GuardedMixin, HTTPRequestsConnectionClass):
-    """PyGithub's plain-HTTP connection, behind the guard (Enterprise over http, the sandbox)."""
+@functools.cache
+def _guarded_connections() -> tuple[type, type]:
+    """PyGithub's connection classes, each behind the guard (made on first use)."""
+    from github.Requester import HTTPRequestsConnectionClass, HTTPSRequestsConnectionClass
 
+    class GuardedHTTPConnection(_GuardedMixin, HTTPRequestsConnectionClass):
+        """PyGithub's plain-HTTP connection, behind the guard (Enterprise over http, the
+        sandbox)."""
 
-class GuardedHTTPSConnection(_GuardedMixin, HTTPSRequestsConnectionClass):
-    """PyGithub's HTTPS connection, behind the guard."""
+    class GuardedHTTPSConnection(_GuardedMixin, HTTPSRequestsConnectionClass):
+        """PyGithub's HTTPS connection, behind the guard."""
+
+    return GuardedHTTPConnection, GuardedHTTPSConnection
 
 
 def install_github_guard(guard: Guard) -> None:
     """Route every PyGithub request of this process through the guard."""
+    from github.Requester import Requester
+
     _GuardedMixin.guard = guard
-    Requester.injectConnectionClasses(GuardedHTTPConnection, GuardedHTTPSConnection)
+    Requester.injectConnectionClasses(*_guarded_connections())

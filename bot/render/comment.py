@@ -839,6 +839,12 @@ def _without_passing_names(view: CommentView) -> CommentView:
     return dataclasses.replace(view, passing=())
 
 
+def renderer_for(template_dir: str) -> Renderer:
+    """The comment renderer of `render.template_dir`: that folder's templates first ("": the
+    packaged ones only)."""
+    return Renderer(Path(template_dir) if template_dir else None)
+
+
 def default_template_dir() -> Path:
     """Return the packaged templates' folder (`bot.templates`, or templates/ in a checkout)."""
     spec = importlib.util.find_spec("bot.templates")
