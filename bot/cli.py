@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from bot.logs import redact, register_secrets, setup_logging
+from bot.state.lock import StateBusy
 
 if TYPE_CHECKING:
     from bot.render.comment import Renderer
@@ -467,7 +468,6 @@ def main(argv: Sequence[str] | None = None, *, sleep: Sleep | None = None) -> in
     except SystemExit as exc:
         return int(exc.code or 0)
     from bot.settings import ConfigError, load_settings
-    from bot.state.lock import StateBusy
     from bot.state.ports import StoreError
 
     settings: Settings | None = None
