@@ -21,6 +21,7 @@ from bot.retry import (
     retry_after_s,
     run_with_retries,
 )
+from bot.sources.http import tls
 from bot.sources.readthedocs.rules import RtdBuild, describe_status
 
 log = logging.getLogger(__name__)
@@ -125,6 +126,7 @@ def _client(
         auth=auth,
         timeout=timeout_s,
         transport=transport,
+        verify=tls(),
         event_hooks={"request": [check]},
     )
 
