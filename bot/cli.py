@@ -440,6 +440,10 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+# The commands that keep running (and allocating) until stopped: they collect cyclic garbage.
+SERVING = frozenset({"run", "worker", "demo"})
+
+
 def _version() -> str:
     """The installed distribution's version."""
     from importlib.metadata import PackageNotFoundError, version
@@ -468,6 +472,8 @@ def main(argv: Sequence[str] | None = None, *, sleep: Sleep | None = None) -> in
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
+    if args.command in SERVING:  # console() held the collector off for a command that ends
+        gc.enable()
     from bot.settings import ConfigError, load_settings
     from bot.state.ports import StoreError
 
@@ -484,10 +490,7 @@ def main(argv: Sequence[str] | None = None, *, sleep: Sleep | None = None) -> in
     except (ConfigError, UsageError) as exc:
         _error(f"{exc}")
         return EXIT_USAGE
-    except StateBusy as exc:
-        _error(f"{exc}")
-        return EXIT_FAIL
-    except StoreError as exc:  # the message names the state and the problem
+    except (StateBusy, StoreError) as exc:  # the message names the state and the problem
         _error(f"{exc}")
         return EXIT_FAIL
     except OSError as exc:
@@ -502,14 +505,17 @@ def main(argv: Sequence[str] | None = None, *, sleep: Sleep | None = None) -> in
 def console() -> NoReturn:
     """The process: `ci-status-bot` and `python -m bot`. main(), then exit with its code.
 
-    Two costs of a fresh process that are none of a command's work are left out. httpcore
-    imports trio where it is installed (the test extra's selenium brings it), to serve async
-    code running under trio: the bot's HTTP clients are synchronous and its server runs on
-    asyncio (~80 ms of CPU at every start). And on the way out the interpreter's collector
-    would walk every object the command left (a cycle's reads: ~0.3 s of CPU after `once` at
-    500 pull requests); they are frozen first, freed with the process.
+    Costs of a fresh process that are none of a command's work are left out. httpcore imports
+    trio where it is installed (the test extra's selenium brings it), to serve async code
+    running under trio: the bot's HTTP clients are synchronous and its server runs on asyncio
+    (~80 ms of CPU at every start). The cyclic garbage collector waits while the libraries
+    are imported and a command that ends runs (its cycle pauses it anyway, bot.cycle.run):
+    only a command that serves (SERVING) collects. And on the way out the interpreter's
+    collector would walk every object the command left (a cycle's reads: ~0.3 s of CPU after
+    `once` at 500 pull requests); they are frozen first, freed with the process.
     """
     sys.modules.setdefault("trio", None)  # type: ignore[arg-type]
+    gc.disable()
     code = main()
     gc.freeze()
     raise SystemExit(code)
