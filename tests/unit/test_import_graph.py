@@ -127,3 +127,36 @@ def test_every_part_of_the_bot_has_its_place_in_the_layers() -> None:
         if (path.suffix == ".py" and path.stem != "__init__") or (path / "__init__.py").is_file()
     }
     assert sorted(parts - placed) == []
+
+
+# What a command that does not need them must start without (top-level packages).
+_CLIENTS = ("github", "graphql", "httpx", "httpcore", "requests", "trio")
+_STARTS_WITHOUT: dict[tuple[str, ...], tuple[str, ...]] = {
+    ("--help",): ("pydantic", "pydantic_settings", "sqlalchemy", "jinja2", *_CLIENTS),
+    ("--version",): ("pydantic", "pydantic_settings", "sqlalchemy", "jinja2", *_CLIENTS),
+    ("check-config", "--offline"): ("sqlalchemy", *_CLIENTS),
+    ("report",): ("jinja2", *_CLIENTS),
+}
+
+
+@pytest.mark.parametrize("command", list(_STARTS_WITHOUT), ids=" ".join)
+def test_a_command_imports_only_what_it_uses(command: tuple[str, ...], tmp_path: Path) -> None:
+    """`python -X importtime -m bot ...` names every module the process imported (stderr)."""
+    config = tmp_path / "bot.toml"
+    config.write_text(
+        '[github]\ntoken = "ghp_probe"\n\n[state]\npath = "'
+        + (tmp_path / "state.sqlite3").as_posix()
+        + '"\n\n[[repos]]\nname = "octo/repo"\n',
+        encoding="utf-8",
+    )
+    args = [*command] if command[0].startswith("--") else [*command, "--config", str(config)]
+    run = [sys.executable, "-X", "importtime", "-m", "bot", *args]
+    out = subprocess.run(run, capture_output=True, text=True, check=False, cwd=tmp_path)
+    imported = {
+        line.rsplit("|", 1)[-1].strip().split(".")[0]
+        for line in out.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+    assert "bot" in imported, out.stderr[-2000:]  # the probe saw the bot's own imports
+    assert out.returncode in (0, 1), out.stdout + out.stderr[-2000:]  # report: no state yet
+    assert sorted(imported & set(_STARTS_WITHOUT[command])) == []
