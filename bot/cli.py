@@ -226,6 +226,7 @@ def cmd_run(settings: Settings, _: argparse.Namespace, __: Sleep | None) -> int:
     from bot.app import hold_state
     from bot.service.scheduler import run_service
 
+    _serving()
     repos = _select_repos(settings, None)
     settings.require_github_auth()
     _check_templates(settings)
@@ -247,16 +248,24 @@ def cmd_worker(settings: Settings, _: argparse.Namespace, __: Sleep | None) -> i
     from bot.service.worker import run_worker
     from bot.settings import require_queue
 
+    _serving()
     require_queue(settings)
     settings.require_github_auth()
     _check_templates(settings)
     return run_worker(settings)
 
 
+def _serving() -> None:
+    """A command that keeps running (and allocating) until stopped collects cyclic garbage,
+    once its libraries are imported (console() holds the collector off until then)."""
+    gc.enable()
+
+
 def cmd_demo(_: Settings | None, args: argparse.Namespace) -> int:
     """Run the bot against the built-in loopback sandbox and print what it posted."""
     from bot.demo import run_demo
 
+    _serving()
     return run_demo(out=print, serve=args.serve)
 
 
@@ -440,10 +449,6 @@ class _Version(argparse.Action):
         parser.exit()
 
 
-# The commands that keep running (and allocating) until stopped: they collect cyclic garbage.
-SERVING = frozenset({"run", "worker", "demo"})
-
-
 def _version() -> str:
     """The installed distribution's version."""
     from importlib.metadata import PackageNotFoundError, version
@@ -472,8 +477,6 @@ def main(argv: Sequence[str] | None = None, *, sleep: Sleep | None = None) -> in
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
-    if args.command in SERVING:  # console() held the collector off for a command that ends
-        gc.enable()
     from bot.settings import ConfigError, load_settings
     from bot.state.ports import StoreError
 
@@ -509,10 +512,11 @@ def console() -> NoReturn:
     trio where it is installed (the test extra's selenium brings it), to serve async code
     running under trio: the bot's HTTP clients are synchronous and its server runs on asyncio
     (~80 ms of CPU at every start). The cyclic garbage collector waits while the libraries
-    are imported and a command that ends runs (its cycle pauses it anyway, bot.cycle.run):
-    only a command that serves (SERVING) collects. And on the way out the interpreter's
-    collector would walk every object the command left (a cycle's reads: ~0.3 s of CPU after
-    `once` at 500 pull requests); they are frozen first, freed with the process.
+    are imported and while a command that ends runs (its cycle pauses it anyway,
+    bot.cycle.run); a command that serves collects from then on (_serving). And on the way
+    out the interpreter's collector would walk every object the command left (a cycle's
+    reads: ~0.3 s of CPU after `once` at 500 pull requests); they are frozen first, freed
+    with the process.
     """
     sys.modules.setdefault("trio", None)  # type: ignore[arg-type]
     gc.disable()
