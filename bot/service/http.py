@@ -293,6 +293,8 @@ class Endpoints:
         """Answer from `monitor`; the page and the document rendered once per generation."""
         self.monitor = monitor
         self.rendered = Rendered(monitor)
+        # the renders under way, by loop, kind and key: a request that finds one awaits it
+        self._rendering: dict[tuple[object, str, Key], asyncio.Future[bytes]] = {}
 
     def routes(self) -> list[BaseRoute]:
         """GET /, /triage.json, /livez, /readyz, /metrics."""
@@ -309,7 +311,25 @@ class Endpoints:
         rendered = self.rendered
         key = rendered.key(refresh)  # taken first: newer rows never go under an older key
         body = rendered.cached(kind, key)  # a hit is answered on the event loop, no thread
-        return body if body is not None else await run_in_threadpool(rendered.render, kind, key)
+        return body if body is not None else await self._render_once(kind, key)
+
+    async def _render_once(self, kind: str, key: Key) -> bytes:
+        """One render of `kind` under `key` at a time, in a thread: the requests that miss the
+        cache meanwhile await that render instead of each rendering the same rows (at 2,000
+        pull requests, a new generation met by 20 page requests rendered it 10 times at once:
+        most of the process's CPU, each thread holding the GIL the event loop needs)."""
+        slot = (asyncio.get_running_loop(), kind, key)
+        found = self._rendering.get(slot)
+        if found is None:
+            found = asyncio.ensure_future(run_in_threadpool(self.rendered.render, kind, key))
+            self._rendering[slot] = found
+            found.add_done_callback(lambda done: self._rendered(slot, done))
+        return await asyncio.shield(found)  # a request gone does not cancel the others' render
+
+    def _rendered(self, slot: tuple[object, str, Key], done: asyncio.Future[bytes]) -> None:
+        del self._rendering[slot]
+        if not done.cancelled():
+            done.exception()  # retrieved: every request that awaited it was given it
 
     async def page(self, request: Request) -> Response:
         """GET /: the triage page (?refresh=N: its data refresh interval)."""
@@ -373,6 +393,7 @@ class Rendered:
         self.renderer = formats.PageRenderer()
         self._kept: dict[tuple[str, Key], bytes] = {}
         self._lock = threading.Lock()
+        self._document: tuple[bytes, bytes, bytes] | None = None  # head, rows, the document
 
     def key(self, refresh: int = 0) -> Key:
         """What the answer depends on now (taken before the rows are read)."""
@@ -401,10 +422,17 @@ class Rendered:
         return body
 
     def document(self, pulls: bytes) -> bytes:
-        """The ci-status-bot.triage/v1 document around its cached rows, generated now."""
+        """The ci-status-bot.triage/v1 document around its cached rows, generated now (the same
+        bytes again within the second its time names: not a copy of the rows per request)."""
         head = formats.triage_document([], now=self.monitor.clock())
         del head["pulls"]
-        return json.dumps(head, separators=(",", ":")).encode()[:-1] + b',"pulls":' + pulls + b"}"
+        top = json.dumps(head, separators=(",", ":")).encode()[:-1]
+        last = self._document
+        if last is not None and last[0] == top and last[1] is pulls:
+            return last[2]
+        document = top + b',"pulls":' + pulls + b"}"
+        self._document = (top, pulls, document)
+        return document
 
 
 def _refresh_seconds(value: str | None) -> int:
