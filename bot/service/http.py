@@ -415,6 +415,7 @@ class Rendered:
             pulls = formats.triage_document(entries, now=self.monitor.clock())["pulls"]
             text = json.dumps(pulls, ensure_ascii=False, separators=(",", ":"))
         body = text.encode("utf-8")
+        self.monitor.metrics.page_renders.labels(kind).inc()
         with self._lock:
             if len(self._kept) >= self.MAX_KEPT:
                 self._kept.clear()

@@ -55,6 +55,11 @@ SPECS: Final = (
         "The worst event-loop lag of the last minute.",
     ),
     Spec(
+        "page_renders", Counter, "page_renders_total",
+        "Triage pages and JSON documents rendered, by kind (page, json): one per change of the "
+        "rows whatever the requests (the others are answered from the bytes kept).", ("kind",),
+    ),
+    Spec(
         "last_success", Gauge, "last_successful_cycle_timestamp_seconds",
         "When the last cycle finished (Unix time).",
     ),
@@ -116,6 +121,7 @@ class Metrics:
     cycle_duration: Histogram
     loop_lag: Histogram
     loop_lag_max: Gauge
+    page_renders: Counter
     last_success: Gauge
     pulls: Gauge
     comment_writes: Counter

@@ -8,6 +8,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import httpx
 import pytest
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
@@ -16,6 +17,7 @@ from starlette.testclient import TestClient
 
 from bot.service.http import LoopLag, Monitor, _livez_first, build_app, readiness_problems
 from bot.service.metrics import Metrics
+from bot.state.store import Store
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 
@@ -87,6 +89,33 @@ def test_livez_is_answered_without_the_state_or_a_thread(tmp_path: Path) -> None
     stopped = Monitor(state_path=str(broken), interval_s=30, alive=lambda: False)
     answer = TestClient(_livez_first(build_app(stopped), stopped)).get("/livez")
     assert answer.status_code == 503 and "scheduler stopped" in answer.text
+
+
+def test_new_rows_are_rendered_once_however_many_requests_wait_for_them(tmp_path: Path) -> None:
+    """Requests that find the page (or the JSON rows) of new rows not yet rendered wait for one
+    render of it: at 2,000 pull requests twenty of them rendered the same rows each in its own
+    thread, and those threads held the GIL the event loop needed (benchmarks/server.py's
+    /livez p95 401 ms). /livez is answered while the render waits for the rows."""
+    Store.open(tmp_path / "state.sqlite3").close()
+    monitor = Monitor(state_path=str(tmp_path / "state.sqlite3"), interval_s=30)
+    app = _livez_first(build_app(monitor), monitor)
+
+    async def requests() -> tuple[list[httpx.Response], httpx.Response]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://bot") as client:
+            with monitor._loading:  # the rows are being read: a render waits for them
+                waiting = [asyncio.create_task(client.get(p)) for p in ("/", "/triage.json") * 10]
+                for _ in range(20):  # every request reaches its render (or the wait for it)
+                    await asyncio.sleep(0.01)
+                livez = await client.get("/livez")
+            return list(await asyncio.gather(*waiting)), livez
+
+    answers, livez = asyncio.run(requests())
+    assert (livez.status_code, livez.text) == (200, "ok\n")
+    assert [a.status_code for a in answers] == [200] * 20
+    assert len({a.content for a in answers[::2]}) == 1  # the same page to every request
+    renders = monitor.metrics.page_renders
+    assert (renders.labels("page")._value.get(), renders.labels("json")._value.get()) == (1, 1)
 
 
 def test_the_event_loops_lag_is_measured_and_shown_in_metrics() -> None:
