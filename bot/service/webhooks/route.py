@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from starlette.concurrency import run_in_threadpool
+import anyio.to_thread
+from anyio import CapacityLimiter
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -17,11 +18,16 @@ log = logging.getLogger(__name__)
 
 LARGE_BODY_BYTES = 1024 * 1024  # bodies over 1 MB (or of unknown length) ...
 MAX_LARGE_BODIES = 2  # ... are read at most two at a time (the others get 503 at once)
+# Deliveries handled at once, each in a thread of its own pool: their state writes take one
+# lock with the cycle's, so while a cycle writes they wait, and in the server's shared pool
+# (40 threads) 100 deliveries a second took every thread the page's render needed.
+HANDLER_THREADS = 8
 
 
 def webhook_route(receiver: Receiver, path: str = "/webhook") -> Route:
     """The Starlette route of `POST /webhook`: body capped at 25 MB, answered before any read."""
     large = asyncio.Semaphore(MAX_LARGE_BODIES)
+    handlers = CapacityLimiter(HANDLER_THREADS)
 
     async def endpoint(request: Request) -> Response:
         event = request.headers.get("x-github-event", "")
@@ -38,7 +44,7 @@ def webhook_route(receiver: Receiver, path: str = "/webhook") -> Route:
         if body is None:
             return _refused(receiver, event, 413, "too-large")
         headers = {k.lower(): v for k, v in request.headers.items()}
-        answer = await run_in_threadpool(receiver.handle, headers, body)
+        answer = await anyio.to_thread.run_sync(receiver.handle, headers, body, limiter=handlers)
         return JSONResponse({"outcome": answer.outcome}, status_code=answer.status)
 
     async def guarded(request: Request) -> Response:
