@@ -212,3 +212,53 @@ def test_a_pull_request_number_github_never_sends_is_malformed(number: object) -
     assert read_event("check_run", check, repos=REPOS).outcome == "malformed"
     pull = {"action": "opened", "repository": {"full_name": HELLO}, "number": number}
     assert read_event("pull_request", pull, repos=REPOS).outcome == "malformed"
+
+
+def test_deliveries_waiting_on_the_state_leave_the_page_its_thread(tmp_path: Path) -> None:
+    """While a cycle holds the state's write lock, deliveries wait for it in their threads;
+    in the server's shared pool (40 threads) 100 deliveries a second took them all, and the
+    page's render waited behind them (benchmarks/server.py). They have a pool of their own."""
+    import asyncio
+
+    import httpx
+
+    from bot.service.http import Monitor, build_app
+    from bot.service.webhooks.receiver import Receiver
+    from bot.service.webhooks.route import webhook_route
+
+    payload = {
+        "action": "completed",
+        "check_run": {"head_sha": "e" * 40, "pull_requests": [{"number": 7430}]},
+        "repository": {"full_name": REPO},
+    }
+    body = json.dumps(payload).encode()
+    with Store.open(tmp_path / "s.sqlite3") as store:
+        receiver = Receiver(
+            secrets=[SECRET], repos=[REPO], inbox=Inbox(),
+            note_delivery=lambda d, e, now: store.note_delivery(d, e, now=now),
+            on_first_mark=lambda: None, clock=lambda: datetime.now(UTC),
+        )  # fmt: skip
+        monitor = Monitor(state_path=str(tmp_path / "s.sqlite3"), interval_s=300)
+        app = build_app(monitor, extra_routes=[webhook_route(receiver)])
+
+        def delivery(index: int) -> dict[str, str]:
+            return {"X-GitHub-Event": "check_run", "X-GitHub-Delivery": f"d-{index}",
+                    "X-Hub-Signature-256": sign(body, SECRET)}  # fmt: skip
+
+        async def load() -> tuple[httpx.Response, list[httpx.Response]]:
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://bot") as client:
+                with store._serial:  # a cycle's write: every delivery's write waits for it
+                    posts = [
+                        asyncio.create_task(client.post("/webhook", content=body,
+                                                        headers=delivery(i)))
+                        for i in range(50)
+                    ]  # fmt: skip
+                    for _ in range(20):  # every delivery reaches its thread (or the wait)
+                        await asyncio.sleep(0.01)
+                    page = await asyncio.wait_for(client.get("/"), timeout=60)
+                return page, list(await asyncio.gather(*posts))
+
+        page, answers = asyncio.run(load())
+    assert page.status_code == 200 and "<html" in page.text
+    assert [a.status_code for a in answers] == [202] * 50  # each written once the lock was free
