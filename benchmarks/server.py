@@ -12,11 +12,15 @@ process then, all at once and only on 127.0.0.1:
 - sends --rate signed `check_run` deliveries a second, each for a random open pull request;
 - requests `/` and `/triage.json` --pages at a time, and `/livez` every 0.1 s;
 
-and prints the latency of `/livez` and `/` (p50/p95/max), the server's event-loop lag as its
-/metrics shows it, the bot's peak RSS, deliveries accepted, the GraphQL queries and points
-spent, the cycles finished and failed, and, with the load still on, the time from SIGTERM to
-exit. The last line is one JSON object; `--before FILE` (an earlier run's last line, or its
-whole output) prints that run's figures beside this one's.
+and prints the latency of `/livez` and `/` (p50/p95/max: the time to the last byte of the
+answer as sent, its bytes read raw with httpx's iter_raw, not decompressed: a browser decodes
+in its own process), the bytes sent per answer and the Content-Encoding each came in, whether
+a decoded page equals the identity page (checked once before the load, outside the timed
+requests), the server's event-loop lag as its /metrics shows it, the bot's peak RSS,
+deliveries accepted, the GraphQL queries and points spent, the cycles finished and failed,
+and, with the load still on, the time from SIGTERM to exit. The last line is one JSON
+object; `--before FILE` (an earlier run's last line, or its whole output) prints that run's
+figures beside this one's.
 
 The load generator (this process) runs at a lower priority than the bot and the sandbox
 (`--nice 10`, os.nice after both started): on a 2-core machine its ~40 threads otherwise take
@@ -87,6 +91,9 @@ class Load:
         self.livez: list[float] = []
         self.page: list[float] = []
         self.json: list[float] = []
+        # per path: the answers' bytes as sent (encoded) and how many came in each encoding
+        self.sent_bytes: dict[str, int] = {}
+        self.encodings: dict[str, dict[str, int]] = {}
         self.errors: list[str] = []
         self.statuses: dict[int, int] = {}
         self.sent = 0
@@ -116,19 +123,28 @@ class Load:
             thread.join(timeout=15)
 
     def _timed(self, client: httpx.Client, path: str, into: list[float]) -> None:
-        started = time.monotonic()
+        """GET `path`, timed to the last byte of the answer as sent: its bytes are read raw
+        (iter_raw: no decompression here; a browser decodes in its own process)."""
+        started, size, encoding = time.monotonic(), 0, "identity"
         try:
-            answer = client.get(self.base + path, timeout=30)
+            with client.stream("GET", self.base + path, timeout=30) as answer:
+                for chunk in answer.iter_raw():
+                    size += len(chunk)
             error = "" if answer.status_code == 200 else f"HTTP {answer.status_code}"
+            encoding = answer.headers.get("content-encoding", "identity")
         except httpx.HTTPError as exc:
             error = type(exc).__name__
+        took = (time.monotonic() - started) * 1000
         if self.stopping.is_set():  # after the SIGTERM: nothing is counted
             return
         with self._lock:
             if error:
                 self.errors.append(f"{path}: {error}")
-            else:
-                into.append((time.monotonic() - started) * 1000)
+                return
+            into.append(took)
+            self.sent_bytes[path] = self.sent_bytes.get(path, 0) + size
+            counts = self.encodings.setdefault(path, {})
+            counts[encoding] = counts.get(encoding, 0) + 1
 
     def _probe(self) -> None:
         with httpx.Client() as client:
@@ -212,6 +228,26 @@ def _closed(sock: socket.socket) -> bool:
         return False
     except OSError:
         return True
+
+
+def decoded_page_check(base: str, tries: int = 5) -> dict[str, Any]:
+    """Outside the timed load: `/` fetched as identity, then with gzip accepted (decoded
+    here), then as identity again; where both identity pages are the same bytes (no new rows
+    between), the decoded page must equal them."""
+    found: dict[str, Any] = {"checked": False, "equal": None, "encoding": None}
+    with httpx.Client(timeout=30) as client:
+        for _ in range(tries):
+            plain = client.get(base + "/", headers={"Accept-Encoding": "identity"})
+            accepted = client.get(base + "/", headers={"Accept-Encoding": "gzip"})
+            again = client.get(base + "/", headers={"Accept-Encoding": "identity"})
+            if plain.content != again.content:
+                continue  # a cycle's new rows came between: try again
+            found["encoding"] = accepted.headers.get("content-encoding", "identity")
+            found.update(checked=True, equal=accepted.content == plain.content)
+            found["identity_bytes"] = len(plain.content)
+            found["identity_was_identity"] = "content-encoding" not in plain.headers
+            return found
+    return found
 
 
 def scale_numbers(count: int) -> list[int]:
@@ -317,6 +353,7 @@ def load_bot(
     """The load itself, then SIGTERM with the load still on."""
     ready_s = wait_ready(base, bot, args.timeout)
     cycles_before = metric_values(base, "ci_status_bot_cycles_total")
+    decoded = decoded_page_check(base)  # correctness, outside the timed load
     sandbox.control("POST", "reset-stats")
     if args.nice:  # the load generator below the bot and the sandbox (started before this)
         os.nice(args.nice)
@@ -351,6 +388,13 @@ def load_bot(
         "page_ms": ms(load.page),
         "triage_json_ms": ms(load.json),
         "requests": {"livez": len(load.livez), "page": len(load.page), "json": len(load.json)},
+        "latency_is": "time to the last byte of the answer as sent (read raw, not decoded)",
+        "mean_bytes_sent": {
+            path: round(total / max(1, sum(load.encodings.get(path, {}).values())))
+            for path, total in sorted(load.sent_bytes.items())
+        },
+        "content_encodings": load.encodings,
+        "decoded_page_check": decoded,
         "errors": len(load.errors),
         "error_kinds": sorted(set(load.errors))[:10],
         "deliveries_sent": load.sent,
@@ -415,6 +459,8 @@ def main(argv: list[str] | None = None) -> int:
     met = verdicts(result)
     print(f"load generator: this process, os.nice({args.nice}) after the bot and the sandbox "
           "started (they run at the shell's priority)")  # fmt: skip
+    print("latency: time to the last byte of the answer as sent (read raw, not decompressed: "
+          "a browser decodes in its own process)")  # fmt: skip
     if before is not None:
         print(f"before: {args.before} (load generator niceness {before.get('load_nice', 0)})")
     for line in figures(result, before):
@@ -475,6 +521,12 @@ def figures(result: dict[str, Any], before: dict[str, Any] | None) -> list[str]:
         side(f"/triage.json ms p50/p95/max: {_triple(result['triage_json_ms'])}",
              lambda r: _triple(r["triage_json_ms"])),
         side(f"requests answered: {result['requests']}", lambda r: str(r["requests"])),
+        side(f"mean bytes sent per answer: {result['mean_bytes_sent']}",
+             lambda r: str(r["mean_bytes_sent"])),
+        side(f"Content-Encoding of the answers: {result['content_encodings']}",
+             lambda r: str(r["content_encodings"])),
+        side(f"decoded page equals the identity page: {_check(result['decoded_page_check'])}",
+             lambda r: _check(r["decoded_page_check"])),
         side(f"event-loop lag (/metrics): {lag(result)}", lag),
         side(f"bot peak RSS: {result['bot_peak_rss_mb']} MB (target <= 300)",
              lambda r: f"{r['bot_peak_rss_mb']} MB"),
@@ -483,6 +535,12 @@ def figures(result: dict[str, Any], before: dict[str, Any] | None) -> list[str]:
         side(f"SIGTERM to exit: {result['sigterm_to_exit_s']} s (target <= 5)",
              lambda r: f"{r['sigterm_to_exit_s']} s"),
     ]  # fmt: skip
+
+
+def _check(found: dict[str, Any]) -> str:
+    if not found.get("checked"):
+        return "not checked (new rows between every try)"
+    return f"{found['equal']} (the page came {found['encoding']}, {found['identity_bytes']} B)"
 
 
 def _triple(q: dict[str, float | None]) -> str:
