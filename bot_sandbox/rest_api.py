@@ -241,8 +241,10 @@ def _owner_of(app: Any) -> str:
 def list_installation_repositories(call: Call, params: dict[str, str]) -> Answer:
     """GET /installation/repositories: the repositories the installation token reaches."""
     rec = call.world.token_record(call.token or "")
-    app = None if rec is None or rec.installation_id is None else (
-        call.world.app_by_installation(rec.installation_id)
+    app = (
+        None
+        if rec is None or rec.installation_id is None
+        else (call.world.app_by_installation(rec.installation_id))
     )
     if app is None:
         doc = f"{DOCS}/apps/installations#list-repositories-accessible-to-the-app-installation"

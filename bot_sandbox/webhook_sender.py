@@ -204,6 +204,7 @@ def installation_payload(
         },
         "sender": user_json(world.user(SENDER_LOGIN)),
     }
+
     def listed(names: tuple[str, ...]) -> list[JSON]:
         return [{"full_name": n, "name": n.split("/")[1], "private": False} for n in names]
 
