@@ -241,6 +241,7 @@ class Pass:
         self.plans: list[Plan] = []  # to write
         self.left: list[Plan] = []  # this pass's comments left as they are (to be checked)
         self.built: dict[str, list[Built]] = {}  # reports built this pass, to keep, by repo
+        self.facts: list[tuple[PullSnapshot, SetFacts]] = []  # facts to record (in one go)
 
     @contextmanager
     def counted(self) -> Iterator[None]:
@@ -421,7 +422,30 @@ class Pass:
                 else:
                     wanted.append((inputs, step.reads))
             todo = self._more(wanted, decided)
+        self._record_facts(decided)
         return decided
+
+    def _record_facts(self, decided: dict[int, Plan | Exception] | None = None) -> None:
+        """Record the facts judging and planning decided, one transaction a repository; where
+        that fails, it is each such pull request's failure (raised without `decided`). Of two
+        for one pull request the later stands, or the earlier where they say the same facts
+        (as recording them one after the other would leave it)."""
+        pending, self.facts = self.facts, []
+        by_repo: dict[str, dict[int, tuple[PullSnapshot, SetFacts]]] = {}
+        for snapshot, write in pending:
+            mine = by_repo.setdefault(snapshot.repo, {})
+            earlier = mine.get(snapshot.number)
+            if earlier is None or earlier[1].facts_key != write.facts_key:
+                mine[snapshot.number] = (snapshot, write)
+        for repo, items in by_repo.items():
+            rows = [(n, w.facts_key, w.observed_at) for n, (_, w) in sorted(items.items())]
+            try:
+                self.cycle.store.set_facts_many(repo, rows)
+            except Exception as exc:
+                if decided is None:
+                    raise
+                for snapshot, _ in items.values():
+                    decided[id(snapshot)] = exc
 
     def _more(self, wanted: list[Wanted], decided: dict[int, Plan | Exception]) -> list[Inputs]:
         """The wanted reads gathered (a failure is each wanting pull request's)."""
@@ -461,10 +485,8 @@ class Pass:
         for write in writes:
             if isinstance(write, MarkSeen):
                 store.mark_seen(s.repo, s.number, s.head_sha, write.keys, now=write.at)
-            elif isinstance(write, SetFacts):
-                store.set_facts(
-                    s.repo, s.number, facts_key=write.facts_key, observed_at=write.observed_at
-                )
+            elif isinstance(write, SetFacts):  # recorded with the others (_record_facts)
+                self.facts.append((s, write))
             elif isinstance(write, NoComment):
                 store.note_no_comment(s.repo, s.number, now=write.at)
 
@@ -474,6 +496,7 @@ class Pass:
         while isinstance(judged := judge(inputs, self.rules), Wants):
             inputs = self.gather.more([(inputs, judged.reads)])[0]
         self._keep(judged)
+        self._record_facts()
         return judged.report
 
     # -- the comment stays true --------------------------------------------------------------

@@ -4,7 +4,7 @@ sightings and the write audit (the ports `CommentState`, `FactsState`, `PacingSt
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, Final
 
@@ -161,6 +161,26 @@ class Comments(Database):
     def set_facts(self, repo: str, number: int, *, facts_key: str, observed_at: datetime) -> None:
         """Record an observation; `observed_at` stays that of the first sighting of these facts."""
         self._put_facts(repo, number, facts_key, observed_at, keep_same=True)
+
+    @records(None)
+    def set_facts_many(self, repo: str, facts: Sequence[tuple[int, str, datetime]]) -> None:
+        """`set_facts` of many pull requests (number, facts key, observed at), in one
+        transaction: all of them recorded, or none."""
+        if not facts:
+            return
+        upsert = self.insert(t.facts)
+        excluded = upsert.excluded
+        upsert = upsert.on_conflict_do_update(
+            index_elements=["repo", "number"],
+            set_={"facts_key": excluded.facts_key, "observed_at": excluded.observed_at},
+            where=t.facts.c.facts_key != excluded.facts_key,
+        )
+        rows = [
+            {"repo": repo, "number": number, "facts_key": key, "observed_at": to_text(at)}
+            for number, key, at in facts
+        ]
+        with self._write() as conn:
+            conn.execute(upsert, rows)
 
     @records(None)
     def adopt_facts(self, repo: str, number: int, *, facts_key: str, observed_at: datetime) -> None:

@@ -14,7 +14,7 @@ every layer may depend on it.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -24,6 +24,9 @@ from bot.core.model import RequiredChecks, RequiredContext, Rule
 
 Action = Literal["created", "edited", "adopted"]
 Pair = tuple[str, str]  # (base branch, check name)
+# A triage row's values as the cycle writes them: title, author, draft, head sha, verdict, url,
+# details (compact JSON) and since when its facts were observed.
+TriageValues = tuple[str, str | None, bool, str, str, str, str, datetime]
 
 # Required-ness (branch protection, rulesets) changes rarely: it is learned again after this.
 REQUIRED_TTL = timedelta(hours=24)
@@ -165,6 +168,10 @@ class FactsState(Protocol):
 
     def set_facts(self, repo: str, number: int, *, facts_key: str, observed_at: datetime) -> None:
         """Record an observation (the first sighting's time stays while the facts do)."""
+
+    def set_facts_many(self, repo: str, facts: Sequence[tuple[int, str, datetime]]) -> None:
+        """`set_facts` of many pull requests (number, facts key, observed at), in one
+        transaction."""
 
     def adopt_facts(self, repo: str, number: int, *, facts_key: str, observed_at: datetime) -> None:
         """Record facts first observed at `observed_at` (read from an adopted comment)."""
@@ -362,6 +369,11 @@ class TriageState(TriageRows, Protocol):
         now: datetime,
     ) -> None:
         """Keep one pull request's last reconciled report."""
+
+    def put_triage_many(
+        self, repo: str, rows: Sequence[tuple[int, TriageValues]], *, now: datetime
+    ) -> None:
+        """`put_triage` of many pull requests (number, values), in one transaction."""
 
     def touch_triage(self, repo: str, numbers: Iterable[int], *, now: datetime) -> None:
         """These rows were read again and found as they are: only their read time is new."""

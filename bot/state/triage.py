@@ -3,14 +3,14 @@ ports `TriageState` and `TriageRows`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from sqlalchemy import Connection, delete, select, update
 
 from bot.state import schema as t
 from bot.state.db import Database, batches, from_text, reads, records, to_text
-from bot.state.ports import StoredTriage
+from bot.state.ports import StoredTriage, TriageValues
 
 
 class Triage(Database):
@@ -42,6 +42,31 @@ class Triage(Database):
         upsert = upsert.on_conflict_do_update(index_elements=["repo", "number"], set_=values)
         with self._write() as conn:
             conn.execute(upsert)
+
+    @records(None)
+    def put_triage_many(
+        self, repo: str, rows: Sequence[tuple[int, TriageValues]], *, now: datetime
+    ) -> None:
+        """`put_triage` of many pull requests (number, values), in one transaction."""
+        if not rows:
+            return
+        upsert = self.insert(t.triage)
+        names = ("title", "author", "draft", "head_sha", "verdict", "url", "details",
+                 "observed_at", "updated_at")  # fmt: skip
+        upsert = upsert.on_conflict_do_update(
+            index_elements=["repo", "number"],
+            set_={name: getattr(upsert.excluded, name) for name in names},
+        )
+        at = to_text(now)
+        params = [
+            {"repo": repo, "number": number, "title": title, "author": author,
+             "draft": int(draft), "head_sha": head_sha, "verdict": verdict, "url": url,
+             "details": details, "observed_at": to_text(observed_at), "updated_at": at}
+            for number, (title, author, draft, head_sha, verdict, url, details, observed_at)
+            in rows
+        ]  # fmt: skip
+        with self._write() as conn:
+            conn.execute(upsert, params)
 
     @records(None)
     def touch_triage(self, repo: str, numbers: Iterable[int], *, now: datetime) -> None:

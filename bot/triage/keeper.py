@@ -8,7 +8,7 @@ from datetime import datetime
 
 from bot.core.model import PullSnapshot, Report, Verdict, parse_optional_time
 from bot.sources.base import Source
-from bot.state.ports import StoredTriage, TriageRows, TriageState
+from bot.state.ports import StoredTriage, TriageRows, TriageState, TriageValues
 from bot.triage.rows import (
     COUNT_GROUPS,
     NotRead,
@@ -22,7 +22,9 @@ from bot.triage.rows import (
 )
 
 # A row's values as compared with the one kept: all but when it was read.
-Values = tuple[str, str | None, bool, str, str, str, str, datetime]
+Values = TriageValues
+# Rows to write are written this many at a time, in one transaction (and at a pass's end).
+WRITE_BATCH = 100
 # By pull request: the report a row was computed from, the title and author, and the row.
 RowMemo = dict[tuple[str, int], tuple[Report, str, str | None, Values]]
 
@@ -49,6 +51,7 @@ class TriageKeeper:
         self.memo: RowMemo = {} if memo is None else memo
         self._kept: dict[tuple[str, int], Values] | None = None  # read at the first row
         self._same: dict[str, list[int]] = {}  # rows found as kept, to be dated, by repo
+        self._new: dict[str, dict[int, Values]] = {}  # rows to write, by repo
 
     def pull_done(self, snapshot: PullSnapshot, report: Report) -> None:
         """Keep a planned pull request's last report."""
@@ -73,21 +76,35 @@ class TriageKeeper:
             self._same.setdefault(report.repo, []).append(report.number)
             return
         self._kept[key] = values
-        title, author, draft, head_sha, verdict, url, details, observed_at = values
-        self.store.put_triage(
-            report.repo, report.number, title=title, author=author, draft=draft,
-            head_sha=head_sha, verdict=verdict, url=url, details=details,
-            observed_at=observed_at, now=self.clock(),
-        )  # fmt: skip
+        new = self._new.setdefault(report.repo, {})
+        new[report.number] = values
+        if len(new) >= WRITE_BATCH:
+            self._write(report.repo)
 
     def pulls_done(self) -> None:
-        """Date the rows found as kept (the end of a pass's reads, or of a refresh)."""
+        """Write the rows not yet written and date those found as kept (the end of a pass's
+        reads, or of a refresh)."""
+        for repo in list(self._new):
+            self._write(repo)
         for repo in list(self._same):
             self._date(repo)
+
+    def _write(self, repo: str) -> None:
+        """Write the repository's new rows, in one transaction; rows it could not write are
+        not taken as kept (written again next time)."""
+        new = self._new.pop(repo, {})
+        try:
+            self.store.put_triage_many(repo, sorted(new.items()), now=self.clock())
+        except BaseException:
+            for number in new:
+                if self._kept is not None:
+                    self._kept.pop((repo, number), None)
+            raise
 
     def repo_done(self, repo: str, seen: Iterable[int]) -> None:
         """After a repository was read completely: drop rows of pull requests it did not list."""
         kept = set(seen)
+        self._write(repo)
         self._date(repo)
         for key in [k for k in self.memo if k[0] == repo and k[1] not in kept]:
             del self.memo[key]
@@ -96,6 +113,7 @@ class TriageKeeper:
 
     def repo_failed(self, repo: str, reason: str) -> None:
         """A repository could not be read: its rows stay, marked with since when and why."""
+        self._write(repo)
         self._date(repo)
         self.store.repo_read_failed(repo, now=self.clock(), failure=reason)
 

@@ -188,6 +188,40 @@ def test_a_triage_row_is_written_again_when_its_report_changes(tmp_path: Path) -
     assert rows[1].verdict == rows[3].verdict == "passing"
 
 
+def test_a_cycle_records_the_new_facts_and_rows_of_many_pull_requests_in_few_statements(
+    tmp_path: Path,
+) -> None:
+    """Issue 31's changed cycle: where most reports change (a failure's count elsewhere moves
+    with a few heads), their facts and triage rows are written a chunk at a time (one
+    statement each), not one transaction per pull request; every one of them recorded."""
+    count = 60
+    world = many_world(count)
+    now = STARTED + timedelta(minutes=5)
+    with bot(world, tmp_path) as b:
+        b.cycle(now)
+        b.cycle(now + timedelta(minutes=1))
+        before = {n: b.store.get_facts(REPO, n) for n in range(1, count + 1)}
+        for number in range(1, count + 1):
+            world.add_status(
+                REPO, f"{number:040x}", context="ci/extra", state="failure", created_at=now
+            )
+        later = now + timedelta(minutes=2)
+        with statements(b.store) as seen:
+            summary, _ = b.cycle(later)
+        assert summary.edited + summary.deferred == count, summary.line()  # paced writes
+        for table in ("INSERT INTO FACTS", "INSERT INTO TRIAGE"):
+            writes = [s for s in seen if s.startswith(table)]
+            assert 1 <= len(writes) <= 2, (table, len(writes))  # was one per pull request
+        after = {n: b.store.get_facts(REPO, n) for n in range(1, count + 1)}
+        rows = {row.number: row for row in b.store.triage_rows()}
+    for number in range(1, count + 1):
+        old, new = before[number], after[number]
+        assert old is not None and new is not None and new[0] != old[0]
+        assert new[1] == later
+        assert rows[number].verdict == "failing" and rows[number].observed_at == later
+        assert "ci/extra" in rows[number].details
+
+
 def test_the_readers_of_a_cycle_tell_time_by_its_clock(tmp_path: Path) -> None:
     """The merge-base and annotations readers ask the cycle's clock when they read, so what
     they keep is dated by it (a cycle whose clock is set after it was made included)."""

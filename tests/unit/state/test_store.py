@@ -173,6 +173,45 @@ def test_facts_keep_first_observation_while_unchanged(store: Store) -> None:
     assert store.get_facts("owner/repo", 2) is None
 
 
+def test_facts_of_many_pull_requests_are_recorded_as_one_at_a_time_would(store: Store) -> None:
+    """set_facts_many (the cycle's facts of a chunk, one transaction): each pull request's
+    first observation stays while its facts do, a new key takes its own time, a number not
+    recorded before is added; on SQLite and PostgreSQL alike."""
+    later = T0 + timedelta(minutes=5)
+    store.set_facts("owner/repo", 1, facts_key="k1", observed_at=T0)
+    store.set_facts("owner/repo", 2, facts_key="k2", observed_at=T0)
+    store.set_facts_many("owner/repo", [(1, "k1", later), (2, "k2-new", later), (3, "k3", later)])
+    assert store.get_facts("owner/repo", 1) == ("k1", T0)  # the same facts: first sighting
+    assert store.get_facts("owner/repo", 2) == ("k2-new", later)
+    assert store.get_facts("owner/repo", 3) == ("k3", later)
+    assert store.get_facts("other/repo", 1) is None
+    store.set_facts_many("owner/repo", [])  # nothing to record: no statement
+
+
+def test_triage_rows_of_many_pull_requests_are_written_as_one_at_a_time_would(
+    store: Store,
+) -> None:
+    """put_triage_many writes every row as put_triage would (an existing row replaced)."""
+    store.put_triage("o/r", 1, title="old", author="a", draft=True, head_sha=SHA_A,
+                     verdict="pending", url="u1", details="{}", observed_at=T0, now=T0)  # fmt: skip
+    later = T0 + timedelta(minutes=5)
+    store.put_triage_many(
+        "o/r",
+        [(1, ("t1", None, False, SHA_B, "failing", "u1", '{"x":1}', later)),
+         (2, ("t2", "b", True, SHA_A, "passing", "u2", "{}", T0))],
+        now=later,
+    )  # fmt: skip
+    rows = {row.number: row for row in store.triage_rows()}
+    assert sorted(rows) == [1, 2]
+    one, two = rows[1], rows[2]
+    assert (one.title, one.author, one.draft, one.head_sha, one.verdict, one.details) == (
+        "t1", None, False, SHA_B, "failing", '{"x":1}'
+    )  # fmt: skip
+    assert (one.observed_at, one.updated_at) == (later, later)
+    assert (two.title, two.author, two.draft, two.url) == ("t2", "b", True, "u2")
+    assert two.observed_at == T0
+
+
 def test_first_seen_first_wins_and_old_heads_are_pruned(store: Store) -> None:
     store.mark_seen("owner/repo", 1, SHA_A, ["ci", "docs"], now=T0)
     store.mark_seen("owner/repo", 1, SHA_A, ["ci", "lint"], now=T0 + timedelta(minutes=1))
