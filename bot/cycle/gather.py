@@ -26,6 +26,7 @@ from bot.cycle.comments import Sightings, find_own, trusted_stamp
 from bot.cycle.digests import restored, version
 from bot.cycle.model import (
     Found,
+    FromSignals,
     Inputs,
     Known,
     Reports,
@@ -76,12 +77,19 @@ def queued(snapshots: Iterable[Pull], policy: PolicySettings) -> list[PullSnapsh
 
 
 def read_docs(
-    snapshot: PullSnapshot, repo: RepoSettings, docs: Sequence[Source], *, now: datetime
+    snapshot: PullSnapshot,
+    repo: RepoSettings,
+    docs: Sequence[Source],
+    *,
+    now: datetime,
+    kept: FromSignals,
 ) -> dict[str, Evidence]:
-    """What every second source says about the head's statuses, by context."""
+    """What every second source says about the head's statuses, by context; which signals
+    each is asked about as `kept` holds it (the head's very signals: computed once for them)."""
     found: dict[str, Evidence] = {}
     for provider in docs:
-        found.update(provider.evidence(snapshot, repo, now=now))
+        asked = kept.asked_by(provider.name, provider.asks)
+        found.update(provider.evidence(snapshot, repo, now=now, asked=asked))
     return found
 
 
@@ -330,7 +338,8 @@ class Gatherer:
         now = self.clock()
         if self.carried is not None:
             self.carried.begin(snapshot.head_sha)
-        docs = read_docs(snapshot, repo, self.docs, now=now)
+        kept = self.reports.from_signals(snapshot)
+        docs = read_docs(snapshot, repo, self.docs, now=now, kept=kept)
         found = Inputs(
             snapshot=snapshot,
             expected=tuple(repo.expected),

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Literal
@@ -182,6 +182,15 @@ class FromSignals:
     entries: IndexEntries  # its failing checks as FailingIndex counts them
     failing: tuple[Signal, ...]  # its signals failing on GitHub (a failure's `elsewhere`)
     checks: tuple[Signal, ...]  # its failing check runs and statuses (their earlier attempts)
+    # the signals each second source is asked about, by its name (filled as each first asks)
+    asked: dict[str, tuple[Signal, ...]] = field(default_factory=dict, compare=False)
+
+    def asked_by(self, name: str, asks: Callable[[Signal], bool]) -> tuple[Signal, ...]:
+        """The signals the source `name` asks about (`asks`: from a signal alone), in order."""
+        found = self.asked.get(name)
+        if found is None:
+            found = self.asked[name] = tuple(s for s in self.signals if asks(s))
+        return found
 
     @classmethod
     def of(cls, signals: tuple[Signal, ...]) -> FromSignals:

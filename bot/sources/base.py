@@ -5,10 +5,11 @@ A provider is one folder beside readthedocs/ holding a `Kind` (what it is: its n
 label, its allowlist entries, how it is built from its settings block, its online probe for
 `check-config`), a `Connection` (its client, shared by every cycle of a process: its request
 count and its credential problems) and a `Source` (what one cycle asks: which signals it
-recognises and, for one head, the evidence that settles them, `bot.core.evidence.Evidence`:
-a row, or a note about the head). bot/app.py lists the kinds once (`SOURCES`); the guard,
-check-config, the scheduler, /metrics, the summary and the comment go through this contract
-and never name a provider.
+recognises, which of a head's signals it is asked about (`asks`: from the signal alone, so
+the cycle keeps the answer while a head's signals are the very same) and, for one head, the
+evidence that settles those, `bot.core.evidence.Evidence`: a row, or a note about the
+head). bot/app.py lists the kinds once (`SOURCES`); the guard, check-config, the scheduler,
+/metrics, the summary and the comment go through this contract and never name a provider.
 """
 
 from __future__ import annotations
@@ -55,10 +56,19 @@ class Source(Protocol):
     def recognises(self, signal: Signal) -> bool:
         """Whether `signal` is one of this provider's that it can be asked about."""
 
+    def asks(self, signal: Signal) -> bool:
+        """Whether this provider is asked about `signal` (pure: from the signal alone)."""
+
     def evidence(
-        self, snapshot: PullSnapshot, repo: RepoSettings, *, now: datetime
+        self,
+        snapshot: PullSnapshot,
+        repo: RepoSettings,
+        *,
+        now: datetime,
+        asked: tuple[Signal, ...],
     ) -> Mapping[str, Evidence]:
-        """The evidence for the head's signals, by `evidence_key` (or HEAD_KEY...: a note)."""
+        """The evidence for `asked` (the head's signals it `asks` about, in their order), by
+        `evidence_key` (or HEAD_KEY...: a note)."""
 
 
 class Connection(Protocol):

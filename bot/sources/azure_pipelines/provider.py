@@ -70,14 +70,25 @@ class AzurePipelines:
         """An Azure Pipelines signal GitHub still shows queued or running."""
         return asked_about(signal)
 
+    def asks(self, signal: Signal) -> bool:
+        """An Azure Pipelines signal GitHub still shows queued or running."""
+        return asked_about(signal)
+
     def evidence(
-        self, snapshot: PullSnapshot, repo: RepoSettings, *, now: datetime
+        self,
+        snapshot: PullSnapshot,
+        repo: RepoSettings,
+        *,
+        now: datetime,
+        asked: tuple[Signal, ...],
     ) -> Mapping[str, Evidence]:
         """The record of the build each pending Azure signal of the head names (each once)."""
+        if not asked:
+            return {}
         self.records.begin()
         found: dict[str, Evidence] = {}
-        for signal in snapshot.signals:
-            ref = build_ref(signal.url) if asked_about(signal) else None
+        for signal in asked:
+            ref = build_ref(signal.url)
             if ref is None:
                 continue
             looked = self.records.look(

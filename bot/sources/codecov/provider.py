@@ -99,11 +99,19 @@ class Codecov:
         """A Codecov signal GitHub still shows pending."""
         return asked_about(signal)
 
+    def asks(self, signal: Signal) -> bool:
+        """A Codecov signal GitHub still shows pending."""
+        return asked_about(signal)
+
     def evidence(
-        self, snapshot: PullSnapshot, repo: RepoSettings, *, now: datetime
+        self,
+        snapshot: PullSnapshot,
+        repo: RepoSettings,
+        *,
+        now: datetime,
+        asked: tuple[Signal, ...],
     ) -> Mapping[str, Evidence]:
         """Codecov's record of the head for each of its pending signals (one read per head)."""
-        asked = [s for s in snapshot.signals if asked_about(s)]
         if not asked:
             return {}
         sha, name = snapshot.head_sha, snapshot.repo

@@ -7,7 +7,7 @@ that settles it (an RtdLookup); `client` is the HTTP transport, `rules` what ans
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final
@@ -23,7 +23,6 @@ from bot.sources.readthedocs.rules import (
     RtdBuild,
     Settled,
     describe_status,
-    is_rtd_status,
     named_build,
     needs_notes,
     settling,
@@ -91,13 +90,15 @@ class _Ask:
 
 def evidence(
     snapshot: PullSnapshot,
+    statuses: Sequence[Signal],
     *,
     rtd_project: str,
     api: RtdApi,
     now: datetime,
     store: RtdState | None = None,
 ) -> dict[str, RtdLookup]:
-    """What RTD says about each Read the Docs status of the head, by context (one call per PR).
+    """What RTD says about each Read the Docs status of the head (`statuses`: those of its
+    signals `is_rtd_status` says are), by context (one call per PR).
 
     The context's own slug is asked; `rtd_project` only when the head has no RTD status at all
     (under PROJECT_KEY). Final evidence comes from the state's cache; a failed read (429, 5xx,
@@ -107,7 +108,7 @@ def evidence(
     asks: dict[str, _Ask] = {}
     answers: dict[str, RtdLookup] = {}
     version = str(snapshot.number)
-    for signal in _rtd_statuses(snapshot.signals):
+    for signal in statuses:
         target = status_target(signal.name, signal.url)
         if target is None or not target.valid:
             why = INVALID_SLUG if target is not None else LEGACY_UNCHECKED
@@ -123,10 +124,6 @@ def evidence(
     for key, ask in asks.items():
         answers[key] = session.lookup(ask, snapshot.head_sha)
     return answers
-
-
-def _rtd_statuses(signals: tuple[Signal, ...]) -> list[Signal]:
-    return [s for s in signals if is_rtd_status(s)]
 
 
 class _NoState:

@@ -15,7 +15,7 @@ from bot.sources.base import Connection, Kind, SourcesState, Wiring
 from bot.sources.readthedocs.client import RtdApi
 from bot.sources.readthedocs.evidence import evidence, final_payload
 from bot.sources.readthedocs.probe import probe
-from bot.sources.readthedocs.rules import project_of
+from bot.sources.readthedocs.rules import is_rtd_status, project_of
 from bot.state.ports import RtdCache
 
 CREDENTIAL_KEYS: Final = ("readthedocs:org", "readthedocs:com", "readthedocs:self")
@@ -40,12 +40,22 @@ class ReadTheDocs:
         `continuous-documentation/read-the-docs` one whose target_url names its project."""
         return project_of(signal.name, signal.url) is not None
 
+    def asks(self, signal: Signal) -> bool:
+        """A status Read the Docs posts (one with a bad slug is answered so, unasked)."""
+        return is_rtd_status(signal)
+
     def evidence(
-        self, snapshot: PullSnapshot, repo: RepoSettings, *, now: datetime
+        self,
+        snapshot: PullSnapshot,
+        repo: RepoSettings,
+        *,
+        now: datetime,
+        asked: tuple[Signal, ...],
     ) -> Mapping[str, Evidence]:
         """What RTD says about each RTD status of the head (and `repos[].rtd_project`)."""
         return evidence(
             snapshot,
+            asked,
             rtd_project=repo.rtd_project,
             api=self.api,
             now=now,
