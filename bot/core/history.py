@@ -4,6 +4,7 @@ and the base branch's recent record of it."""
 
 from __future__ import annotations
 
+import heapq
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -130,11 +131,15 @@ class FailingIndex:
 
     pulls: set[int] = field(default_factory=set)
     failing: dict[CheckKey, dict[int, datetime | None]] = field(default_factory=dict)
+    # by check: how many heads it fails on and its two earliest failures (what `elsewhere`
+    # tells of every head but one), summed up once per check; dropped by `add`
+    _sums: dict[CheckKey, _Sum] = field(default_factory=dict, compare=False, repr=False)
 
     def add(self, snapshot: PullSnapshot, entries: IndexEntries | None = None) -> None:
         """Count one open pull request and the checks failing on its head now (`entries`:
         index_entries of its signals, where already known)."""
         self.pulls.add(snapshot.number)
+        self._sums.clear()
         for key, since in index_entries(snapshot.signals) if entries is None else entries:
             seen = self.failing.setdefault(key, {})
             known = seen.get(snapshot.number)
@@ -144,12 +149,38 @@ class FailingIndex:
 
     def elsewhere(self, number: int, signal: Signal) -> Elsewhere | None:
         """The same check failing on the other open pull requests (None: on none of them)."""
-        others = {n: t for n, t in self.failing.get(check_key(signal), {}).items() if n != number}
-        if not others:
+        key = check_key(signal)
+        summed = self._sums.get(key)
+        if summed is None:
+            summed = self._sums[key] = _Sum.of(self.failing.get(key, {}))
+        heads = summed.others(number)
+        if not heads:
             return None
-        times = [t for t in others.values() if t is not None]
         of = len(self.pulls) - (number in self.pulls)
-        return Elsewhere(len(others), of, min(times) if times else None)
+        return Elsewhere(heads, of, summed.earliest_but(number))
+
+
+@dataclass(frozen=True, slots=True)
+class _Sum:
+    """One check across the index: the heads it fails on (with since when) and its two
+    earliest failures (the earliest on every head but one is one of them)."""
+
+    seen: Mapping[int, datetime | None]
+    earliest: tuple[tuple[datetime, int], ...]
+
+    @classmethod
+    def of(cls, seen: Mapping[int, datetime | None]) -> _Sum:
+        """Summed up from the heads the check fails on, with since when."""
+        dated = ((t, n) for n, t in seen.items() if t is not None)
+        return cls(seen, tuple(heapq.nsmallest(2, dated)))
+
+    def others(self, number: int) -> int:
+        """On how many heads but `number` the check fails."""
+        return len(self.seen) - (number in self.seen)
+
+    def earliest_but(self, number: int) -> datetime | None:
+        """The earliest failure on any head but `number` (None: none of them is dated)."""
+        return next((t for t, n in self.earliest if n != number), None)
 
 
 @dataclass(frozen=True, slots=True)
