@@ -96,9 +96,12 @@ class Required:
             if learned:
                 cache.remember_required(repo, learned, now=now)
             known = {**known, **learned}
+        by_base: dict[str, dict[str, bool | None]] = {}
+        for (base, name), flag in known.items():
+            by_base.setdefault(base, {})[name] = flag
         for p in partials:
-            base = p.base or ""
-            p.signals = [_required(s, known.get((base, s.name))) for s in p.signals]
+            flags = by_base.get(p.base or "", {})
+            p.signals = [_required(s, flags.get(s.name)) for s in p.signals]
 
     def _learn(
         self, owner: str, name: str, chosen: list[tuple[Partial, set[str]]]
