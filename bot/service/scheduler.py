@@ -311,7 +311,8 @@ class Service:
             self.monitor.cycle_failed()
         finally:
             self.state.release()
-            settle_garbage()
+            if not self.stop.is_set():  # a stop ends the thread now (a walk can take 1 s)
+                settle_garbage()
 
     def _cycle(self, store: Store) -> None:
         self.monitor.load_entries(store, only_first=True)  # the page shows the state at once
