@@ -4,11 +4,13 @@ as a long-running `run` reuses it from memory (`bot.cycle.model.Reports`).
 
 One payload per pull request: its `Built` (the inputs its report was built from, the report,
 its facts key and until when it holds) with, in place of the second sources' evidence, its
-digest; and the digest of the GitHub node its snapshot was read from (an equal node is not
-parsed again). Typed msgpack (msgspec), compressed. Every payload is of one `version`: the
-bot's, this format's, its shape's and a digest of the bot's code; a payload of another
-version is never read, and one that does not decode as this shape is dropped (its pull
-request is built again): never trusted, never an exception.
+digest; the digest of the GitHub node its snapshot was read from (an equal node is not
+parsed again); and what is computed from its signals alone (`FromSignals` and its failing
+runs, as positions in its signals: a fresh process does not compute them again). Typed
+msgpack (msgspec), compressed. Every payload is of one `version`: the bot's, this format's,
+its shape's and a digest of the bot's code; a payload of another version is never read, and
+one that does not decode as this shape (or names a position that is not one of its
+signals) is dropped (its pull request is built again): never trusted, never an exception.
 """
 
 from __future__ import annotations
@@ -16,21 +18,47 @@ from __future__ import annotations
 import functools
 import hashlib
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
+from typing import NamedTuple
 
 import msgspec
 
 import bot
 from bot.core.base import MergeBase
-from bot.core.history import HistoryInputs
+from bot.core.history import HistoryInputs, IndexEntries
 from bot.core.merge_queue import QueueRead
-from bot.core.model import Annotation, Policy, PullSnapshot, Report
-from bot.cycle.model import Built, docs_digest
+from bot.core.model import Annotation, Policy, PullSnapshot, Report, Signal
+from bot.cycle.model import Built, FromSignals, docs_digest
+from bot.github.annotations import failing_runs
 
-FORMAT = 1  # one more whenever what a payload holds changes meaning
+FORMAT = 2  # one more whenever what a payload holds changes meaning
 MAX_PAYLOAD = 8 << 20  # bytes a payload may decompress to (a bigger one is not read)
+
+
+class Derived(NamedTuple):
+    """What is computed from a head's signals alone, kept with its report: its `FromSignals`
+    and its failing check runs (bot.github.annotations.failing_runs)."""
+
+    from_signals: FromSignals
+    runs: list[Signal]
+
+
+class Restored(NamedTuple):
+    """One kept payload back: its `Built` and what was computed from its signals."""
+
+    built: Built
+    derived: Derived
+
+
+class _Signals(msgspec.Struct, array_like=True, frozen=True):
+    """`Derived` as positions in the snapshot's signals (its entries as they are)."""
+
+    entries: IndexEntries
+    failing: tuple[int, ...]
+    checks: tuple[int, ...]
+    runs: tuple[int, ...]
 
 
 class _Kept(msgspec.Struct, array_like=True, frozen=True):
@@ -52,6 +80,7 @@ class _Kept(msgspec.Struct, array_like=True, frozen=True):
     failing: bool
     queue: QueueRead | None
     history: HistoryInputs | None
+    derived: _Signals
 
 
 _ENCODER = msgspec.msgpack.Encoder()
@@ -80,17 +109,20 @@ def _code() -> str:
     return code.hexdigest()
 
 
-def encode(built: Built, node: bytes) -> bytes | None:
-    """The payload of one pull request's `Built`, read from the node of digest `node` (None:
-    something in it is not plain data)."""
+def encode(built: Built, node: bytes, derived: Derived | None = None) -> bytes | None:
+    """The payload of one pull request's `Built`, read from the node of digest `node`, with
+    what was computed from its signals (None: computed here); None: something in it is not
+    plain data, or `derived` is not of its signals."""
     digest = docs_digest(built.docs) if built.docs_digest is None else built.docs_digest
-    if digest is None:
+    signals = built.snapshot.signals
+    positions = _positions(signals, derived or derive(built.snapshot))
+    if digest is None or positions is None:
         return None
     kept = _Kept(
         node, digest, built.snapshot, dict(built.first_seen), built.policy, built.expected,
         built.merge, built.judged_at, built.until, built.report, built.key,
         None if built.annotations is None else dict(built.annotations), built.keys,
-        built.failing, built.queue, built.history,
+        built.failing, built.queue, built.history, positions,
     )  # fmt: skip
     try:
         return zlib.compress(_ENCODER.encode(kept), 1)
@@ -98,8 +130,29 @@ def encode(built: Built, node: bytes) -> bytes | None:
         return None
 
 
-def decode(payload: bytes) -> tuple[bytes, Built] | None:
-    """One payload back: its node's digest and its `Built` (None: not of this shape)."""
+def derive(snapshot: PullSnapshot) -> Derived:
+    """What is computed from the snapshot's signals alone."""
+    return Derived(FromSignals.of(snapshot.signals), failing_runs(snapshot))
+
+
+def _positions(signals: tuple[Signal, ...], derived: Derived) -> _Signals | None:
+    """`derived` as positions in `signals` (None: it holds a signal not among them)."""
+    at = {id(signal): index for index, signal in enumerate(signals)}
+    found = derived.from_signals
+    if found.signals is not signals:
+        return None
+    try:
+        failing, checks, runs = (
+            tuple(at[id(s)] for s in group) for group in (found.failing, found.checks, derived.runs)
+        )
+    except KeyError:
+        return None
+    return _Signals(found.entries, failing, checks, runs)
+
+
+def decode(payload: bytes) -> tuple[bytes, Restored] | None:
+    """One payload back: its node's digest, its `Built` and what was computed from its
+    signals (None: not of this shape, or a position that is not one of its signals)."""
     try:
         inflate = zlib.decompressobj()
         raw = inflate.decompress(payload, MAX_PAYLOAD)
@@ -108,39 +161,56 @@ def decode(payload: bytes) -> tuple[bytes, Built] | None:
         kept = _DECODER.decode(raw)
     except (zlib.error, msgspec.DecodeError, ValueError, TypeError):
         return None
+    derived = _derived(kept.snapshot.signals, kept.derived)
+    if derived is None:
+        return None
     built = Built(
         kept.snapshot, {}, kept.first_seen, kept.policy, kept.expected, kept.merge,
         kept.judged_at, kept.until, kept.report, kept.key, kept.annotations, kept.keys,
         kept.failing, kept.queue, kept.history, docs_digest=kept.docs,
     )  # fmt: skip
-    return kept.node, built
+    return kept.node, Restored(built, derived)
 
 
-def restored(repo: str, payloads: Mapping[int, bytes]) -> dict[bytes, Built]:
-    """The kept `Built`s of `repo`'s pull requests, by their node's digest; a payload that does
-    not decode, or is of another pull request than its row, is left out."""
-    found: dict[bytes, Built] = {}
+def _derived(signals: tuple[Signal, ...], kept: _Signals) -> Derived | None:
+    """The kept positions as signals (None: one is not a position in `signals`)."""
+    count = len(signals)
+    if any(not 0 <= i < count for group in (kept.failing, kept.checks, kept.runs) for i in group):
+        return None
+    failing, checks = (tuple(signals[i] for i in g) for g in (kept.failing, kept.checks))
+    found = FromSignals(signals, kept.entries, failing, checks)
+    return Derived(found, [signals[i] for i in kept.runs])
+
+
+def restored(repo: str, payloads: Mapping[int, bytes]) -> dict[bytes, Restored]:
+    """The kept `Built`s of `repo`'s pull requests (with what was computed from their signals),
+    by their node's digest; a payload that does not decode, or is of another pull request
+    than its row, is left out."""
+    found: dict[bytes, Restored] = {}
     for number, payload in payloads.items():
         kept = decode(payload)
         if kept is None:
             continue
-        node, built = kept
-        snapshot, report = built.snapshot, built.report
+        node, one = kept
+        snapshot, report = one.built.snapshot, one.built.report
         if (snapshot.repo, snapshot.number) == (report.repo, report.number) == (repo, number):
-            found[node] = built
+            found[node] = one
     return found
 
 
 def kept_rows(
-    built: Iterable[Built], nodes: Mapping[bytes, PullSnapshot]
+    built: Iterable[Built],
+    nodes: Mapping[bytes, PullSnapshot],
+    derived: Callable[[PullSnapshot], Derived] = derive,
 ) -> dict[int, tuple[str, bytes]]:
     """What to keep of these `Built`s of one repository: number -> (head commit, payload), for
-    each built from a snapshot its listing read whole (`nodes`, by digest: GitHubApi.read_nodes)."""
+    each built from a snapshot its listing read whole (`nodes`, by digest: GitHubApi.read_nodes);
+    `derived`: what was computed from a snapshot's signals (kept by the pass, else `derive`)."""
     digests = {id(snapshot): node for node, snapshot in nodes.items()}
     rows: dict[int, tuple[str, bytes]] = {}
     for one in built:
         node = digests.get(id(one.snapshot))
-        payload = None if node is None else encode(one, node)
+        payload = None if node is None else encode(one, node, derived(one.snapshot))
         if payload is not None:
             rows[one.report.number] = (one.snapshot.head_sha, payload)
     return rows

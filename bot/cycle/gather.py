@@ -153,10 +153,10 @@ class Gatherer:
             log.warning("could not read the kept reports of %s: %s", repo, exc)
             return
         kept = restored(repo, payloads)
-        for built in kept.values():
-            if self.reports.get(repo, built.report.number) is None:
-                self.reports.put(built)
-        self.github.keep_nodes(repo, {node: built.snapshot for node, built in kept.items()})
+        for one in kept.values():
+            if self.reports.get(repo, one.built.report.number) is None:
+                self.reports.put(one.built, derived=one.derived)
+        self.github.keep_nodes(repo, {node: one.built.snapshot for node, one in kept.items()})
 
     # -- a chunk of a repository's listing -------------------------------------------------
 

@@ -230,9 +230,14 @@ class Reports:
         """The last report built for this pull request, if any."""
         return self._built.get((repo, number))
 
-    def put(self, built: Built) -> None:
-        """Keep this pull request's newest report."""
-        self._built[(built.report.repo, built.report.number)] = built
+    def put(self, built: Built, *, derived: tuple[FromSignals, list[Signal]] | None = None) -> None:
+        """Keep this pull request's newest report; `derived`: what was computed from its
+        snapshot's signals (its FromSignals and failing runs), as an earlier process kept it."""
+        key = (built.report.repo, built.report.number)
+        self._built[key] = built
+        if derived is not None:
+            self._from_signals[key], runs = derived
+            self.runs[key] = (built.snapshot.signals, runs)
 
     def keep_only(self, repo: str, numbers: Iterable[int]) -> None:
         """Forget the pull requests of `repo` that are no longer open."""

@@ -19,7 +19,7 @@ from bot.core.model import PullSnapshot, Report
 from bot.core.remedies import READTHEDOCS
 from bot.core.summary import Summary
 from bot.cycle.comments import Sightings
-from bot.cycle.digests import kept_rows, version
+from bot.cycle.digests import Derived, kept_rows, version
 from bot.cycle.gather import Gatherer, Pull, queued, selected
 from bot.cycle.judge import Rules, judge
 from bot.cycle.model import (
@@ -333,7 +333,12 @@ class Pass:
         built, store = self.built.pop(repo, []), self.cycle.store
         if not store.keeps_reports:
             return
-        rows = kept_rows(built, self.cycle.github.read_nodes(repo))
+        reports, gather = self.cycle.reports, self.gather
+        rows = kept_rows(
+            built,
+            self.cycle.github.read_nodes(repo),
+            lambda s: Derived(reports.from_signals(s), gather.failing_runs(s)),
+        )
         try:
             store.keep_reports(repo, rows, version=version(), now=self.cycle.clock())
             store.forget_reports(repo, keep=seen)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import zlib
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+import msgspec
 import pytest
 
 from bot.core.model import (
@@ -18,11 +20,26 @@ from bot.core.model import (
     State,
     Verdict,
 )
-from bot.cycle.digests import decode, encode, kept_rows, restored, version
-from bot.cycle.model import Built
+from bot.cycle.digests import (
+    Derived,
+    _Kept,
+    _Signals,
+    decode,
+    derive,
+    encode,
+    kept_rows,
+    restored,
+    version,
+)
+from bot.cycle.model import Built, FromSignals, Reports
 
 NOW = datetime(2026, 10, 5, 12, 0, tzinfo=UTC)
 SIGNAL = Signal("lint", Kind.CHECK_RUN, "in_progress", started_at=NOW)
+FAILED = Signal("test", Kind.CHECK_RUN, "failure", "actions", started_at=NOW, completed_at=NOW,
+                database_id=7, node_id="CR_7")  # fmt: skip
+STATUS = Signal("ci/x", Kind.STATUS, "failure", started_at=NOW, created_at=NOW)
+FAILING = PullSnapshot("o/r", 6, "t", "bob", False, "c" * 40, "u",
+                       signals=(SIGNAL, FAILED, STATUS))  # fmt: skip
 SNAPSHOT = PullSnapshot("o/r", 5, "t", "alice", False, "a" * 40, "u", signals=(SIGNAL,))
 REPORT = Report("o/r", 5, "t", "u", "a" * 40, False, NOW, Verdict.PENDING,
                 rows=(Row(SIGNAL, State.PENDING, NOW, next(iter(SinceSource))),))  # fmt: skip
@@ -33,8 +50,9 @@ BUILT = Built(SNAPSHOT, {}, {"k": NOW}, Policy(), ("ci",), None, NOW,
 def test_a_payload_comes_back_as_it_was_kept() -> None:
     payload = encode(BUILT, b"node")
     assert payload is not None
-    node, built = decode(payload) or (None, None)
-    assert node == b"node" and built is not None
+    node, kept = decode(payload) or (None, None)
+    assert node == b"node" and kept is not None
+    built = kept.built
     assert (built.snapshot, built.report, built.until, built.first_seen) == (
         SNAPSHOT, REPORT, BUILT.until, BUILT.first_seen,
     )  # fmt: skip
@@ -65,3 +83,62 @@ def test_only_what_a_listing_read_whole_is_kept() -> None:
 
 def test_the_version_names_the_bot_and_the_format() -> None:
     assert version().startswith("0.") and version().count("/") == 3
+
+
+def _built(snapshot: PullSnapshot) -> Built:
+    report = Report(snapshot.repo, snapshot.number, "t", "u", snapshot.head_sha, False, NOW,
+                    Verdict.FAILING)  # fmt: skip
+    return Built(snapshot, {}, {}, Policy(), (), None, NOW, None, report, "key")
+
+
+def test_what_is_computed_from_the_signals_comes_back_as_computed_on_its_signals() -> None:
+    _, kept = decode(encode(_built(FAILING), b"n") or b"") or (None, None)
+    assert kept is not None
+    signals = kept.built.snapshot.signals
+    computed = derive(kept.built.snapshot)
+    assert computed.from_signals.failing and computed.runs  # the case has something to keep
+    assert kept.derived == computed
+    found = kept.derived.from_signals
+    assert found.signals is signals  # the very tuple: Reports.from_signals keeps it
+    assert all(any(s is t for t in signals) for s in (*found.failing, *found.checks))
+    assert all(any(s is t for t in signals) for s in kept.derived.runs)
+
+
+def test_a_derived_of_other_signals_is_not_kept() -> None:
+    other = derive(SNAPSHOT)
+    assert encode(_built(FAILING), b"n", other) is None
+    copied = FromSignals(FAILING.signals, (), (FAILED._replace(url="elsewhere"),), ())
+    assert encode(_built(FAILING), b"n", Derived(copied, [])) is None
+
+
+def _with_positions(positions: _Signals) -> bytes:
+    raw = msgspec.msgpack.decode(zlib.decompress(encode(_built(FAILING), b"n") or b""))
+    raw[-1] = msgspec.to_builtins(positions)
+    return zlib.compress(msgspec.msgpack.encode(raw))
+
+
+@pytest.mark.parametrize(
+    "positions",
+    [_Signals((), (3,), (), ()), _Signals((), (), (-1,), ()), _Signals((), (), (), (99,))],
+)
+def test_a_position_that_is_not_one_of_its_signals_is_none(positions: _Signals) -> None:
+    assert decode(_with_positions(positions)) is None
+    assert decode(_with_positions(_Signals((), (1,), (2,), (1,)))) is not None  # the same, in range
+
+
+def test_a_payload_of_the_format_before_is_none() -> None:
+    raw = msgspec.msgpack.decode(zlib.decompress(encode(BUILT, b"n") or b""))
+    assert len(raw) == len(_Kept.__struct_fields__)
+    assert decode(zlib.compress(msgspec.msgpack.encode(raw[:-1]))) is None  # no positions
+
+
+def test_what_a_payload_kept_is_what_the_reports_give_for_its_signals() -> None:
+    _, kept = decode(encode(_built(FAILING), b"n") or b"") or (None, None)
+    assert kept is not None
+    reports = Reports()
+    reports.put(kept.built, derived=kept.derived)
+    snapshot = kept.built.snapshot
+    assert reports.from_signals(snapshot) is kept.derived.from_signals  # not computed again
+    assert reports.runs[("o/r", 6)] == (snapshot.signals, kept.derived.runs)
+    other = replace(snapshot, signals=tuple(list(snapshot.signals)))  # equal, not the same
+    assert reports.from_signals(other) is not kept.derived.from_signals
