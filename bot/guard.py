@@ -245,7 +245,11 @@ def _is_query_only(body: Any) -> bool:
 @functools.lru_cache(maxsize=64)
 def _only_queries(query: str) -> bool:
     """Whether this GraphQL text holds only query operations (parsed once per text: a cycle
-    sends the same few texts again and again)."""
+    sends the same few texts again and again). An operation of another type names it (the
+    keywords are case-sensitive, and no escape spells a name): a text in which neither word
+    appears holds none, and is not parsed (graphql-core is not imported for it)."""
+    if "mutation" not in query and "subscription" not in query:
+        return True
     import graphql
 
     try:
