@@ -7,12 +7,24 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from support import (
     REPO,
 )
 
-from bot.core.model import Kind, PullSnapshot, Report, Row, Signal, SinceSource, State, Verdict
-from bot.triage.rows import TriageEntry, entry_for, ordered
+from bot.core.model import (
+    FAILING_STATES,
+    Kind,
+    PullSnapshot,
+    Report,
+    Row,
+    Signal,
+    SinceSource,
+    State,
+    Verdict,
+    group_of,
+)
+from bot.triage.rows import COUNT_GROUPS, TriageEntry, entry_for, ordered
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 
@@ -54,3 +66,17 @@ def test_a_required_failure_comes_first_and_is_named() -> None:
     assert required.oldest_unsettled is not None and required.oldest_unsettled.name == "build"
     assert dict(required.counts) == {"failing": 1, "pending": 1, "incomplete": 0, "passing": 0}
     assert entries[1].required_failing == ()
+
+
+@pytest.mark.parametrize("state", list(State))
+def test_a_row_is_tallied_by_its_state_as_its_group_says(state: State) -> None:
+    entry = _entry(1, Verdict.PASSING, _row("one", state, required=True))
+    group = group_of(state)
+    assert entry.counts == {g: int(g == group.value) for g in COUNT_GROUPS}
+    assert entry.required_failing == (("one",) if state in FAILING_STATES else ())
+    unsettled = state in (State.PENDING, State.STALE)
+    assert (entry.oldest_unsettled is not None) == unsettled
+    named = (*entry.incomplete, *entry.pending)
+    assert [n.name for n in named] == (
+        ["one"] if group in (Verdict.INCOMPLETE, Verdict.PENDING) else []
+    )
