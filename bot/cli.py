@@ -511,14 +511,17 @@ def console() -> NoReturn:
     Costs of a fresh process that are none of a command's work are left out. httpcore imports
     trio where it is installed (the test extra's selenium brings it), to serve async code
     running under trio: the bot's HTTP clients are synchronous and its server runs on asyncio
-    (~80 ms of CPU at every start). The cyclic garbage collector waits while the libraries
-    are imported and while a command that ends runs (its cycle pauses it anyway,
-    bot.cycle.run); a command that serves collects from then on (_serving). And on the way
-    out the interpreter's collector would walk every object the command left (a cycle's
-    reads: ~0.3 s of CPU after `once` at 500 pull requests); they are frozen first, freed
+    (~80 ms of CPU at every start). httpx imports its command-line client where click,
+    pygments and rich are installed (the test extra brings them): the bot never runs it
+    (~50 ms). The cyclic garbage collector waits while the libraries are imported and while
+    a command that ends runs (its cycle pauses it anyway, bot.cycle.run); a command that
+    serves collects from then on (_serving). And on the way out the interpreter's collector
+    would walk every object the command left (a cycle's reads: ~0.3 s of CPU after `once`
+    at 500 pull requests); they are frozen first, freed
     with the process.
     """
     sys.modules.setdefault("trio", None)  # type: ignore[arg-type]
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
     gc.disable()
     code = main()
     gc.freeze()

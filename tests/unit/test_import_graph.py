@@ -160,3 +160,28 @@ def test_a_command_imports_only_what_it_uses(command: tuple[str, ...], tmp_path:
     assert "bot" in imported, out.stderr[-2000:]  # the probe saw the bot's own imports
     assert out.returncode in (0, 1), out.stdout + out.stderr[-2000:]  # report: no state yet
     assert sorted(imported & set(_STARTS_WITHOUT[command])) == []
+
+
+def test_once_starts_without_what_no_cycle_uses(tmp_path: Path) -> None:
+    """`once` (GitHub on a closed loopback port: it fails at its first request, exit 1) imports
+    the clients, never trio, httpx's command-line client (click, pygments, rich) or graphql-core
+    for its own query texts."""
+    config = tmp_path / "bot.toml"
+    config.write_text(
+        '[github]\napi_url = "http://127.0.0.1:1/api/v3"\ntoken = "ghp_probe"\n\n'
+        '[readthedocs]\napi_url = "http://127.0.0.1:1/api/v3"\n\n[state]\npath = "'
+        + (tmp_path / "state.sqlite3").as_posix()
+        + '"\n\n[[repos]]\nname = "octo/repo"\n',
+        encoding="utf-8",
+    )
+    run = [sys.executable, "-X", "importtime", "-m", "bot", "once", "--config", str(config)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CI_STATUS_BOT_")}
+    out = subprocess.run(run, capture_output=True, text=True, check=False, cwd=tmp_path, env=env)
+    imported = {
+        line.rsplit("|", 1)[-1].strip().split(".")[0]
+        for line in out.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+    assert out.returncode == 1, out.stdout + out.stderr[-2000:]
+    assert {"httpx", "github", "sqlalchemy"} <= imported, out.stderr[-2000:]
+    assert sorted(imported & {"trio", "click", "pygments", "rich", "graphql"}) == []
