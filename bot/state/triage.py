@@ -33,15 +33,8 @@ class Triage(Database):
         now: datetime,
     ) -> None:
         """Keep one pull request's last reconciled report for the triage view."""
-        values = {
-            "title": title, "author": author, "draft": int(draft), "head_sha": head_sha,
-            "verdict": verdict, "url": url, "details": details,
-            "observed_at": to_text(observed_at), "updated_at": to_text(now),
-        }  # fmt: skip
-        upsert = self.insert(t.triage).values(repo=repo, number=number, **values)
-        upsert = upsert.on_conflict_do_update(index_elements=["repo", "number"], set_=values)
-        with self._write() as conn:
-            conn.execute(upsert)
+        values = (title, author, draft, head_sha, verdict, url, details, observed_at)
+        self.put_triage_many(repo, [(number, values)], now=now)
 
     @records(None)
     def put_triage_many(
