@@ -34,7 +34,6 @@ from bot.sources.base import Connection, Kind, Wiring
 from bot.sources.carried import CarriedReads
 from bot.sources.codecov.provider import KIND as CODECOV
 from bot.sources.readthedocs.provider import KIND as READ_THE_DOCS
-from bot.sources.readthedocs.provider import api_urls
 from bot.state.leases import Leases, all_leases
 from bot.state.lock import StateLock
 from bot.state.ports import CycleState, ReadState, StoreError
@@ -156,9 +155,9 @@ def discovered_repos(settings: Settings, clients: Clients) -> list[RepoSettings]
 
 
 def request_guard(settings: Settings, kinds: Sequence[Kind] = SOURCES) -> Guard:
-    """The allowlist of every request: GitHub's, Read the Docs' roots, what each source declares."""
+    """The allowlist of every request: GitHub's, and what each second source declares."""
     allowed = tuple(a for kind in kinds for a in kind.allowances(settings))
-    return Guard.for_urls(settings.github.api_url, tuple(api_urls(settings).values()), allowed)
+    return Guard.for_urls(settings.github.api_url, allowed)
 
 
 def build_clients(

@@ -67,17 +67,6 @@ def _take_delete(path: str) -> bool:
     return False
 
 
-RTD_ALLOWED: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    ("GET", re.compile(pattern))
-    for pattern in (
-        r"/projects/",  # check-config: the token's own projects (whether RTD accepts it)
-        r"/projects/[^/]+/builds/",
-        r"/projects/[^/]+/builds/\d+/",
-        r"/projects/[^/]+/builds/\d+/notifications/",
-    )
-)
-
-
 @dataclass(frozen=True)
 class Allowance:
     """What one second source may be asked (bot.sources: each provider declares its own): GET
@@ -272,25 +261,16 @@ class Guard:
 
     github_rest_prefix: str  # path of the REST root: "" on api.github.com, "/api/v3" on Enterprise
     github_graphql_path: str  # "/graphql" or "/api/graphql"
-    rtd_prefixes: tuple[str, ...]  # paths of the RTD API roots, e.g. ("/api/v3",)
     github_origin: str = ""  # scheme://host:port of the GitHub API ("" : not checked)
-    rtd_roots: tuple[str, ...] = ()  # origin + path of each RTD API root ("" : not checked)
-    sources: tuple[Allowance, ...] = ()  # every other second source's (bot.sources declares)
+    sources: tuple[Allowance, ...] = ()  # every second source's (bot.sources declares them)
 
     @classmethod
-    def for_urls(
-        cls,
-        github_api_url: str,
-        rtd_api_urls: tuple[str, ...],
-        sources: Sequence[Allowance] = (),
-    ) -> Guard:
-        """Build the guard for a GitHub API root, the Read the Docs API roots and what every
-        other second source declares it may ask."""
+    def for_urls(cls, github_api_url: str, sources: Sequence[Allowance] = ()) -> Guard:
+        """Build the guard for a GitHub API root and what every second source declares it may
+        ask."""
         rest = urlsplit(github_api_url).path.rstrip("/")
         graphql_path = rest[: -len("/v3")] + "/graphql" if rest.endswith("/v3") else "/graphql"
-        rtd = tuple(urlsplit(u).path.rstrip("/") for u in rtd_api_urls)
-        roots = tuple(origin(u) + urlsplit(u).path.rstrip("/") for u in rtd_api_urls)
-        return cls(rest, graphql_path, rtd, origin(github_api_url), roots, tuple(sources))
+        return cls(rest, graphql_path, origin(github_api_url), tuple(sources))
 
     def check_source(self, source: str, method: str, url: str) -> None:
         """Raise RefusedRequest unless this request is a GET its source declared (any other
@@ -333,27 +313,6 @@ class Guard:
             return
         if not any(m == method and p.fullmatch(path) for m, p in GITHUB_REST_ALLOWED):
             raise RefusedRequest(f"refused: {method} {path} is not on the bot's allowlist")
-
-    def check_rtd(self, method: str, url: str) -> None:
-        """Raise RefusedRequest unless this Read the Docs request is on the allowlist."""
-        method = method.upper()
-        path = urlsplit(url).path
-        where = origin(url)
-        if self.rtd_roots and not any(
-            r.startswith(where + "/") or r == where for r in self.rtd_roots
-        ):
-            raise ForeignHost(
-                f"refused: {method} to host {where}, not a configured Read the Docs host"
-            )
-        roots = self.rtd_roots or tuple(where + p for p in self.rtd_prefixes)
-        for prefix in (r[len(where) :] for r in roots if r.startswith(where)):
-            if path.startswith(prefix + "/"):
-                rest = path[len(prefix) :]
-                if any(m == method and p.fullmatch(rest) for m, p in RTD_ALLOWED):
-                    return
-        raise RefusedRequest(
-            f"refused: {method} {path} is not on the bot's Read the Docs allowlist"
-        )
 
 
 class _GuardedMixin:

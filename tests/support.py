@@ -34,6 +34,7 @@ from bot.guard import Allowance, Guard
 from bot.logs import HEADER_LOGGERS
 from bot.sources.azure_pipelines.provider import PATHS as AZURE_PATHS
 from bot.sources.codecov.provider import PATHS as CODECOV_PATHS
+from bot.sources.readthedocs.provider import PATHS as RTD_PATHS
 from bot.sources.readthedocs.rows import RtdLookup
 from bot.sources.readthedocs.rules import RtdBuild
 from bot_sandbox import Recorded, Sandbox, World
@@ -381,8 +382,8 @@ def outside_allowlist(sandbox: Sandbox) -> list[Refused]:
     """Recorded requests that the bot's own allowlist does not permit."""
     guard = Guard.for_urls(
         sandbox.github_url,
-        (sandbox.rtd_url,),
         (
+            Allowance.of("readthedocs", "Read the Docs", (sandbox.rtd_url,), RTD_PATHS),
             Allowance.of("codecov", "Codecov", (sandbox.codecov_url,), CODECOV_PATHS),
             Allowance.of("azure-pipelines", "Azure", (sandbox.azure_url,), AZURE_PATHS),
         ),
@@ -399,7 +400,7 @@ def outside_allowlist(sandbox: Sandbox) -> list[Refused]:
             elif r.service in urls:
                 guard.check_source(names[r.service], r.method, urls[r.service] + r.path)
             else:
-                guard.check_rtd(r.method, sandbox.rtd_url + r.path)
+                guard.check_source("readthedocs", r.method, sandbox.rtd_url + r.path)
         except Exception as exc:
             refused.append(Refused(r, str(exc)))
     return refused

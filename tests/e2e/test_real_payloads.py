@@ -771,7 +771,7 @@ def test_recorded_comment_page_links_pass_the_allowlist() -> None:
     # so its own allowlist must let them through (and still refuse what is not a comment read).
     from bot.guard import Guard, RefusedRequest
 
-    guard = Guard.for_urls("https://api.github.com", ("https://app.readthedocs.org/api/v3",))
+    guard = Guard.for_urls("https://api.github.com")
     next_link = partial(link_url, rel="next")
     links = [x.headers["link"] for x in replay("PaginatedList.testCustomPerPageIteration.txt")[2:]]
     urls = [u for u in map(next_link, links) if u]

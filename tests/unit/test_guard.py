@@ -9,10 +9,19 @@ import sys
 import pytest
 
 from bot.core.model import MARKER
-from bot.guard import Guard, RefusedRequest
+from bot.core.remedies import READTHEDOCS
+from bot.guard import Allowance, Guard, RefusedRequest
+from bot.sources.readthedocs.provider import LABEL as RTD_LABEL
+from bot.sources.readthedocs.provider import PATHS as RTD_PATHS
 
-DOTCOM = Guard.for_urls("https://api.github.com", ("https://app.readthedocs.org/api/v3",))
-GHE = Guard.for_urls("https://ghe.example/api/v3", ("http://127.0.0.1:1/rtd/api/v3",))
+
+def rtd(url: str) -> tuple[Allowance, ...]:
+    """Read the Docs' allowance (what its kind declares) for one API root."""
+    return (Allowance.of(READTHEDOCS, RTD_LABEL, (url,), RTD_PATHS),)
+
+
+DOTCOM = Guard.for_urls("https://api.github.com", rtd("https://app.readthedocs.org/api/v3"))
+GHE = Guard.for_urls("https://ghe.example/api/v3", rtd("http://127.0.0.1:1/rtd/api/v3"))
 
 
 def gql(query: str) -> str:
@@ -93,10 +102,10 @@ def test_requests_that_alter_ci_are_refused(
 )
 def test_read_the_docs_is_get_only(method: str, url: str, ok: bool) -> None:
     if ok:
-        DOTCOM.check_rtd(method, url)
+        DOTCOM.check_source(READTHEDOCS, method, url)
     else:
         with pytest.raises(RefusedRequest):
-            DOTCOM.check_rtd(method, url)
+            DOTCOM.check_source(READTHEDOCS, method, url)
 
 
 @pytest.mark.parametrize(
@@ -125,12 +134,14 @@ def test_github_requests_to_another_host_are_refused(guard: Guard, method: str, 
 )
 def test_read_the_docs_requests_to_another_host_are_refused(url: str) -> None:
     with pytest.raises(RefusedRequest, match="host"):
-        DOTCOM.check_rtd("GET", url)
+        DOTCOM.check_source(READTHEDOCS, "GET", url)
 
 
 def test_default_ports_are_the_same_origin() -> None:
     DOTCOM.check_github("GET", "https://api.github.com:443/user")
-    DOTCOM.check_rtd("GET", "https://app.readthedocs.org:443/api/v3/projects/p/builds/")
+    DOTCOM.check_source(
+        READTHEDOCS, "GET", "https://app.readthedocs.org:443/api/v3/projects/p/builds/"
+    )
 
 
 def test_the_one_delete_is_of_an_admitted_comment_id_and_only_once() -> None:

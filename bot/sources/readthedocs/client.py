@@ -12,6 +12,7 @@ from urllib.parse import urljoin
 import httpx
 
 from bot.core.model import parse_optional_time
+from bot.core.remedies import READTHEDOCS
 from bot.guard import Guard, Page, Pages, RefusedRequest
 from bot.retry import (
     TOO_MANY_REQUESTS,
@@ -119,7 +120,7 @@ def _client(
     auth = _TokenPerHost({api_urls[h]: t for h, t in per_host.items()})
 
     def check(request: httpx.Request) -> None:
-        guard.check_rtd(request.method, str(request.url))
+        guard.check_source(READTHEDOCS, request.method, str(request.url))
 
     return httpx.Client(
         headers=headers,

@@ -19,12 +19,21 @@ from bot.sources.readthedocs.rules import is_rtd_status, project_of
 from bot.state.ports import RtdCache
 
 CREDENTIAL_KEYS: Final = ("readthedocs:org", "readthedocs:com", "readthedocs:self")
+LABEL: Final = "Read the Docs"
+# The read endpoints, below each site's API root: the token's own projects (check-config:
+# whether the site accepts it), a commit's builds, one build, a build's notifications.
+PATHS: Final = (
+    r"/projects/",
+    r"/projects/[^/]+/builds/",
+    r"/projects/[^/]+/builds/\d+/",
+    r"/projects/[^/]+/builds/\d+/notifications/",
+)
 
 
 class ReadTheDocs:
     """The RTD statuses of a head, settled by the builds RTD lists for that exact commit."""
 
-    name, label, docs = READTHEDOCS, "Read the Docs", True
+    name, label, docs = READTHEDOCS, LABEL, True
 
     def __init__(self, api: RtdApi, state: RtdCache | None = None) -> None:
         """Read through `api`; cache in `state` (none: `show`; a read-only one keeps nothing)."""
@@ -66,7 +75,7 @@ class ReadTheDocs:
 class RtdConnection:
     """Read the Docs' client, shared by every cycle of a process (bot.sources.base.Connection)."""
 
-    name, label = READTHEDOCS, "Read the Docs"
+    name, label = READTHEDOCS, LABEL
 
     def __init__(self, api: RtdApi) -> None:
         self.api = api
@@ -118,13 +127,12 @@ def connect(settings: Settings, wiring: Wiring) -> Connection:
     return RtdConnection(rtd)
 
 
-def _no_allowance(settings: Settings) -> tuple[Allowance, ...]:
-    """Read the Docs' allowlist predates the contract: the guard's own RTD table and roots
-    (Guard.for_urls is given `api_urls`)."""
-    return ()
+def allowances(settings: Settings) -> tuple[Allowance, ...]:
+    """Read the Docs' read endpoints below each site's API root (`api_urls`)."""
+    return (Allowance.of(READTHEDOCS, LABEL, tuple(api_urls(settings).values()), PATHS),)
 
 
 KIND: Final = Kind(
-    READTHEDOCS, "Read the Docs", allowances=_no_allowance, connect=connect, probe=probe,
+    READTHEDOCS, LABEL, allowances=allowances, connect=connect, probe=probe,
     final=final_payload,
 )  # fmt: skip

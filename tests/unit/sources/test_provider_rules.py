@@ -14,6 +14,7 @@ from bot.sources.azure_pipelines.rules import build_ref
 from bot.sources.codecov.provider import allowances as codecov_allowances
 from bot.sources.codecov.rules import asked_about as codecov_asked
 from bot.sources.codecov.rules import load
+from bot.sources.readthedocs.provider import allowances as rtd_allowances
 
 SHA = "5f0c6a8be2d94c1e7a3b9d8f6e2c4a1b0d9e8f7a"
 
@@ -75,8 +76,7 @@ def _guard() -> Guard:
     settings = Settings.model_validate({})
     return Guard.for_urls(
         "https://api.github.com",
-        ("https://app.readthedocs.org/api/v3",),
-        (*codecov_allowances(settings), *azure_allowances(settings)),
+        (*rtd_allowances(settings), *codecov_allowances(settings), *azure_allowances(settings)),
     )
 
 
