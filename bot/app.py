@@ -207,7 +207,7 @@ def make_cycle(
     """
     # the sources keep their reads through `carried`, which notes a head's final records for
     # its comment's carried line (and gives a stateless run those its own comment carried)
-    carried = CarriedReads(store, {kind.name: kind.final for kind in SOURCES})
+    carried = CarriedReads(store, SOURCES)
     docs = tuple(source.source(carried) for source in clients.sources)
     stuck = tuple(source for source in docs if source.docs)
     observers = (TriageKeeper(store, clock=now_utc, docs=stuck, memo=clients.rows),)

@@ -360,6 +360,27 @@ def bot_comments(world: World, number: int, *, login: str = LOGIN) -> list[dict[
     ]
 
 
+def state_at_revision(where: str, revision: int) -> None:
+    """A new state (a SQLite path or a PostgreSQL URL) migrated up to `revision` only: as a bot
+    whose newest revision that was left it."""
+    from alembic import command
+    from alembic.config import Config
+
+    from bot.state.db import is_url, pg_engine, sqlite_engine
+
+    engine = pg_engine(where, read_only=False) if is_url(where) else (
+        sqlite_engine(where, read_only=False)
+    )  # fmt: skip
+    try:
+        with engine.begin() as conn:
+            config = Config()
+            config.set_main_option("script_location", "bot.state:migrations")
+            config.attributes["connection"] = conn
+            command.upgrade(config, f"{revision:04d}")
+    finally:
+        engine.dispose()
+
+
 def writes(sandbox: Sandbox) -> list[Recorded]:
     """Every GitHub request that writes (GraphQL queries excluded)."""
     return [

@@ -25,7 +25,7 @@ from bot.core.model import PullSnapshot, Signal
 from bot.guard import Allowance, Guard
 from bot.retry import Sleep
 from bot.settings import RepoSettings, Settings
-from bot.state.ports import RtdCache, SourceReads
+from bot.state.ports import SourceReads
 
 Outcome = Literal["ok", "note", "problem", "unverified"]
 
@@ -38,7 +38,7 @@ class Said(NamedTuple):
     text: str
 
 
-class SourcesState(RtdCache, SourceReads, Protocol):
+class SourcesState(SourceReads, Protocol):
     """What a provider may keep in the state (a read-only state keeps nothing)."""
 
 
@@ -118,3 +118,6 @@ class Kind:
     # whether a record it keeps in the state (its payload) is final: nothing the provider says
     # about it can change, so the comment may carry it to a run with no state (issue 31)
     final: Callable[[str], bool] = lambda _payload: False
+    # whether a final record a comment of head `head` carried under `key` is given to a state
+    # that lacks it (Read the Docs: only a read of that very commit; the others: any)
+    seeds: Callable[[str, str], bool] = lambda _key, _head: True

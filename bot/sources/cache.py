@@ -1,5 +1,6 @@
-"""The one cache of every provider but Read the Docs: the `source_reads` table, by source and
-record key, and the rules every provider reads by.
+"""The one cache of the second sources' reads: the `source_reads` table, by source and record
+key, and the rules a provider reads by (Read the Docs keeps its reads in the same table, by the
+rules of its own evidence.py: a build a status names, why a build ended).
 
 - A record that is final (the provider's own word: nothing it says about it can change) and
   was read after GitHub last heard about the signal is taken from the state, never asked again.
@@ -18,7 +19,7 @@ from datetime import datetime
 from typing import Generic, TypeVar
 
 from bot.sources.http import SourceError
-from bot.state.ports import RtdRead, SourceReads
+from bot.state.ports import SourceRead, SourceReads
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ class Looked(Generic[T]):
 class NoReads:
     """No state at all (`show`): nothing cached, nothing kept."""
 
-    def get_source_read(self, source: str, key: str) -> RtdRead | None:
+    def get_source_read(self, source: str, key: str) -> SourceRead | None:
         return None
 
     def put_source_read(self, source: str, key: str, *, payload: str, now: datetime) -> None:
@@ -87,7 +88,7 @@ class Records(Generic[T]):
         return looked
 
     def _read(
-        self, key: str, fetch: Callable[[], T], stored: RtdRead | None, last: T | None,
+        self, key: str, fetch: Callable[[], T], stored: SourceRead | None, last: T | None,
         *, now: datetime,
     ) -> Looked[T]:  # fmt: skip
         try:

@@ -1,51 +1,35 @@
 """Second sources' final records carried by the comment (issue 31): what a head's evidence was
 read from, taken as the sources read it, and given back to the state a run starts from.
 
-The sources keep what they read in the state (`SourcesState`: Read the Docs' reads by site,
-project and commit; every other provider's by source and key). `CarriedReads` stands between
-them and the state: it passes every call through, and notes each record the head being read
-was settled with. Those a provider calls final (`Kind.final`: nothing it says about them can
-change) go into the report (`Report.kept_reads`), and its comment's carried line takes them
-to the next run. A run with no state gives them back to its state (`seed`) before it reads
-that head: the provider then finds them kept, exactly as with a state, and asks nothing. A
-record the state already holds is never overwritten by a carried one.
+The sources keep what they read in the state (`SourcesState`: every provider's records by
+source and key). `CarriedReads` stands between them and the state: it passes every call
+through, and notes each record the head being read was settled with. Those a provider calls
+final (`Kind.final`: nothing it says about them can change) go into the report
+(`Report.kept_reads`), and its comment's carried line takes them to the next run. A run with no
+state gives them back to its state (`seed`) before it reads that head, where the provider takes
+them for that head (`Kind.seeds`: Read the Docs only a read of that very commit): the provider
+then finds them kept, exactly as with a state, and asks nothing. A record the state already
+holds is never overwritten by a carried one.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable
 from datetime import datetime
 
 from bot.core.model import KeptRead
-from bot.core.remedies import READTHEDOCS
-from bot.sources.base import SourcesState
-from bot.state.ports import RtdRead
-
-RTD: str = READTHEDOCS  # the source name of Read the Docs' reads (their own table in the state)
-
-
-def rtd_key(host: str, project: str, commit: str) -> str:
-    """The carried key of a Read the Docs read: JSON of site, project and commit."""
-    return json.dumps([host, project, commit], separators=(",", ":"))
-
-
-def _rtd_parts(key: str) -> tuple[str, str, str] | None:
-    try:
-        parts = json.loads(key)
-    except ValueError:
-        return None
-    if isinstance(parts, list) and len(parts) == 3 and all(isinstance(p, str) for p in parts):
-        return parts[0], parts[1], parts[2]
-    return None
+from bot.sources.base import Kind, SourcesState
+from bot.state.ports import SourceRead
 
 
 class CarriedReads:
     """The state as the sources see it, noting the final records of the head being read."""
 
-    def __init__(self, store: SourcesState, finals: Mapping[str, Callable[[str], bool]]) -> None:
-        """`finals`: by source name ("rtd" for Read the Docs), whether a kept payload is final."""
-        self.store, self.finals = store, dict(finals)
+    def __init__(self, store: SourcesState, kinds: Iterable[Kind]) -> None:
+        """`kinds`: the sources, each saying by its name whether a kept payload is final and
+        which carried records it takes for a head."""
+        self.store = store
+        self.kinds = {kind.name: kind for kind in kinds}
         self._head = ""
         self._noted: dict[tuple[str, str], KeptRead] = {}
 
@@ -59,60 +43,31 @@ class CarriedReads:
         """The final records the head's evidence was read from, in a stable order."""
         return tuple(sorted(self._noted.values()))
 
-    def _note(self, source: str, key: str, read: RtdRead | None) -> None:
+    def _note(self, source: str, key: str, read: SourceRead | None) -> None:
         if read is None or not read.payload or read.read_at is None or read.failing_since:
             return
-        final = self.finals.get(source)
-        if final is not None and final(read.payload):
+        kind = self.kinds.get(source)
+        if kind is not None and kind.final(read.payload):
             self._noted[(source, key)] = KeptRead(source, key, read.payload, read.read_at)
 
     def seed(self, head_sha: str, reads: Iterable[KeptRead]) -> int:
         """Give the state the records a trusted comment of this head carried, where it holds
-        none under their key; a Read the Docs read of another commit is not taken. How many."""
+        none under their key and their source takes them for this head. How many."""
         given = 0
         for read in reads:
-            final = self.finals.get(read.source)
-            if final is None or not final(read.payload):
+            kind = self.kinds.get(read.source)
+            if kind is None or not kind.final(read.payload):
                 continue  # not final (or no such source here): read again
-            if read.source == RTD:
-                parts = _rtd_parts(read.key)
-                if parts is None or parts[2] != head_sha or self.store.get_rtd_read(*parts):
-                    continue
-                self.store.put_rtd_read(*parts, payload=read.payload, now=read.read_at)
-            else:
-                if self.store.get_source_read(read.source, read.key) is not None:
-                    continue
-                self.store.put_source_read(
-                    read.source, read.key, payload=read.payload, now=read.read_at
-                )
+            source, key = read.source, read.key
+            if not kind.seeds(key, head_sha) or self.store.get_source_read(source, key):
+                continue  # another head's (as its source tells), or the state holds one
+            self.store.put_source_read(source, key, payload=read.payload, now=read.read_at)
             given += 1
         return given
 
-    # -- RtdCache ---------------------------------------------------------------------------
-
-    def get_rtd_read(self, host: str, project: str, commit: str) -> RtdRead | None:
-        """The state's read, noted for the head where it is final."""
-        read = self.store.get_rtd_read(host, project, commit)
-        self._note(RTD, rtd_key(host, project, commit), read)
-        return read
-
-    def put_rtd_read(
-        self, host: str, project: str, commit: str, *, payload: str, now: datetime
-    ) -> None:
-        """Kept in the state, and noted for the head where it is final."""
-        self.store.put_rtd_read(host, project, commit, payload=payload, now=now)
-        self._note(RTD, rtd_key(host, project, commit), RtdRead(payload, now, None))
-
-    def rtd_read_failed(
-        self, host: str, project: str, commit: str, *, now: datetime, failure: str
-    ) -> None:
-        """Passed through (a failure is never carried)."""
-        self.store.rtd_read_failed(host, project, commit, now=now, failure=failure)
-        self._noted.pop((RTD, rtd_key(host, project, commit)), None)
-
     # -- SourceReads ------------------------------------------------------------------------
 
-    def get_source_read(self, source: str, key: str) -> RtdRead | None:
+    def get_source_read(self, source: str, key: str) -> SourceRead | None:
         """The state's record, noted for the head where it is final."""
         read = self.store.get_source_read(source, key)
         self._note(source, key, read)
@@ -121,7 +76,7 @@ class CarriedReads:
     def put_source_read(self, source: str, key: str, *, payload: str, now: datetime) -> None:
         """Kept in the state, and noted for the head where it is final."""
         self.store.put_source_read(source, key, payload=payload, now=now)
-        self._note(source, key, RtdRead(payload, now, None))
+        self._note(source, key, SourceRead(payload, now, None))
 
     def source_read_failed(self, source: str, key: str, *, now: datetime, failure: str) -> None:
         """Passed through (a failure is never carried)."""

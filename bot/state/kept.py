@@ -1,7 +1,7 @@
-"""Answers kept so they are not asked again: Read the Docs' and every other source's reads
-(the last good answer and a failing run), merge bases and their contexts, failing runs'
-annotations, what a failure's history was read from (the ports `RtdCache`, `SourceReads`,
-`BaseKeeper`, `AnnotationKeeper`, `HistoryKeeper`)."""
+"""Answers kept so they are not asked again: every second source's reads (the last good
+answer and a failing run), merge bases and their contexts, failing runs' annotations, what a
+failure's history was read from (the ports `SourceReads`, `BaseKeeper`, `AnnotationKeeper`,
+`HistoryKeeper`)."""
 
 from __future__ import annotations
 
@@ -9,96 +9,57 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Table, func, select
+from sqlalchemy import Table, func, select
 
 from bot.state import schema as t
 from bot.state.db import Database, from_text, reads, records, to_text
-from bot.state.ports import RtdRead
+from bot.state.ports import SourceRead
 
 
 class Kept(Database):
     """Reads kept by key: each a row of payload and read time (a failing run where it fails)."""
 
-    # -- Read the Docs reads ---------------------------------------------------------------
-
-    @reads("rtd_reads")
-    def get_rtd_read(self, host: str, project: str, commit: str) -> RtdRead | None:
-        """The last good RTD answer of a commit, and since when (and how) reading it fails."""
-        r = t.rtd_reads.c
-        return self._kept_read(t.rtd_reads, r.host == host, r.project == project,
-                               r.commit_sha == commit)  # fmt: skip
-
-    @records(None)
-    def put_rtd_read(
-        self, host: str, project: str, commit: str, *, payload: str, now: datetime
-    ) -> None:
-        """Keep a good RTD answer read at `now`; reading no longer fails."""
-        key = {"host": host, "project": project, "commit_sha": commit}
-        self._keep_good(t.rtd_reads, key, payload=payload, now=now)
-
-    @records(None)
-    def rtd_read_failed(
-        self, host: str, project: str, commit: str, *, now: datetime, failure: str
-    ) -> None:
-        """Note a failed read; the first failure of a run of them (its time, its text) is kept."""
-        key = {"host": host, "project": project, "commit_sha": commit}
-        self._keep_failure(t.rtd_reads, key, now=now, failure=failure)
-
-    # -- every other second source's reads (bot.sources.cache) -----------------------------
+    # -- every second source's reads (bot.sources.cache, Read the Docs' evidence) ----------
 
     @reads("source_reads")
-    def get_source_read(self, source: str, key: str) -> RtdRead | None:
+    def get_source_read(self, source: str, key: str) -> SourceRead | None:
         """The last good answer of one record of a source, and since when reading it fails."""
         r = t.source_reads.c
-        return self._kept_read(t.source_reads, r.source == source, r.record_key == key)
-
-    @records(None)
-    def put_source_read(self, source: str, key: str, *, payload: str, now: datetime) -> None:
-        """Keep a good answer read at `now`; reading no longer fails."""
-        row = {"source": source, "record_key": key}
-        self._keep_good(t.source_reads, row, payload=payload, now=now)
-
-    @records(None)
-    def source_read_failed(self, source: str, key: str, *, now: datetime, failure: str) -> None:
-        """Note a failed read; the first failure of a run of them (its time, its text) is kept."""
-        row = {"source": source, "record_key": key}
-        self._keep_failure(t.source_reads, row, now=now, failure=failure)
-
-    def _kept_read(self, table: Table, *where: ColumnElement[bool]) -> RtdRead | None:
-        """The kept read of one record of a reads table (rtd_reads, source_reads)."""
-        r = table.c
-        query = select(r.payload, r.read_at, r.failing_since, r.failure).where(*where)
+        query = select(r.payload, r.read_at, r.failing_since, r.failure).where(
+            r.source == source, r.record_key == key
+        )
         with self._read() as conn:
             row = conn.execute(query).first()
         if row is None:
             return None
-        return RtdRead(
+        return SourceRead(
             payload=row.payload,
             read_at=None if row.read_at is None else from_text(row.read_at),
             failing_since=None if row.failing_since is None else from_text(row.failing_since),
             failure=row.failure,
         )
 
-    def _keep_good(
-        self, table: Table, key: Mapping[str, str], *, payload: str, now: datetime
-    ) -> None:
-        """Keep a good answer of the record `key` read at `now`; reading no longer fails."""
+    @records(None)
+    def put_source_read(self, source: str, key: str, *, payload: str, now: datetime) -> None:
+        """Keep a good answer read at `now`; reading no longer fails."""
         values = {"payload": payload, "read_at": to_text(now)}
-        upsert = self.insert(table).values(**key, **values)
+        upsert = self.insert(t.source_reads).values(source=source, record_key=key, **values)
         upsert = upsert.on_conflict_do_update(
-            index_elements=list(key), set_={**values, "failing_since": None, "failure": None}
+            index_elements=["source", "record_key"],
+            set_={**values, "failing_since": None, "failure": None},
         )
         with self._write() as conn:
             conn.execute(upsert)
 
-    def _keep_failure(
-        self, table: Table, key: Mapping[str, str], *, now: datetime, failure: str
-    ) -> None:
-        """Note a failed read of the record `key`: the first failure of a run is kept."""
-        r = table.c
-        upsert = self.insert(table).values(**key, failing_since=to_text(now), failure=failure)
+    @records(None)
+    def source_read_failed(self, source: str, key: str, *, now: datetime, failure: str) -> None:
+        """Note a failed read; the first failure of a run of them (its time, its text) is kept."""
+        r = t.source_reads.c
+        upsert = self.insert(t.source_reads).values(
+            source=source, record_key=key, failing_since=to_text(now), failure=failure
+        )
         upsert = upsert.on_conflict_do_update(
-            index_elements=list(key),
+            index_elements=["source", "record_key"],
             set_={
                 "failure": func.coalesce(r.failure, upsert.excluded.failure),
                 "failing_since": func.coalesce(r.failing_since, upsert.excluded.failing_since),

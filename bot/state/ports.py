@@ -1,7 +1,7 @@
 """The state seam: the records the state keeps and the narrow ports each consumer talks through.
 
 Each port is what one consumer needs, nothing more, written once here: the cycle's comments,
-facts and pacing, the Read the Docs, sources' and required-checks caches, the triage rows,
+facts and pacing, the second sources' and required-checks caches, the triage rows,
 the webhook deliveries; and, made of them, one port per use: `CycleState` (a cycle),
 `ReadState` (a dry run, `report`, the page) and `ServiceState` (the service's cycles,
 webhooks and housekeeping). The writable state (`bot.state.store.Store`, SQLite or
@@ -71,10 +71,10 @@ class PullRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class RtdRead:
-    """The state's row of one Read the Docs commit: last good answer, and a failing run."""
+class SourceRead:
+    """The state's row of one second source's record: last good answer, and a failing run."""
 
-    payload: str | None  # opaque JSON (bot.sources.readthedocs.evidence); None: never read well
+    payload: str | None  # opaque text (the provider's own); None: never read well
     read_at: datetime | None
     failing_since: datetime | None  # None while reads succeed
     failure: str | None = None  # what the first failure of the run was
@@ -196,33 +196,16 @@ class PacingState(Protocol):
 
 
 class SourceReads(Protocol):
-    """Any second source's reads kept, by source and record key (the last good answer, and a
-    failing run): one table for every provider but Read the Docs (bot.sources.cache)."""
+    """Every second source's reads kept, by source and record key (the last good answer, and a
+    failing run): one table for every provider (bot.sources.cache, Read the Docs' evidence)."""
 
-    def get_source_read(self, source: str, key: str) -> RtdRead | None:
+    def get_source_read(self, source: str, key: str) -> SourceRead | None:
         """The last good answer, when it was read, and since when (and how) reading fails."""
 
     def put_source_read(self, source: str, key: str, *, payload: str, now: datetime) -> None:
         """Keep a good answer."""
 
     def source_read_failed(self, source: str, key: str, *, now: datetime, failure: str) -> None:
-        """Note a failed read."""
-
-
-class RtdCache(Protocol):
-    """The Read the Docs reads kept (the last good answer, and a failing run)."""
-
-    def get_rtd_read(self, host: str, project: str, commit: str) -> RtdRead | None:
-        """The last good answer, when it was read, and since when (and how) reading fails."""
-
-    def put_rtd_read(
-        self, host: str, project: str, commit: str, *, payload: str, now: datetime
-    ) -> None:
-        """Keep a good answer."""
-
-    def rtd_read_failed(
-        self, host: str, project: str, commit: str, *, now: datetime, failure: str
-    ) -> None:
         """Note a failed read."""
 
 
@@ -421,7 +404,6 @@ class CycleState(
     CommentState,
     FactsState,
     PacingState,
-    RtdCache,
     SourceReads,
     RequiredCache,
     TriageState,

@@ -88,19 +88,8 @@ triage = Table(
     Column("updated_at", Text, nullable=False),
 )
 
-rtd_reads = Table(
-    "rtd_reads",
-    metadata,
-    Column("host", Text, primary_key=True),
-    Column("project", Text, primary_key=True),
-    Column("commit_sha", Text, primary_key=True),
-    Column("payload", Text),
-    Column("read_at", Text),
-    Column("failing_since", Text),
-    Column("failure", Text),
-)
-
-# Every second source but Read the Docs (issue 25): its record of one commit or build, by key
+# Every second source's (issue 25; Read the Docs' too since issue 32): its last good record of
+# one commit or build by its own key, and a failing run (since when, what failed)
 source_reads = Table(
     "source_reads",
     metadata,

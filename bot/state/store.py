@@ -44,7 +44,7 @@ __all__ = [
 # What `prune` keeps (issue 17): webhook deliveries (ids and body digests) a day, the write
 # audit 30 days (the write budget looks back an hour), triage rows and first sightings of
 # pull requests no cycle has seen for 7 days (closed, or their repository unconfigured),
-# Read the Docs reads of commits last read (or last failing) 30 days ago; and (issue 16) the
+# every second source's reads last read (or last failing) 30 days ago; and (issue 16) the
 # merge bases and check-run annotations of heads no triage row has (no open pull request's
 # head: the cycle drops closed pull requests' rows) read over an hour ago, with the merge-base
 # contexts no kept merge base names any more; (issue 31) the kept reports of pull requests no
@@ -54,7 +54,6 @@ RETENTION = {
     "audit": timedelta(days=30),
     "triage": timedelta(days=7),
     "first_seen": timedelta(days=7),
-    "rtd_reads": timedelta(days=30),
     "source_reads": timedelta(days=30),
     "merge_bases": timedelta(hours=1),
     "base_contexts": timedelta(hours=1),
@@ -97,8 +96,7 @@ def _expired_records(cut: dict[str, str]) -> dict[str, Any]:
 
 def _expired_reads(cut: dict[str, str], *, now: datetime) -> dict[str, Any]:
     """prune's deletes of the kept reads (sources', merge bases', annotations', history's)."""
-    tr, rr, sr = t.triage.c, t.rtd_reads.c, t.source_reads.c
-    last_read = func.coalesce(rr.read_at, rr.failing_since, "")
+    tr, sr = t.triage.c, t.source_reads.c
     source_read = func.coalesce(sr.read_at, sr.failing_since, "")
     mb, bc, ra = t.merge_bases.c, t.base_contexts.c, t.run_annotations.c
     hr = t.history_reads.c
@@ -108,10 +106,6 @@ def _expired_reads(cut: dict[str, str], *, now: datetime) -> dict[str, Any]:
 
     named = select(mb.head_sha).where(mb.repo == bc.repo, mb.merge_base == bc.commit_sha)
     return {
-        "rtd_reads": delete(t.rtd_reads).where(
-            last_read < cut["rtd_reads"],
-            func.coalesce(rr.failing_since, "") < cut["rtd_reads"],
-        ),
         "source_reads": delete(t.source_reads).where(
             source_read < cut["source_reads"],
             func.coalesce(sr.failing_since, "") < cut["source_reads"],

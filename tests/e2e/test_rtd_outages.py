@@ -107,7 +107,8 @@ def failing_since(env: Env, minutes: int) -> str:
     moment = env.now - timedelta(minutes=minutes)
     with sqlite3.connect(env.state) as db:
         db.execute(
-            "UPDATE rtd_reads SET failing_since = ? WHERE failing_since IS NOT NULL",
+            "UPDATE source_reads SET failing_since = ? "
+            "WHERE source = 'readthedocs' AND failing_since IS NOT NULL",
             (moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),),
         )
     return moment.strftime("%Y-%m-%d %H:%M UTC")

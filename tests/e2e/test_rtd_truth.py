@@ -323,7 +323,7 @@ def test_rtd_outage_edits_nothing_until_unverified_after_then_says_since_when(en
         assert bot_comments(env.world, 7430)[0]["body"] == body
     with sqlite3.connect(env.state) as db:  # the outage began 31 minutes ago
         db.execute(
-            "UPDATE rtd_reads SET failing_since = ?",
+            "UPDATE source_reads SET failing_since = ? WHERE source = 'readthedocs'",
             ((env.now - timedelta(minutes=31)).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),),
         )
     assert once(env).returncode == 0

@@ -13,6 +13,8 @@ from datetime import datetime
 from typing import Final
 
 from bot.core.model import PullSnapshot, Signal, parse_optional_time
+from bot.core.remedies import READTHEDOCS
+from bot.sources.cache import NoReads
 from bot.sources.readthedocs.client import RtdApi, RtdError
 from bot.sources.readthedocs.rows import RtdLookup
 from bot.sources.readthedocs.rules import (
@@ -28,10 +30,31 @@ from bot.sources.readthedocs.rules import (
     settling,
     status_target,
 )
-from bot.state.ports import RtdCache as RtdState
-from bot.state.ports import RtdRead
+from bot.state.ports import SourceRead, SourceReads
 
 NOT_FOUND: Final = 404  # RTD's answer that a build does not exist (or is not visible)
+_Key = tuple[str, str, str]  # a read's site, project and commit
+
+
+def record_key(host: str, project: str, commit: str) -> str:
+    """A read's key in the state (source "readthedocs") and in a comment's carried line:
+    compact JSON of its site, project and commit."""
+    return json.dumps([host, project, commit], separators=(",", ":"))
+
+
+def seeds(key: str, head_sha: str) -> bool:
+    """Whether a read a comment of `head_sha` carried under `key` is given to the state: only
+    a read of that very commit (a key that is not a read's is never taken)."""
+    try:
+        parts = json.loads(key)
+    except ValueError:
+        return False
+    return (
+        isinstance(parts, list)
+        and len(parts) == 3
+        and all(isinstance(p, str) for p in parts)
+        and parts[2] == head_sha
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +118,7 @@ def evidence(
     rtd_project: str,
     api: RtdApi,
     now: datetime,
-    store: RtdState | None = None,
+    store: SourceReads | None = None,
 ) -> dict[str, RtdLookup]:
     """What RTD says about each Read the Docs status of the head (`statuses`: those of its
     signals `is_rtd_status` says are), by context (one call per PR).
@@ -120,36 +143,19 @@ def evidence(
         asks[signal.name] = _Ask(target.host, target.slug, version, named, signal.created_at)
     if rtd_project and not answers and not asks:
         asks[PROJECT_KEY] = _Ask("org", rtd_project, version, None, None)
-    session = _Session(api, store if store is not None else _NoState(), now=now)
+    session = _Session(api, store if store is not None else NoReads(), now=now)
     for key, ask in asks.items():
         answers[key] = session.lookup(ask, snapshot.head_sha)
     return answers
 
 
-class _NoState:
-    """No state at all (`show`): nothing cached, nothing kept."""
-
-    def get_rtd_read(self, host: str, project: str, commit: str) -> RtdRead | None:
-        return None
-
-    def put_rtd_read(
-        self, host: str, project: str, commit: str, *, payload: str, now: datetime
-    ) -> None:
-        return None
-
-    def rtd_read_failed(
-        self, host: str, project: str, commit: str, *, now: datetime, failure: str
-    ) -> None:
-        return None
-
-
 class _Session:
     """The reads of one pull request: each (host, project, commit) is read at most once."""
 
-    def __init__(self, api: RtdApi, store: RtdState, *, now: datetime) -> None:
+    def __init__(self, api: RtdApi, store: SourceReads, *, now: datetime) -> None:
         self.api, self.store, self.now = api, store, now
-        self.fresh: dict[tuple[str, str, str], CommitRead] = {}
-        self.failed: dict[tuple[str, str, str], tuple[datetime, str]] = {}
+        self.fresh: dict[_Key, CommitRead] = {}
+        self.failed: dict[_Key, tuple[datetime, str]] = {}
 
     def lookup(self, ask: _Ask, commit: str) -> RtdLookup:
         """The settled lookup for one ask: cached, freshly read, or the last good one.
@@ -158,7 +164,7 @@ class _Session:
         good answer stands, marked since when reading fails; with none, the row says what failed.
         """
         key = (ask.host, ask.slug, commit)
-        stored = self.store.get_rtd_read(*key)
+        stored = self.store.get_source_read(READTHEDOCS, record_key(*key))
         last = _load(stored.payload) if stored is not None and stored.payload else None
         read, failure = self.fresh.get(key), self.failed.get(key)
         if read is None and failure is None:
@@ -176,12 +182,12 @@ class _Session:
         assert failure is not None
         return _last_good(last, ask, commit, failure, now=self.now)
 
-    def _failed(
-        self, key: tuple[str, str, str], stored: RtdRead | None, exc: RtdError
-    ) -> tuple[datetime, str]:
+    def _failed(self, key: _Key, stored: SourceRead | None, exc: RtdError) -> tuple[datetime, str]:
         """Note a failed read (in the state; a read-only one drops it); since when and what."""
         self.failed[key] = _failing(stored, exc, now=self.now)
-        self.store.rtd_read_failed(*key, now=self.now, failure=_failure(exc))
+        self.store.source_read_failed(
+            READTHEDOCS, record_key(*key), now=self.now, failure=_failure(exc)
+        )
         return self.failed[key]
 
     def _read(self, ask: _Ask, commit: str) -> CommitRead:
@@ -220,7 +226,7 @@ class _Session:
             except RtdError:
                 pass  # the build evidence stands; the row says its notifications were not read
         self.fresh[key] = read
-        self.store.put_rtd_read(*key, payload=_dump(read), now=self.now)
+        self.store.put_source_read(READTHEDOCS, record_key(*key), payload=_dump(read), now=self.now)
         return read
 
 
@@ -263,7 +269,7 @@ def _failure(exc: RtdError) -> str:
     return said
 
 
-def _failing(stored: RtdRead | None, exc: RtdError, *, now: datetime) -> tuple[datetime, str]:
+def _failing(stored: SourceRead | None, exc: RtdError, *, now: datetime) -> tuple[datetime, str]:
     """Since when and how reading fails: the first failure of the run stands."""
     if stored is not None and stored.failing_since is not None:
         return stored.failing_since, stored.failure or _failure(exc)

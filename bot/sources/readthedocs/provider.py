@@ -13,10 +13,10 @@ from bot.guard import Allowance
 from bot.settings import RepoSettings, Settings
 from bot.sources.base import Connection, Kind, SourcesState, Wiring
 from bot.sources.readthedocs.client import RtdApi
-from bot.sources.readthedocs.evidence import evidence, final_payload
+from bot.sources.readthedocs.evidence import evidence, final_payload, seeds
 from bot.sources.readthedocs.probe import probe
 from bot.sources.readthedocs.rules import is_rtd_status, project_of
-from bot.state.ports import RtdCache
+from bot.state.ports import SourceReads
 
 CREDENTIAL_KEYS: Final = ("readthedocs:org", "readthedocs:com", "readthedocs:self")
 LABEL: Final = "Read the Docs"
@@ -35,7 +35,7 @@ class ReadTheDocs:
 
     name, label, docs = READTHEDOCS, LABEL, True
 
-    def __init__(self, api: RtdApi, state: RtdCache | None = None) -> None:
+    def __init__(self, api: RtdApi, state: SourceReads | None = None) -> None:
         """Read through `api`; cache in `state` (none: `show`; a read-only one keeps nothing)."""
         self.api, self.state = api, state
 
@@ -134,5 +134,5 @@ def allowances(settings: Settings) -> tuple[Allowance, ...]:
 
 KIND: Final = Kind(
     READTHEDOCS, LABEL, allowances=allowances, connect=connect, probe=probe,
-    final=final_payload,
+    final=final_payload, seeds=seeds,
 )  # fmt: skip

@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 from support import ROOT, TESTS
 
-from bot.state.ports import AuditRow, PullRecord, RtdRead, StoredComment
+from bot.core.remedies import READTHEDOCS
+from bot.sources.readthedocs.evidence import record_key
+from bot.state.ports import AuditRow, PullRecord, SourceRead, StoredComment
 from bot.state.readonly import open_or_empty, open_read_only
 from bot.state.store import RECORDS_BATCH, SCHEMA_VERSION, Store, StoreError
 
@@ -63,7 +65,7 @@ def write(store: Store, number: int, *, action: str = "created", at: datetime = 
 def test_open_creates_parent_dirs_and_file(tmp_path: Path) -> None:
     path = tmp_path / "state" / "deep" / "bot.sqlite3"
     with Store.open(path) as store:
-        assert store.schema_version == SCHEMA_VERSION == 17
+        assert store.schema_version == SCHEMA_VERSION == 18
     assert path.is_file()
 
 
@@ -227,24 +229,29 @@ def test_first_seen_first_wins_and_old_heads_are_pruned(store: Store) -> None:
     assert store.first_seen("owner/repo", 2, SHA_A) == {"ci": T0}
 
 
-def test_rtd_reads_are_keyed_by_host_project_and_commit(store: Store) -> None:
-    assert store.get_rtd_read("org", "proj", SHA_A) is None
-    store.put_rtd_read("org", "proj", SHA_A, payload='{"builds": [1]}', now=T0)
-    store.put_rtd_read("org", "proj", SHA_A, payload='{"builds": [2]}', now=T0)
-    assert store.get_rtd_read("org", "proj", SHA_A) == RtdRead('{"builds": [2]}', T0, None)
-    assert store.get_rtd_read("com", "proj", SHA_A) is None
-    assert store.get_rtd_read("org", "other", SHA_A) is None
+def test_source_reads_are_keyed_by_source_and_record_key(store: Store) -> None:
+    key = record_key("org", "proj", SHA_A)
+    assert store.get_source_read(READTHEDOCS, key) is None
+    store.put_source_read(READTHEDOCS, key, payload='{"builds": [1]}', now=T0)
+    store.put_source_read(READTHEDOCS, key, payload='{"builds": [2]}', now=T0)
+    assert store.get_source_read(READTHEDOCS, key) == SourceRead('{"builds": [2]}', T0, None)
+    assert store.get_source_read(READTHEDOCS, record_key("com", "proj", SHA_A)) is None
+    assert store.get_source_read(READTHEDOCS, record_key("org", "other", SHA_A)) is None
+    assert store.get_source_read("codecov", key) is None  # another source's
 
 
-def test_a_failing_rtd_read_keeps_the_last_good_answer_and_the_first_failure(store: Store) -> None:
-    store.rtd_read_failed("org", "proj", SHA_A, now=T0, failure="HTTP 502")
-    assert store.get_rtd_read("org", "proj", SHA_A) == RtdRead(None, None, T0, "HTTP 502")
-    store.put_rtd_read("org", "proj", SHA_A, payload="{}", now=T0 + timedelta(minutes=1))
+def test_a_failing_source_read_keeps_the_last_good_answer_and_the_first_failure(
+    store: Store,
+) -> None:
+    key = record_key("org", "proj", SHA_A)
+    store.source_read_failed(READTHEDOCS, key, now=T0, failure="HTTP 502")
+    assert store.get_source_read(READTHEDOCS, key) == SourceRead(None, None, T0, "HTTP 502")
+    store.put_source_read(READTHEDOCS, key, payload="{}", now=T0 + timedelta(minutes=1))
     later = T0 + timedelta(minutes=2)
-    store.rtd_read_failed("org", "proj", SHA_A, now=later, failure="HTTP 429")
-    store.rtd_read_failed("org", "proj", SHA_A, now=later + timedelta(minutes=5), failure="x")
-    expected = RtdRead("{}", T0 + timedelta(minutes=1), later, "HTTP 429")
-    assert store.get_rtd_read("org", "proj", SHA_A) == expected
+    store.source_read_failed(READTHEDOCS, key, now=later, failure="HTTP 429")
+    store.source_read_failed(READTHEDOCS, key, now=later + timedelta(minutes=5), failure="x")
+    expected = SourceRead("{}", T0 + timedelta(minutes=1), later, "HTTP 429")
+    assert store.get_source_read(READTHEDOCS, key) == expected
 
 
 def test_the_read_only_state_reads_in_place_and_records_nothing(tmp_path: Path) -> None:
@@ -279,7 +286,8 @@ def test_the_read_only_state_reads_an_older_state_as_it_is(tmp_path: Path) -> No
     before = path.read_bytes()
     with open_read_only(path) as reader:
         assert reader.schema_version == 2  # not migrated by a reader
-        assert reader.get_rtd_read("org", "proj", SHA_A) is None  # no such table yet: empty
+        key = record_key("org", "proj", SHA_A)
+        assert reader.get_source_read(READTHEDOCS, key) is None  # no such table yet: empty
         assert reader.triage_rows() == []
         comment = reader.get_comment("o/r", 1)
         assert comment is not None and comment.comment_id == 42
@@ -424,7 +432,8 @@ def test_a_version_6_file_is_upgraded_in_place_and_keeps_every_row(tmp_path: Pat
         assert store.get_facts("o/r", 1) == ("facts", at)
         assert store.first_seen("o/r", 1, SHA_A) == {"status:dco": at}
         assert [r.title for r in store.triage_rows()] == ["Fix it"]
-        assert store.get_rtd_read("org", "proj", SHA_A) == RtdRead("{}", at, None)
+        key = record_key("org", "proj", SHA_A)  # rtd_reads' row, in source_reads (0018)
+        assert store.get_source_read(READTHEDOCS, key) == SourceRead("{}", at, None)
         assert store.required_known("o/r", ["main"], now=at) == {("main", "tests"): True}
         assert not store.note_delivery("d-1", "check_run", now=at)  # still known
         assert store.audit() == [AuditRow(at, "o/r", 1, comment_id=42, action="created")]
