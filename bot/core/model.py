@@ -313,7 +313,8 @@ class Annotation(NamedTuple):
 
 class KeptRead(NamedTuple):
     """A second source's final record of a head as the state keeps it: the comment's carried
-    line takes it to a run with no state (`source` "rtd": key `host/project/commit`)."""
+    line takes it to a run with no state (a `source_reads` row: e.g. source "readthedocs", key
+    the JSON of site, project and commit)."""
 
     source: str
     key: str
