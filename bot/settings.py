@@ -261,6 +261,8 @@ class PolicySettings(_Section):
     max_writes_per_hour: int = Field(default=500, ge=1, le=500)
     min_seconds_between_writes: float = Field(default=1.0, ge=1.0, le=60, allow_inf_nan=False)
     history: bool = True  # failing rows state their history (docs/history.md)
+    # a kept merge base whose base branch moved is asked again at most this often per head
+    merge_base_recheck_minutes: int = Field(default=60, ge=0, le=43_200)
 
     @field_validator("skip_labels", "skip_authors")
     @classmethod
