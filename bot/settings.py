@@ -269,6 +269,12 @@ class PolicySettings(_Section):
     def _check_names(cls, values: list[str]) -> list[str]:
         return [_no_control(v) for v in values]
 
+    @property
+    def base_recheck(self) -> timedelta:
+        """How long a kept merge base serves, whatever its base branch did since it was asked
+        (`merge_base_recheck_minutes`)."""
+        return timedelta(minutes=self.merge_base_recheck_minutes)
+
     def core(self) -> Policy:
         """The parts of the policy the pure core needs."""
         return Policy(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from bot.core.annotations import annotations_payload
@@ -127,8 +127,7 @@ class Gatherer:
         self._branches: dict[tuple[str, str], BranchHistory | None] = {}
         self._building: dict[str, FailingIndex] = {}
         # The readers tell time by the cycle's clock as it is when they ask (one clock per pass)
-        recheck = timedelta(minutes=policy.merge_base_recheck_minutes)
-        self._base_reader = BaseReader(github, store, clock=clock, recheck=recheck)
+        self._base_reader = BaseReader(github, store, clock=clock, recheck=policy.base_recheck)
         self._group_reader = MergeGroupReader(github, clock=clock)
         self._annotation_reader = AnnotationReader(
             github, store, clock=clock, runs_of=self.failing_runs

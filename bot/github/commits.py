@@ -13,7 +13,7 @@ from bot.core.base import MergeBase
 from bot.core.merge_queue import QueueConfig
 from bot.core.model import Signal
 from bot.github.answer import alias_of, field, in_commit_or_queue, in_ref, in_tip
-from bot.github.errors import MalformedAnswer, NotFound, stable_message
+from bot.github.errors import GitHubError, MalformedAnswer, NotFound, stable_message
 from bot.github.parse import Unreadable, get, parse_context, parse_contexts
 from bot.github.query import (
     ALIAS_BATCH,
@@ -188,9 +188,13 @@ class Commits:
             chunk = missing[start : start + ALIAS_BATCH]
             variables: dict[str, Any] = {"owner": owner, "name": name}
             variables |= {f"t{i}": f"refs/heads/{b}" for i, b in enumerate(chunk)}
-            data, errors = self._transport.query(
-                branch_tips_query(len(chunk)), variables, tolerate=in_tip
-            )
+            try:
+                data, errors = self._transport.query(
+                    branch_tips_query(len(chunk)), variables, tolerate=in_tip
+                )
+            except GitHubError:  # not known this pass: not asked again in it
+                self._tips.note(repo, dict.fromkeys(chunk))
+                raise
             broken = {alias_of(e) for e in errors}
             self._tips.note(repo, tips_of(_repository(data, repo), chunk, broken))
         known = self._tips.known(repo)

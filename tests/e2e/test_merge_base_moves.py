@@ -291,3 +291,27 @@ def test_a_new_head_on_a_base_whose_tip_cannot_be_read_is_compared_by_its_name(
         assert b.compares() == 0
         b.cycle(NOW + timedelta(minutes=61))
         assert b.compares() == 1
+
+
+@pytest.mark.parametrize("state", STATES)
+def test_another_base_branchs_tip_is_read_with_the_listing_once_it_was_seen(
+    tmp_path: Path, state: str
+) -> None:
+    """A pull request into `release`: the first pass reads that branch's newest commit in one
+    BranchTips query; a process with a state reads it with the first page of the listing
+    after that (the branches the kept listing saw), no query of its own. With no state
+    nothing is kept, so a run that needs the tip asks it again."""
+    world = repo_world()
+    world.push_branch_commit(REPO, "release", M0, date=DAY_AGO)
+    ci_run(world, M0, "failure", event="push")
+    world.add_commit(REPO, UPPER, parents=(M0,), date=DAY_AGO)
+    world.add_pull(REPO, 2, title="fix", author="alice", head_sha=UPPER, base_ref="release")
+    ci_run(world, UPPER, "failure")
+    with bot(world, tmp_path, state) as b:
+        b.cycle(NOW)
+        assert (b.compares(), b.tips_asked()) == (1, 1)
+        b.cycle(NOW + timedelta(hours=2))  # past the bound: the tip is needed, and unmoved
+        assert (b.compares(), b.tips_asked()) == (0, 0 if state == "sqlite" else 1)
+        pages = [r for r in b.sandbox.requests if b"query PullPage" in r.body]
+        assert (b"refs/heads/release" in pages[0].body) is (state == "sqlite")
+        assert f"it also failed on the merge base {link(M0)}" in b.body(2)
