@@ -9,6 +9,7 @@ a fresh process with only its memory, its comments' stamps its only record).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from bot.app import build_clients, make_cycle
+from bot.cli import main
 from bot.core.model import MergeBaseOf
 from bot.core.summary import Summary
 from bot.render.comment import AUTHORS_MOVE, NOT_HERE
@@ -315,3 +317,36 @@ def test_another_base_branchs_tip_is_read_with_the_listing_once_it_was_seen(
         pages = [r for r in b.sandbox.requests if b"query PullPage" in r.body]
         assert (b"refs/heads/release" in pages[0].body) is (state == "sqlite")
         assert f"it also failed on the merge base {link(M0)}" in b.body(2)
+
+
+def test_show_asks_the_compare_with_the_tip_its_pull_request_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`show` reads its pull request's base branch with it (`baseRef`): no query of its own."""
+    world = stacked()
+    merge_lower(world)
+    with bot(world, tmp_path, "sqlite") as b:
+        config = ["--config", str(tmp_path / "bot.toml")]
+        assert main(["show", f"{REPO}#2", "--format", "json", *config]) == 0
+        [row] = [s for s in json.loads(capsys.readouterr().out)["signals"] if s["base"]]
+        assert row["base"]["commit"] == LOWER and row["base"]["state"] == "success"
+        asked = [r.path.rsplit("/", 1)[1] for r in b.sandbox.requests if "/compare/" in r.path]
+        assert asked == [f"{MERGE}...{UPPER}"] and b.tips_asked() == 0
+
+
+def test_a_refreshs_read_of_named_pull_requests_reads_the_tips_with_them(tmp_path: Path) -> None:
+    """A webhook refresh reads its pull requests by number: the default branch's newest commit
+    (and those of the other base branches the last listing saw) come in that same query."""
+    world = stacked()
+    with bot(world, tmp_path, "sqlite") as b:
+        clients = build_clients(b.settings, b.settings.repos)
+        try:
+            list(clients.github.open_pulls(REPO, now=NOW))
+            merge_lower(world)
+            b.sandbox.clear_requests()
+            clients.github.pulls_by_number(REPO, [2], now=NOW)
+            assert clients.github.branch_tips(REPO, ["main"]) == {"main": MERGE}
+        finally:
+            clients.close()
+        [query] = [r for r in b.sandbox.requests if b"query PullsByNumber" in r.body]
+        assert b"defaultBranchRef" in query.body and b.tips_asked() == 0
