@@ -261,11 +261,19 @@ class PolicySettings(_Section):
     max_writes_per_hour: int = Field(default=500, ge=1, le=500)
     min_seconds_between_writes: float = Field(default=1.0, ge=1.0, le=60, allow_inf_nan=False)
     history: bool = True  # failing rows state their history (docs/history.md)
+    # a kept merge base whose base branch moved is asked again at most this often per head
+    merge_base_recheck_minutes: int = Field(default=60, ge=0, le=43_200)
 
     @field_validator("skip_labels", "skip_authors")
     @classmethod
     def _check_names(cls, values: list[str]) -> list[str]:
         return [_no_control(v) for v in values]
+
+    @property
+    def base_recheck(self) -> timedelta:
+        """How long a kept merge base serves, whatever its base branch did since it was asked
+        (`merge_base_recheck_minutes`)."""
+        return timedelta(minutes=self.merge_base_recheck_minutes)
 
     def core(self) -> Policy:
         """The parts of the policy the pure core needs."""

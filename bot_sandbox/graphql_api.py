@@ -493,7 +493,7 @@ class Objects:
             "url": f"{WEB}/{rec.full_name}",
             "isPrivate": rec.private,
             "isArchived": False,
-            "defaultBranchRef": {"__typename": "Ref", "name": rec.default_branch},
+            "defaultBranchRef": self.ref(rec, rec.default_branch),
             "pullRequests": pull_requests,
             "pullRequest": pull_request,
             "object": obj,
@@ -539,13 +539,17 @@ class Objects:
             "prefix": "refs/heads/",
             "refUpdateRule": rule,
             "rules": rules,
-            "target": self._tip(rec, branch),
+            "target": lambda info: self._tip(info, rec, branch),
         }
 
-    def _tip(self, rec: RepoRec, branch: str) -> JSON | None:
-        """The branch's newest commit, where a test pushed one."""
-        commits = rec.branch_commits.get(branch)
-        return self.commit(rec, commits[0]) if commits else None
+    def _tip(self, info: Any, rec: RepoRec, branch: str) -> JSON | None:
+        """The branch's newest commit (an error and null where a test made GitHub refuse it)."""
+        error = rec.tip_errors.get(branch)
+        if error is not None:
+            path = list(info.path) if isinstance(info, Info) else info.path.as_list()
+            self.ctx.errors.append({"type": "FORBIDDEN", "path": path, "message": error})
+            return None
+        return self.commit(rec, self.world.branch_tip(rec.full_name, branch))
 
     @staticmethod
     def _rule(ruleset: RulesetRec, kind: str) -> JSON:

@@ -23,6 +23,7 @@ from bot_sandbox.world import (
     check_run_json,
     comment_json,
     commit_json,
+    compare_json,
     installation_json,
     integration_json,
     iso,
@@ -408,36 +409,23 @@ def get_branch(call: Call, params: dict[str, str]) -> Answer:
 
 @route("GET", _REPO + r"/compare/(?P<base>[^?#]+?)\.\.\.(?P<head>[^/?#]+)", "compare")
 def compare(call: Call, params: dict[str, str]) -> Answer:
-    """GET /repos/{o}/{r}/compare/{base}...{head}: GitHub's shape (tests/data/real/compare.json),
-    one commit a page; the merge base is the World's."""
+    """GET /repos/{o}/{r}/compare/{base}...{head}: GitHub's shape (tests/data/real/dco/
+    compare.json), one commit a page; either side a branch or a commit, the merge base the
+    World's (of the two commits)."""
     rec = _repo(call, params)
     if rec is None:
         return not_found()
-    base, head = unquote(params["base"]), resolve_ref(rec, params["head"])
-    branches = {rec.default_branch} | {p.base_ref for p in rec.pulls.values()}
-    if head is None or base not in branches:
+    world, asked = call.world, (unquote(params["base"]), params["head"])
+    head, branch = resolve_ref(rec, asked[1]), world.is_branch(rec.full_name, asked[0])
+    base = world.branch_tip(rec.full_name, asked[0]) if branch else resolve_ref(rec, asked[0])
+    if head is None or base is None:
         return not_found()
-    merge = rec.commits[call.world.merge_base(rec.full_name, base, head)]
-    web, api = f"{WEB}/{rec.full_name}", f"{API}/repos/{rec.full_name}"
-    spec = f"{merge.sha}...{head}"
-    return Answer(
-        200,
-        {
-            "url": f"{api}/compare/{spec}",
-            "html_url": f"{web}/compare/{spec}",
-            "permalink_url": f"{web}/compare/{rec.owner}:{merge.sha[:7]}...{rec.owner}:{head[:7]}",
-            "diff_url": f"{web}/compare/{spec}.diff",
-            "patch_url": f"{web}/compare/{spec}.patch",
-            "base_commit": commit_json(rec, merge),
-            "merge_base_commit": commit_json(rec, merge),
-            "status": "ahead",
-            "ahead_by": 1,
-            "behind_by": 0,
-            "total_commits": 1,
-            "commits": [commit_json(rec, rec.commits[head])][: call.int_arg("per_page", 250)],
-            "files": [],
-        },
-    )
+    merge = world.merge_base(rec.full_name, asked[0] if branch else base, head)
+    if merge is None:
+        return error(404, f"No common ancestor between {asked[0]} and {asked[1]}.", DOCS)
+    answer = compare_json(rec, asked, base, head, merge)
+    answer["commits"] = answer["commits"][: call.int_arg("per_page", 250)]
+    return Answer(200, answer)
 
 
 # -- checks and statuses --------------------------------------------------------------------

@@ -152,6 +152,7 @@ class CommitRec:
     author_name: str
     author_email: str
     date: datetime
+    parents: tuple[str, ...] = ()  # its parent commits (none: a root, or not known)
 
 
 @dataclass
@@ -291,7 +292,8 @@ class RepoRec:
     )
     statuses: dict[str, list[StatusRec]] = field(default_factory=dict)
     heads: dict[str, set[int]] = field(default_factory=dict)
-    # (base branch, head sha) -> their merge base, where a test set one (else the branch's tip)
+    # (base branch, head sha) -> their merge base, where a test set one for the branch as it is
+    # (else the commits' own ancestry, else the branch's first commit)
     merge_bases: dict[tuple[str, str], str] = field(default_factory=dict)
     # branch protection: base branch -> names of required checks and statuses
     required_checks: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -304,6 +306,8 @@ class RepoRec:
     rules_errors: dict[str, str] = field(default_factory=dict)
     # branch -> its commits, newest first (Ref.target.history), where a test pushed some
     branch_commits: dict[str, list[str]] = field(default_factory=dict)
+    # branch -> the error GitHub answers on its Ref.target (a tip it will not give)
+    tip_errors: dict[str, str] = field(default_factory=dict)
     # merge queues by base branch: checkResponseTimeout in minutes (None: GitHub gives none)
     merge_queues: dict[str, int | None] = field(default_factory=dict)
     queue_entries: dict[int, QueueEntryRec] = field(default_factory=dict)  # by pull number
@@ -614,13 +618,20 @@ class World:
         author_name: str = "A. Contributor",
         author_email: str = "contributor@example.org",
         date: datetime | None = None,
+        parents: Iterable[str] | None = None,
     ) -> CommitRec:
-        """Register a commit (done implicitly for heads, checks and statuses)."""
+        """Register a commit (done implicitly for heads, checks and statuses); `parents`, its
+        parent commits (registered too), make its ancestry known (merge bases follow it)."""
         with self.lock:
             _require_aware(date, "date")
             rec = self.repo(repo)
             existing = rec.commits.get(sha)
+            found = tuple(parents) if parents is not None else None
+            for parent in found or ():
+                self.add_commit(repo, parent)
             if existing is not None and message is None:
+                if found is not None:
+                    existing.parents = found
                 return existing
             commit = CommitRec(
                 sha=sha,
@@ -628,6 +639,7 @@ class World:
                 author_name=author_name,
                 author_email=author_email,
                 date=date or self.now(),
+                parents=found if found is not None else existing.parents if existing else (),
             )
             rec.commits[sha] = commit
             return commit
@@ -675,28 +687,98 @@ class World:
             self._changed("pull_request", "opened", repo, pull)
             return pull_json(self, rec, pull)
 
-    def push_branch_commit(self, repo: str, branch: str, sha: str, **commit: Any) -> None:
-        """Push a commit onto a branch (its newest): what Ref.target.history lists first."""
+    def push_branch_commit(
+        self,
+        repo: str,
+        branch: str,
+        sha: str,
+        *,
+        parents: Iterable[str] | None = None,
+        **commit: Any,
+    ) -> None:
+        """Push a commit onto a branch (its newest): what Ref.target.history lists first. Its
+        parent is the branch's tip before it, unless `parents` says otherwise."""
         with self.lock:
-            self.add_commit(repo, sha, **commit)
+            before = self.branch_tip(repo, branch)
+            self.add_commit(repo, sha, parents=(before,) if parents is None else parents, **commit)
             self.repo(repo).branch_commits.setdefault(branch, []).insert(0, sha)
 
+    def merge_into(self, repo: str, branch: str, sha: str, *, merged: str, **commit: Any) -> None:
+        """Merge commit `merged` (another branch's head: a pull request merged with a merge
+        commit) into `branch`: a new commit `sha` whose parents are its tip and `merged`."""
+        with self.lock:
+            tip = self.branch_tip(repo, branch)
+            self.push_branch_commit(repo, branch, sha, parents=(tip, merged), **commit)
+
+    def force_push(self, repo: str, branch: str, sha: str) -> None:
+        """Point `branch` at commit `sha` (a force push): its history is that commit's line
+        of first parents."""
+        with self.lock:
+            rec = self.repo(repo)
+            self.add_commit(repo, sha)
+            line = [sha]
+            while (parents := rec.commits[line[-1]].parents) and parents[0] not in line:
+                line.append(parents[0])
+            rec.branch_commits[branch] = line
+
+    def refuse_tip(self, repo: str, branch: str, message: str) -> None:
+        """Make GitHub answer an error (and null) on the newest commit of `branch`."""
+        with self.lock:
+            self.repo(repo).tip_errors[branch] = message
+
+    def branch_tip(self, repo: str, branch: str) -> str:
+        """The newest commit of `branch`: the last one pushed, else its first commit (named
+        after the branch, with no checks unless a test adds some)."""
+        with self.lock:
+            rec = self.repo(repo)
+            pushed = rec.branch_commits.get(branch)
+            return pushed[0] if pushed else self._first_of(repo, branch)
+
     def set_merge_base(self, repo: str, base: str, head_sha: str, merge_base: str) -> None:
-        """Make `merge_base` the merge-base commit of branch `base` and `head_sha`."""
+        """Make `merge_base` the merge-base commit of branch `base` and `head_sha`, whatever
+        the branch's tip (for a head whose ancestry the world does not know)."""
         with self.lock:
             self.add_commit(repo, merge_base)
             self.repo(repo).merge_bases[(base, head_sha)] = merge_base
 
-    def merge_base(self, repo: str, base: str, head_sha: str) -> str:
-        """The merge base of branch `base` and `head_sha`: the one set, else the branch's tip (a
-        commit named after the branch, with no checks unless a test adds some)."""
+    def is_branch(self, repo: str, name: str) -> bool:
+        """Whether `name` is a branch: the default one, a pull request's base, or pushed to."""
+        rec = self.repo(repo)
+        return (
+            name == rec.default_branch
+            or name in rec.branch_commits
+            or any(p.base_ref == name for p in rec.pulls.values())
+        )
+
+    def merge_base(self, repo: str, base: str, head_sha: str) -> str | None:
+        """The merge base of `base` (a branch: its tip; or a commit) and `head_sha` (None: they
+        have no common ancestor): by the commits' ancestry; else, for a head whose parents the
+        world does not know, the one a test set for the branch, else the branch's first commit
+        (the head is taken as based there)."""
         with self.lock:
             rec = self.repo(repo)
-            found = rec.merge_bases.get((base, head_sha))
-            if found is None:
-                found = hashlib.sha1(f"{repo}:{base}".encode()).hexdigest()
-                self.add_commit(repo, found, message=f"Tip of {base}")
-            return found
+            branch = base if self.is_branch(repo, base) else self._branch_of(rec, base)
+            tip = self.branch_tip(repo, base) if branch == base else base
+            found = _best_common(rec, tip, head_sha)
+            if found is not None or branch is None or rec.commits[head_sha].parents:
+                return found
+            return rec.merge_bases.get((branch, head_sha)) or self._first_of(repo, branch)
+
+    def _first_of(self, repo: str, branch: str) -> str:
+        """The first commit of `branch` (named after it; what a branch nobody pushed to has)."""
+        first = hashlib.sha1(f"{repo}:{branch}".encode()).hexdigest()
+        if first not in self.repo(repo).commits:
+            self.add_commit(repo, first, message=f"Tip of {branch}")
+        return first
+
+    def _branch_of(self, rec: RepoRec, sha: str) -> str | None:
+        """A branch whose history holds commit `sha` (its first commit included), if any."""
+        names = {rec.default_branch, *rec.branch_commits, *(p.base_ref for p in rec.pulls.values())}
+        for name in sorted(names):
+            first = hashlib.sha1(f"{rec.full_name}:{name}".encode()).hexdigest()
+            if sha == first or sha in rec.branch_commits.get(name, ()):
+                return name
+        return None
 
     def pull(self, repo: str, number: int) -> PullRec:
         """The pull record (KeyError when unknown)."""
@@ -814,7 +896,9 @@ class World:
             pull = self.pull(repo, number)
             if pull.base_ref not in rec.merge_queues:
                 raise ValueError(f"{repo} has no merge queue on {pull.base_ref}")
-            base_sha = self.merge_base(repo, pull.base_ref, pull.head_sha)
+            base_sha = self.merge_base(repo, pull.base_ref, pull.head_sha) or self.branch_tip(
+                repo, pull.base_ref
+            )
             position = 1 + sum(1 for e in rec.queue_entries.values() if e.branch == pull.base_ref)
             entry = QueueEntryRec(
                 number, pull.base_ref, state, position, enqueued_at or self.now(), group_sha,
@@ -1466,6 +1550,55 @@ def pull_json(world: World, rec: RepoRec, pull: PullRec, *, full: bool = False) 
     return data
 
 
+def _ancestors(rec: RepoRec, sha: str) -> set[str]:
+    """A commit and every commit before it that the world knows (empty: an unknown commit)."""
+    if sha not in rec.commits:
+        return set()
+    seen, todo = {sha}, [sha]
+    while todo:
+        for parent in rec.commits[todo.pop()].parents:
+            if parent not in seen and parent in rec.commits:
+                seen.add(parent)
+                todo.append(parent)
+    return seen
+
+
+def _best_common(rec: RepoRec, one: str, other: str) -> str | None:
+    """git's merge base of two commits: a common ancestor no other common ancestor descends
+    from (the newest of several), or None where they have none."""
+    common = _ancestors(rec, one) & _ancestors(rec, other)
+    below = {a for c in common for a in _ancestors(rec, c) if a != c}
+    best = common - below
+    return max(best, key=lambda c: (rec.commits[c].date, c)) if best else None
+
+
+def compare_json(rec: RepoRec, spec: tuple[str, str], base: str, head: str, merge: str) -> JSON:
+    """GitHub's compare answer for `spec` (as asked): commit `base` and `head`, merge base
+    `merge`; the head's commits since it, oldest first (tests/data/real/dco/compare.json)."""
+    ahead = sorted(
+        _ancestors(rec, head) - _ancestors(rec, merge), key=lambda c: (rec.commits[c].date, c)
+    )
+    behind = len(_ancestors(rec, base) - _ancestors(rec, merge))
+    status = ("identical", "behind", "ahead", "diverged")[bool(ahead) * 2 + bool(behind)]
+    web, api, asked = f"{WEB}/{rec.full_name}", f"{API}/repos/{rec.full_name}", "...".join(spec)
+    owner = rec.full_name.split("/", 1)[0]
+    return {
+        "url": f"{api}/compare/{asked}",
+        "html_url": f"{web}/compare/{asked}",
+        "permalink_url": f"{web}/compare/{owner}:{base[:7]}...{owner}:{head[:7]}",
+        "diff_url": f"{web}/compare/{asked}.diff",
+        "patch_url": f"{web}/compare/{asked}.patch",
+        "base_commit": commit_json(rec, rec.commits[base]),
+        "merge_base_commit": commit_json(rec, rec.commits[merge]),
+        "status": status,
+        "ahead_by": len(ahead),
+        "behind_by": behind,
+        "total_commits": len(ahead),
+        "commits": [commit_json(rec, rec.commits[c]) for c in ahead],
+        "files": [],
+    }
+
+
 def commit_json(rec: RepoRec, commit: CommitRec) -> JSON:
     """A minimal commit object (GET /repos/{o}/{r}/commits/{ref})."""
     base = f"{API}/repos/{rec.full_name}"
@@ -1492,7 +1625,14 @@ def commit_json(rec: RepoRec, commit: CommitRec) -> JSON:
         "comments_url": f"{base}/commits/{commit.sha}/comments",
         "author": None,
         "committer": None,
-        "parents": [],
+        "parents": [
+            {
+                "sha": p,
+                "url": f"{base}/commits/{p}",
+                "html_url": f"{WEB}/{rec.full_name}/commit/{p}",
+            }
+            for p in commit.parents
+        ],
         "stats": {"total": 1, "additions": 1, "deletions": 0},
         "files": [],
     }

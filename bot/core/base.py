@@ -41,6 +41,10 @@ class MergeBase:
     read_at: datetime | None = field(default=None, compare=False)  # shown only with the below
     failing_since: datetime | None = None
     failure: str | None = None
+    # Of one head: the base branch's commit its merge base was asked with (None: not known)
+    # and when GitHub's compare was asked (bot.github.bases)
+    tip: str | None = None
+    asked_at: datetime | None = None
 
     @property
     def final(self) -> bool:

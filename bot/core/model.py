@@ -322,6 +322,18 @@ class KeptRead(NamedTuple):
     read_at: datetime
 
 
+class MergeBaseOf(NamedTuple):
+    """The merge-base commit GitHub's compare gave for a head and its base branch: a fact of
+    the branch's commit it was asked with (`tip`), never of the branch, which moves. `tip`
+    None: not known (asked by the branch's name, or kept before the tip was); `asked_at`
+    None: when is not known (a stamp of an older bot)."""
+
+    branch: str
+    commit: str
+    tip: str | None = None
+    asked_at: datetime | None = None
+
+
 class Attempt(NamedTuple):
     """An earlier run of the same check on the same head commit (or a status's earlier state)."""
 
@@ -397,9 +409,10 @@ class Report:
     # The bot's own first sight of what GitHub gave no time for (signal key -> time), as used
     # for this report's rows: the comment's stamp carries it to a run with no state.
     first_seen: tuple[tuple[str, datetime], ...] = ()
-    # (base branch, merge-base commit) the failing rows were compared on; the stamp carries it,
-    # so a run with no state does not ask GitHub's compare again for the same head
-    merge_base: tuple[str, str] | None = None
+    # the merge base the failing rows were compared on, with the base branch's commit it was
+    # asked with and when; the stamp carries it, so a run with no state asks GitHub's compare
+    # again only as a state would (bot.github.bases)
+    merge_base: MergeBaseOf | None = None
     # where GitHub's merge queue holds the pull request: its merge-group commit's findings
     merge_queue: QueueFinding | None = None
     # the second sources' final records this report's evidence came from (not a fact: the

@@ -36,14 +36,14 @@ from bot.cycle.model import (
     needs_first_seen,
 )
 from bot.github.annotations import AnnotationReader, failing_runs
-from bot.github.bases import BaseReader
+from bot.github.bases import BaseReader, seed_base
 from bot.github.client import GitHubApi
 from bot.github.errors import GitHubError
 from bot.github.history import AttemptReader, Attempts, BranchReader, seed_attempts
 from bot.github.merge_groups import MergeGroupReader
 from bot.github.ownership import is_claimed
 from bot.github.parse import PullFailure
-from bot.render.stamp import Stamp, parse_carried
+from bot.render.stamp import parse_carried
 from bot.settings import PolicySettings, RepoSettings
 from bot.sources.base import Source
 from bot.sources.carried import CarriedReads
@@ -127,7 +127,7 @@ class Gatherer:
         self._branches: dict[tuple[str, str], BranchHistory | None] = {}
         self._building: dict[str, FailingIndex] = {}
         # The readers tell time by the cycle's clock as it is when they ask (one clock per pass)
-        self._base_reader = BaseReader(github, store, clock=clock)
+        self._base_reader = BaseReader(github, store, clock=clock, recheck=policy.base_recheck)
         self._group_reader = MergeGroupReader(github, clock=clock)
         self._annotation_reader = AnnotationReader(
             github, store, clock=clock, runs_of=self.failing_runs
@@ -268,8 +268,10 @@ class Gatherer:
             stamp = trusted_stamp(own, self.login) if own is not None else None
             if own is None or stamp is None:
                 continue
-            if id(snapshot) in failing_ids:
-                self._stamped_base(repo, snapshot, stamp)
+            if id(snapshot) in failing_ids and snapshot.base:
+                stamped = stamp.merge_base_of(snapshot.head_sha, snapshot.base)
+                now, observed = self.clock(), stamp.observed_at
+                seed_base(self.store, repo, snapshot.head_sha, stamped, observed=observed, now=now)
             carried = parse_carried(own.body)
             carried = carried and carried.of(snapshot.head_sha)
             if not carried:
@@ -280,13 +282,6 @@ class Gatherer:
                 seed_attempts(self.store, repo, snapshot, carried.attempts, now=self.clock())
             if carried.reads and self.carried is not None:
                 self.carried.seed(snapshot.head_sha, carried.reads)
-
-    def _stamped_base(self, repo: str, snapshot: PullSnapshot, stamp: Stamp) -> None:
-        """Keep the merge base the stamp holds for the head and its base branch."""
-        base = snapshot.base
-        commit = base and stamp.merge_base_of(snapshot.head_sha, base)
-        if base and commit and not self.store.get_merge_base(repo, base, snapshot.head_sha):
-            self.store.put_merge_base(repo, base, snapshot.head_sha, commit, now=self.clock())
 
     def _carried_annotations(self, repo: str, snapshot: PullSnapshot, found: Found) -> None:
         """Keep the carried annotations of the head's failing runs the state holds none of."""

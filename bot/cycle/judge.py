@@ -12,11 +12,11 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from bot.core.annotations import needs_annotations, with_annotations
-from bot.core.base import judged, needs_base, with_base
+from bot.core.base import MergeBase, judged, needs_base, with_base
 from bot.core.facts import facts_key
 from bot.core.history import HistoryInputs, final_attempts, needs_history, with_history
 from bot.core.merge_queue import judge_queue
-from bot.core.model import Policy, Report
+from bot.core.model import MergeBaseOf, Policy, Report
 from bot.core.reconcile import reconcile_until
 from bot.cycle.model import Built, Inputs, Judged, MarkSeen, SetFacts, Want, Wants, Write
 from bot.render.stamp import Stamp
@@ -133,7 +133,7 @@ def _build(inputs: Inputs, rules: Rules, first_seen: dict[str, datetime]) -> Bui
         report = with_base(report, shown)  # a failed re-read is said once it lasted
         until = turns if until is None or (turns is not None and turns < until) else until
         if merge.commit is not None and snapshot.base is not None:
-            report = replace(report, merge_base=(snapshot.base, merge.commit))
+            report = replace(report, merge_base=_stamped(inputs, merge, snapshot.base))
     if inputs.annotations is not None and any(needs_annotations(row) for row in report.rows):
         report = with_annotations(report, inputs.annotations)
     history = _history(inputs, rules)
@@ -153,6 +153,16 @@ def _build(inputs: Inputs, rules: Rules, first_seen: dict[str, datetime]) -> Bui
         facts_key(report), inputs.annotations, inputs.keys, inputs.failing, inputs.group,
         history,
     )  # fmt: skip
+
+
+def _stamped(inputs: Inputs, merge: MergeBase, base: str) -> MergeBaseOf:
+    """The merge base the comment's stamp carries: as it was read, with the branch's commit
+    it was asked with and when; where the trusted stamp of the bot's own comment (a run with
+    no state) names the same merge base, the stamp's as it is (a confirmation alone is never
+    a write: a run with no state asks again once the stamp's read is `recheck` old)."""
+    read = MergeBaseOf(base, str(merge.commit), merge.tip, merge.asked_at)
+    stamped = inputs.stamp and inputs.stamp.merge_base_of(inputs.snapshot.head_sha, base)
+    return stamped if stamped and stamped.commit == read.commit else read
 
 
 def _wanted(inputs: Inputs, report: Report, rules: Rules) -> frozenset[Want]:

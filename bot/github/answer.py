@@ -51,6 +51,11 @@ def in_ref(error: dict[str, Any]) -> bool:
     return _in_repository_alias(error, "b")
 
 
+def in_tip(error: dict[str, Any]) -> bool:
+    """An error inside one aliased branch's newest commit: repository.t<i>...."""
+    return _in_repository_alias(error, "t")
+
+
 def in_commit(error: dict[str, Any]) -> bool:
     """An error inside one aliased commit: repository.c<i>...."""
     return _in_repository_alias(error, "c")

@@ -21,7 +21,7 @@ from bot.core.model import Annotation, PullSnapshot, RequiredChecks, Signal
 from bot.core.summary import Usage
 from bot.github.account import Account
 from bot.github.comments import Comments, FirstComments, Until
-from bot.github.commits import MERGE_BASE, Commits, Histories
+from bot.github.commits import MERGE_BASE, BranchTips, Commits, Histories, Tips
 from bot.github.parse import Comment, PullFailure
 from bot.github.pulls import Pulls
 from bot.github.required import Required
@@ -57,6 +57,7 @@ class GitHubApi:
             max_inline_wait_s=max_inline_wait_s,
         )
         first = FirstComments()  # what a page of pull requests read of their comments
+        tips = BranchTips()  # the base branches' newest commits the listing read
         self._transport = transport
         self._account = Account(transport, page_size=page_size)
         self._required = Required(transport)
@@ -68,8 +69,9 @@ class GitHubApi:
             page_size=page_size,
             with_labels=with_labels,
             comments_in_page=comments_in_page,
+            tips=tips,
         )
-        self._commits = Commits(transport)
+        self._commits = Commits(transport, tips)
         self._runs = Runs(transport)
 
     @property
@@ -170,8 +172,14 @@ class GitHubApi:
 
     # -- other commits ---------------------------------------------------------------------
 
+    def branch_tips(self, repo: str, branches: Sequence[str]) -> Tips:
+        """Each branch's newest commit (None: GitHub gave none): as the listing read it, else
+        asked once, batched."""
+        return self._commits.branch_tips(repo, branches)
+
     def merge_base(self, repo: str, base: str, head: str) -> str:
-        """The merge-base commit of branch `base` and commit `head` (REST compare, one GET)."""
+        """The merge-base commit of `base` (a branch's commit, or its name) and commit `head`
+        (REST compare, one GET)."""
         return self._commits.merge_base(repo, base, head)
 
     def commits_signals(self, repo: str, shas: Sequence[str]) -> dict[str, MergeBase]:

@@ -1,20 +1,27 @@
-"""Commits other than the heads: the merge base of a pull request, the contexts on any
-commit, the states posted on one, a branch's last commits, and the branches' merge queues."""
+"""Commits other than the heads: the merge base of a pull request, the base branches' newest
+commits, the contexts on any commit, the states posted on one, a branch's last commits, and
+the branches' merge queues."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import quote
 
 from bot.core.base import MergeBase
 from bot.core.merge_queue import QueueConfig
 from bot.core.model import Signal
-from bot.github.answer import alias_of, field, in_commit_or_queue, in_ref
-from bot.github.errors import MalformedAnswer, NotFound, stable_message
+from bot.github.answer import alias_of, field, in_commit_or_queue, in_ref, in_tip
+from bot.github.errors import GitHubError, MalformedAnswer, NotFound, stable_message
 from bot.github.parse import Unreadable, get, parse_context, parse_contexts
-from bot.github.query import ALIAS_BATCH, PAGE, branch_history_query, commits_query
+from bot.github.query import (
+    ALIAS_BATCH,
+    PAGE,
+    branch_history_query,
+    branch_tips_query,
+    commits_query,
+)
 from bot.github.transport import Transport
 from bot.guard import link_url
 
@@ -24,6 +31,64 @@ MERGE_GROUP: Final = ("the merge-group commit", "the merge-group commit")
 COMMITS_PER_QUERY = 50  # merge-base commits per aliased query (their first contexts page)
 
 Histories = dict[str, tuple[MergeBase, ...] | str]  # each branch's last commits, or why not
+Tips = dict[str, str | None]  # each branch's newest commit (None: GitHub gave none)
+_OID: Final = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
+def tips_of(node: Any, asked: Sequence[str], broken: Collection[str]) -> Tips:
+    """The newest commit of each branch a `tips` selection (bot.github.query) answered: the
+    default branch (by its name) and `asked` (aliases t<i>); None for one GitHub answered no
+    commit for (an error there, in `broken` by alias; no such branch)."""
+    found: Tips = {}
+    default = field(node, "defaultBranchRef")
+    if isinstance(default, dict) and isinstance(default.get("name"), str):
+        found[default["name"]] = None if "defaultBranchRef" in broken else _oid(default)
+    for index, branch in enumerate(asked):
+        found[branch] = None if f"t{index}" in broken else _oid(field(node, f"t{index}"))
+    return found
+
+
+def default_of(node: Any) -> str | None:
+    """The name of the default branch a `tips` selection answered (None: none)."""
+    name = field(node, "defaultBranchRef", "name") if isinstance(node, dict) else None
+    return name if isinstance(name, str) else None
+
+
+def _oid(ref: Any) -> str | None:
+    """A Ref's newest commit (None: no such branch, no commit, or not a commit id)."""
+    target = ref.get("target") if isinstance(ref, dict) else None
+    oid = target.get("oid") if isinstance(target, dict) else None
+    return oid if isinstance(oid, str) and _OID.fullmatch(oid) else None
+
+
+class BranchTips:
+    """The base branches' newest commits as GitHub answered them since each repository was
+    last listed (a listing, a refresh's read, a BranchTips query), by repository."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, Tips] = {}
+        self._default: dict[str, str] = {}  # each repository's default branch, as last read
+
+    def forget(self, repo: str) -> None:
+        """`repo` is being listed again: what was known of it is not current."""
+        self._known.pop(repo, None)
+
+    def note(
+        self, repo: str, tips: Mapping[str, str | None], *, default: str | None = None
+    ) -> None:
+        """Branches' newest commits as GitHub just answered them (`default`: the name of the
+        repository's default branch, where the answer gave it)."""
+        self._known.setdefault(repo, {}).update(tips)
+        if default is not None:
+            self._default[repo] = default
+
+    def default(self, repo: str) -> str | None:
+        """The name of `repo`'s default branch, as last read (None: not read yet)."""
+        return self._default.get(repo)
+
+    def known(self, repo: str) -> Mapping[str, str | None]:
+        """What is known of `repo`'s branches now, by branch."""
+        return self._known.get(repo, {})
 
 
 def merge_base_of(compare: Any) -> str:
@@ -47,6 +112,14 @@ def _commit_item(
     except Unreadable as exc:
         return MergeBase(sha, error=f"GitHub's answer for {what[0]} is unreadable: {exc}")
     return MergeBase(sha, tuple(signals), truncated=cursor is not None)
+
+
+def _repository(data: Any, repo: str) -> Any:
+    """The answer's repository (NotFound where GitHub answered none)."""
+    repository = field(data, "repository")
+    if repository is None:
+        raise NotFound(f"repository {repo} not found or not visible", status=404)
+    return repository
 
 
 def _status_node(item: Any) -> dict[str, Any]:
@@ -100,12 +173,36 @@ def _queue_config(branch: str, node: Any, error: str | None) -> QueueConfig:
 class Commits:
     """The commit reads, over `transport`."""
 
-    def __init__(self, transport: Transport) -> None:
-        """Over `transport`."""
+    def __init__(self, transport: Transport, tips: BranchTips) -> None:
+        """Over `transport`; `tips`: the base branches' newest commits the listing read."""
         self._transport = transport
+        self._tips = tips
+
+    def branch_tips(self, repo: str, branches: Sequence[str]) -> Tips:
+        """The newest commit of each branch (None: GitHub gave none): as the pass's listing read
+        it, else asked once (ALIAS_BATCH branches a BranchTips query, about one point)."""
+        known = self._tips.known(repo)
+        missing = [b for b in dict.fromkeys(branches) if b not in known]
+        owner, name = repo.split("/", 1)
+        for start in range(0, len(missing), ALIAS_BATCH):
+            chunk = missing[start : start + ALIAS_BATCH]
+            variables: dict[str, Any] = {"owner": owner, "name": name}
+            variables |= {f"t{i}": f"refs/heads/{b}" for i, b in enumerate(chunk)}
+            try:
+                data, errors = self._transport.query(
+                    branch_tips_query(len(chunk)), variables, tolerate=in_tip
+                )
+            except GitHubError:  # not known this pass: not asked again in it
+                self._tips.note(repo, dict.fromkeys(chunk))
+                raise
+            broken = {alias_of(e) for e in errors}
+            self._tips.note(repo, tips_of(_repository(data, repo), chunk, broken))
+        known = self._tips.known(repo)
+        return {b: known.get(b) for b in branches}
 
     def merge_base(self, repo: str, base: str, head: str) -> str:
-        """The merge-base commit of branch `base` and commit `head` (REST compare, one GET)."""
+        """The merge-base commit of `base` (a branch's commit, or the branch by name) and
+        commit `head` (REST compare, one GET)."""
         basehead = f"{quote(base, safe='/')}...{head}"
         _, data = self._transport.send(
             "GET", f"/repos/{repo}/compare/{basehead}", kind="rest_get", parameters={"per_page": 1}
@@ -156,10 +253,7 @@ class Commits:
         data, errors = self._transport.query(
             commits_query(shas, queues=len(branches)), variables, tolerate=in_commit_or_queue
         )
-        repository = field(data, "repository")
-        if repository is None:
-            raise NotFound(f"repository {repo} not found or not visible", status=404)
-        return repository, {alias_of(e): stable_message(e) for e in errors}
+        return _repository(data, repo), {alias_of(e): stable_message(e) for e in errors}
 
     def commit_statuses(self, repo: str, sha: str) -> list[Signal] | None:
         """Every state posted on the commit (REST, newest first, one page of 100); None where

@@ -23,7 +23,7 @@ from bot.core.merge_queue import QueueConfig
 from bot.core.model import Annotation, PullSnapshot, RequiredChecks, Signal
 from bot.core.summary import Usage
 from bot.github.client import GitHubApi
-from bot.github.commits import MERGE_BASE
+from bot.github.commits import MERGE_BASE, Tips
 from bot.github.errors import GitHubError, NotFound
 from bot.github.parse import Comment, PullFailure
 from bot.state.ports import RequiredCache
@@ -314,6 +314,10 @@ class BotGitHub(GitHubApi):
     def required_checks(self, repo: str, bases: Sequence[str]) -> dict[str, RequiredChecks]:
         """What each base branch requires, through the repository's client."""
         return self.route(repo).required_checks(repo, bases)
+
+    def branch_tips(self, repo: str, branches: Sequence[str]) -> Tips:
+        """Each branch's newest commit, through the repository's client."""
+        return self.route(repo).branch_tips(repo, branches)
 
     def merge_base(self, repo: str, base: str, head: str) -> str:
         """The merge base of `base` and `head`, through the repository's client."""

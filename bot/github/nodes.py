@@ -28,6 +28,7 @@ class _PullsRepository(msgspec.Struct):
 class _PullsData(msgspec.Struct):
     repository: _PullsRepository | msgspec.UnsetType | None = msgspec.UNSET
     rateLimit: Any = msgspec.UNSET
+    tips: Any = msgspec.UNSET  # the base branches' newest commits (the first page's)
 
 
 class _PullsAnswer(msgspec.Struct):

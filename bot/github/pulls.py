@@ -1,6 +1,7 @@
 """The pull requests' reads: every open one of a repository page by page, named ones (a
 webhook refresh), one alone; each with every context on its head (following pages past the
-first), its labels, its merge-queue entry and what its base branch requires."""
+first), its labels, its merge-queue entry and what its base branch requires; and, in the same
+queries, the base branches' newest commits (bot.github.commits.BranchTips)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import orjson
 from bot.core.model import PullSnapshot, QueueEntry, QueueState, RequiredChecks
 from bot.github.answer import alias_of, error_path, field, in_alias
 from bot.github.comments import FirstComments
+from bot.github.commits import BranchTips, default_of, tips_of
 from bot.github.errors import (
     MalformedAnswer,
     NotFound,
@@ -64,6 +66,19 @@ class _Page:
     more: Any
     total: Any
     cursor: Any
+    tips: Any = None  # the `tips` selection's answer (the first page's)
+    tips_broken: frozenset[str] = frozenset()  # its aliases GitHub answered an error in
+
+
+def _in_tips(error: dict[str, Any]) -> bool:
+    """An error inside the base branches' newest commits: tips...."""
+    return error_path(error)[:1] == ["tips"]
+
+
+def _tips_broken(errors: list[dict[str, Any]]) -> frozenset[str]:
+    """The aliases of `tips` GitHub answered an error in."""
+    paths = [error_path(e) for e in errors if _in_tips(e)]
+    return frozenset(str(path[1]) for path in paths if len(path) > 1)
 
 
 def _in_pull_page(error: dict[str, Any]) -> bool:
@@ -141,6 +156,11 @@ def _extend(partial: Partial, connection: Any, *, missing: bool) -> None:
     partial.signals.extend(signals)
 
 
+def _tip_variables(branches: list[str]) -> dict[str, str]:
+    """The variables naming the branches a `tips` selection asks ($t<i>, qualified names)."""
+    return {f"t{i}": f"refs/heads/{branch}" for i, branch in enumerate(branches)}
+
+
 def _repository(data: dict[str, Any], repo: str) -> Any:
     """The answer's repository (NotFound where GitHub answered none)."""
     repository = field(data, "repository")
@@ -161,12 +181,15 @@ class Pulls:
         page_size: int = 100,
         with_labels: bool = False,
         comments_in_page: bool = False,
+        tips: BranchTips | None = None,
     ) -> None:
         """`comments_in_page`: each page of open pull requests also reads their first comments
-        into `first` (a run with no state: `pulls_comments` then starts from them)."""
+        into `first` (a run with no state: `pulls_comments` then starts from them). `tips`:
+        where the base branches' newest commits read with the pull requests are noted."""
         self._transport = transport
         self._required = required
         self._first = first
+        self._tips = tips or BranchTips()
         self._page_size = page_size
         self._with_labels = with_labels
         self._comments_in_page = comments_in_page
@@ -193,8 +216,10 @@ class Pulls:
         With `required`, each signal's `required` comes from that cache, and (base branch,
         name) pairs it does not know are learned from GitHub first and recorded in it.
         """
-        query, per_page = self._page_query()
+        asked = self._other_bases(repo)  # their newest commits are read with the first page
+        query, per_page = self._page_query(tips=len(asked))
         self._first.forget(repo)
+        self._tips.forget(repo)
         sets: dict[str, RequiredChecks] = {}  # read once per base branch in this pass
         after: str | None = None
         pages = Pages(f"the open pull requests of {repo}", error=PaginationLoop)
@@ -202,7 +227,11 @@ class Pulls:
         # With the cache, each node is kept raw until its digest is found new: only then parsed.
         decode = None if required is None else decode_pulls_page
         while True:
-            page = self._read_page(repo, query, per_page, after, decode=decode)
+            page = self._read_page(repo, query, per_page, after, decode=decode, tips=asked)
+            if after is None:
+                found = tips_of(page.tips, asked, page.tips_broken)
+                self._tips.note(repo, found, default=default_of(page.tips))
+                query, _ = self._page_query()
             # Without the required cache `required` is GitHub's own: nothing is reused then.
             items, digests = self._page_items(repo, page, cached=required is not None, now=now)
             whole = [isinstance(p, Partial) and p.whole() for p in items]
@@ -217,32 +246,49 @@ class Pulls:
             pages.expect(page.total, per_page)
             after = pages.follow(page.cursor or "")
 
-    def _page_query(self) -> tuple[str, int]:
-        """The query of a page of open pull requests, and how many a page holds."""
+    def _other_bases(self, repo: str) -> list[str]:
+        """The base branches other than the default one of the pull requests `repo`'s last
+        listing read (ALIAS_BATCH at most): the first page reads their newest commits too."""
+        default = self._tips.default(repo)
+        bases = {s.base for s in self._nodes.get(repo, {}).values() if s.base}
+        return sorted(b for b in bases if b != default)[:ALIAS_BATCH]
+
+    def _page_query(self, *, tips: int | None = None) -> tuple[str, int]:
+        """The query of a page of open pull requests (with `tips`, the first page's: also the
+        default branch's and `tips` other branches' newest commits), and how many a page holds."""
         comments = self._comments_in_page
-        query = pulls_page_query(with_labels=self._with_labels, with_comments=comments)
+        query = pulls_page_query(with_labels=self._with_labels, with_comments=comments, tips=tips)
         per_page = self._page_size
         if comments:  # each page one point still: fewer pull requests a page
             per_page = min(per_page, one_point_page(2 + self._with_labels))
         return query, per_page
 
     def _read_page(
-        self, repo: str, query: str, per_page: int, after: str | None, *, decode: Decode | None
+        self,
+        repo: str,
+        query: str,
+        per_page: int,
+        after: str | None,
+        *,
+        decode: Decode | None,
+        tips: list[str],
     ) -> _Page:
-        """One page of open pull requests from `after`."""
+        """One page of open pull requests from `after` (the first: with the branches' tips)."""
         owner, name = repo.split("/", 1)
-        variables = {"owner": owner, "name": name, "first": per_page, "after": after}
+        variables: dict[str, Any] = {"owner": owner, "name": name, "first": per_page}
+        variables |= {"after": after} | _tip_variables(tips if after is None else [])
         data, errors = self._transport.query(
-            query, variables, tolerate=_in_pull_page, decode=decode
+            query, variables, tolerate=lambda e: _in_pull_page(e) or _in_tips(e), decode=decode
         )
         page = field(_repository(data, repo), "pullRequests")
         nodes = field(page, "nodes")
         if not isinstance(nodes, list):
             raise MalformedAnswer("pullRequests.nodes is not a list")
-        broken, unqueued = _by_pull(errors)
+        broken, unqueued = _by_pull([e for e in errors if not _in_tips(e)])
         more = field(page, "pageInfo", "hasNextPage")
         total, cursor = field(page, "totalCount"), field(page, "pageInfo", "endCursor")
-        return _Page(nodes, broken, unqueued, more, total, cursor)
+        tips_node = field(data, "tips")
+        return _Page(nodes, broken, unqueued, more, total, cursor, tips_node, _tips_broken(errors))
 
     def _page_items(
         self, repo: str, page: _Page, *, cached: bool, now: datetime
@@ -312,12 +358,15 @@ class Pulls:
         if node is None:
             raise NotFound(f"pull request {repo}#{number} not found", status=404)
         unqueued = next((stable_message(e) for e in errors if _in_queue_entry(e)), None)
-        errors = [e for e in errors if not _in_queue_entry(e)]
+        no_tip = any("target" in error_path(e) for e in errors)
+        errors = [e for e in errors if not _in_queue_entry(e) and "target" not in error_path(e)]
         partial = _queue_unread(parse_pull(repo, node, now=now), unqueued)
         if isinstance(partial, PullFailure):
             raise MalformedAnswer(f"{partial.label}: {partial.reason}")
         self._complete(owner, name, [partial], required=True)
         if partial.base is not None:
+            tips = tips_of({"t0": node.get("baseRef")}, [partial.base], {"t0"} if no_tip else ())
+            self._tips.note(repo, tips)
             found = required_of_ref(partial.base, node.get("baseRef"), errors)
             partial.required_checks = self._required.pinned(repo, found)
         snapshot = partial.finish()
@@ -340,23 +389,34 @@ class Pulls:
         `open_pulls`."""
         found: dict[int, PullSnapshot | PullFailure] = {}
         wanted = sorted(set(numbers))
+        asked = self._other_bases(repo)
+        self._tips.forget(repo)  # read again with the first query
         for start in range(0, len(wanted), PULL_BATCH):
-            items = self._numbered_items(repo, wanted[start : start + PULL_BATCH], now=now)
+            chunk = wanted[start : start + PULL_BATCH]
+            items = self._numbered_items(repo, chunk, now=now, tips=None if start else asked)
             for done in self._read_through(repo, items, required, now=now):
                 if done.number is not None:
                     found[done.number] = done
         return found
 
-    def _numbered_items(self, repo: str, chunk: list[int], *, now: datetime) -> list[Item]:
+    def _numbered_items(
+        self, repo: str, chunk: list[int], *, now: datetime, tips: list[str] | None
+    ) -> list[Item]:
         """One query's named pull requests, each a partial read or its failure; one closed,
-        merged or not found is left out (its comment is left as it is)."""
+        merged or not found is left out (its comment is left as it is). With `tips`, also the
+        base branches' newest commits (the default branch's and these), noted."""
         owner, name = repo.split("/", 1)
-        query = pulls_by_number_query(chunk, with_labels=self._with_labels)
+        count = None if tips is None else len(tips)
+        query = pulls_by_number_query(chunk, with_labels=self._with_labels, tips=count)
+        variables = {"owner": owner, "name": name} | _tip_variables(tips or [])
         data, errors = self._transport.query(
-            query, {"owner": owner, "name": name}, tolerate=in_alias
+            query, variables, tolerate=lambda e: in_alias(e) or _in_tips(e)
         )
         repository = _repository(data, repo)
-        unqueued, gone, broken = _by_alias(errors)
+        if tips is not None:
+            found = tips_of(field(data, "tips"), tips, _tips_broken(errors))
+            self._tips.note(repo, found, default=default_of(field(data, "tips")))
+        unqueued, gone, broken = _by_alias([e for e in errors if not _in_tips(e)])
         items: list[Item] = []
         for number in chunk:
             alias, node = f"p{number}", field(repository, f"p{number}")

@@ -84,13 +84,36 @@ def one_point_page(connections: int) -> int:
     return min(PAGE, 148 // max(1, connections))
 
 
-def pulls_page_query(*, with_labels: bool, with_comments: bool = False) -> str:
+# A branch's newest commit (an object: no point). Its base branch's commit is what a head's
+# merge base is a fact of (bot.github.bases): read with the listing, not a query of its own.
+TIP = "name target { oid }"
+
+
+def tips_selection(count: int) -> str:
+    """`tips`: the repository's default branch and `count` branches (`$t<i>`, qualified
+    names) with their newest commit, beside a query's own repository (no point)."""
+    refs = "".join(f" t{i}: ref(qualifiedName: $t{i}) {{ {TIP} }}" for i in range(count))
+    return (
+        f"  tips: repository(owner: $owner, name: $name) {{ defaultBranchRef {{ {TIP} }}{refs} }}\n"
+    )
+
+
+def _tips_params(count: int) -> str:
+    return "".join(f", $t{i}: String!" for i in range(count))
+
+
+def pulls_page_query(
+    *, with_labels: bool, with_comments: bool = False, tips: int | None = None
+) -> str:
     """The query that reads one page of open pull requests with their head's rollup (and, with
-    `with_comments`, each one's first comments)."""
+    `with_comments`, each one's first comments; with `tips`, the base branches' newest commits:
+    the default branch's and `tips` others')."""
     fields = _pull_fields(with_labels=with_labels, with_comments=with_comments)
     return (
-        "query PullPage($owner: String!, $name: String!, $first: Int!, $after: String) {\n"
+        "query PullPage($owner: String!, $name: String!, $first: Int!, $after: String"
+        f"{_tips_params(tips or 0)}) {{\n"
         f"  {RATE}\n"
+        f"{'' if tips is None else tips_selection(tips)}"
         "  repository(owner: $owner, name: $name) {\n"
         "    pullRequests(states: OPEN, first: $first, after: $after,"
         " orderBy: {field: CREATED_AT, direction: ASC}) {\n"
@@ -100,16 +123,18 @@ def pulls_page_query(*, with_labels: bool, with_comments: bool = False) -> str:
     )
 
 
-def pulls_by_number_query(numbers: list[int], *, with_labels: bool) -> str:
-    """One query reading several pull requests by number (aliases pN), each with its rollup."""
+def pulls_by_number_query(numbers: list[int], *, with_labels: bool, tips: int | None = None) -> str:
+    """One query reading several pull requests by number (aliases pN), each with its rollup
+    (with `tips`, the base branches' newest commits as `pulls_page_query` reads them)."""
     aliases = "\n".join(
         f"    p{int(n)}: pullRequest(number: {int(n)}) {{ state\n"
         f"      {_pull_fields(with_labels=with_labels)} }}"
         for n in numbers
     )
     return (
-        "query PullsByNumber($owner: String!, $name: String!) {\n"
+        f"query PullsByNumber($owner: String!, $name: String!{_tips_params(tips or 0)}) {{\n"
         f"  {RATE}\n"
+        f"{'' if tips is None else tips_selection(tips)}"
         f"  repository(owner: $owner, name: $name) {{\n{aliases}\n  }}\n}}\n"
     )
 
@@ -123,7 +148,7 @@ def pull_query(*, with_labels: bool) -> str:
         "  repository(owner: $owner, name: $name) {\n"
         f"    pullRequest(number: $number) {{\n"
         f"      {_pull_fields(with_labels=with_labels, required_for='$number')}\n"
-        f"      baseRef {{ name {RULES} }} }}\n"
+        f"      baseRef {{ {TIP} {RULES} }} }}\n"
         "  }\n}\n"
     )
 
@@ -305,6 +330,18 @@ def attempts_query(count: int) -> str:
     )
     return (
         f"query CheckAttempts($owner: String!, $name: String!, {params}) {{\n"
+        f"  {RATE}\n"
+        f"  repository(owner: $owner, name: $name) {{\n{aliases}\n  }}\n}}\n"
+    )
+
+
+def branch_tips_query(count: int) -> str:
+    """The newest commit of `count` branches (`$t<i>`, qualified names) the pass's listing did
+    not read (one point)."""
+    params = ", ".join(f"$t{i}: String!" for i in range(count))
+    aliases = "\n".join(f"    t{i}: ref(qualifiedName: $t{i}) {{ {TIP} }}" for i in range(count))
+    return (
+        f"query BranchTips($owner: String!, $name: String!, {params}) {{\n"
         f"  {RATE}\n"
         f"  repository(owner: $owner, name: $name) {{\n{aliases}\n  }}\n}}\n"
     )

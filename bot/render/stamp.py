@@ -3,8 +3,9 @@
 `<!-- ci-status-bot:stamp v2 <base64url of compact JSON> -->` records the facts key, when those
 facts were first observed, the head commit, when the bot first saw each signal GitHub gave no
 time for (by a digest of the signal's key), the lease generation of the write and, where a
-failure was compared with the merge base, the base branch and the merge-base commit (which
-never change for a head), and, where the comment quotes a merge-base finding or annotations,
+failure was compared with the merge base, the base branch, the merge-base commit and the
+branch's commit GitHub's compare was asked with and when (an older stamp names neither: not
+known), and, where the comment quotes a merge-base finding or annotations,
 the facts key without them (a run with no state then tells a failed read of those from new
 facts). With it a run with no state at all (a fresh CI runner) tells the same story as one
 with a state, and a lost state re-dates nothing. Base64 keeps untrusted names out of the HTML
@@ -45,7 +46,7 @@ from typing import Any, Final, TypeVar
 
 from bot.core.annotations import needs_annotations
 from bot.core.facts import core_key, facts_key
-from bot.core.model import Annotation, Attempt, KeptRead, Report, State, as_utc
+from bot.core.model import Annotation, Attempt, KeptRead, MergeBaseOf, Report, State, as_utc
 
 VERSION: Final = 2
 MAX_DATA: Final = 50_000  # base64 characters (1,000 first-seen times fit); longer is not read
@@ -108,7 +109,7 @@ class Stamp:
     head_sha: str = ""  # the first-seen times are this head's ("" in a v1 stamp: none)
     first_seen: Mapping[str, datetime] = field(default_factory=dict)  # seen_key(key) -> time
     generation: int = 0  # the lease generation that wrote it (0: no lease)
-    merge_base: tuple[str, str] | None = None  # (base branch, merge-base commit) of this head
+    merge_base: MergeBaseOf | None = None  # of this head and its base branch
     # the facts key without the merge-base findings and quoted annotations ("": facts_key)
     core: str = ""
     # the identity of the state whose lease issued `generation` ("": none, or an older bot):
@@ -120,11 +121,11 @@ class Stamp:
         """The facts key of what the comment says without the merge base and annotations."""
         return self.core or self.facts_key
 
-    def merge_base_of(self, head_sha: str, base: str) -> str | None:
-        """The merge-base commit of this head and base branch, as the stamp says."""
+    def merge_base_of(self, head_sha: str, base: str) -> MergeBaseOf | None:
+        """The merge base of this head and base branch, as the stamp says."""
         if not self.head_sha or head_sha != self.head_sha or self.merge_base is None:
             return None
-        return self.merge_base[1] if self.merge_base[0] == base else None
+        return self.merge_base if self.merge_base.branch == base else None
 
     def seen(self, head_sha: str, signal_key: str) -> datetime | None:
         """When the bot first saw this signal on this head, as the stamp says."""
@@ -351,7 +352,10 @@ def stamp_line(stamp: Stamp) -> str:
         "g": stamp.generation,
     }
     if stamp.merge_base is not None:  # absent otherwise: a stamp without it reads as before
-        data["b"] = list(stamp.merge_base)
+        branch, commit, tip, at = stamp.merge_base
+        data["b"] = [branch, commit]  # an older bot's form where neither is known
+        if tip is not None or at is not None:
+            data["b"] += [tip, None if at is None else _micros(at)]
     if stamp.core:  # the same: absent where it is the facts key
         data["c"] = stamp.core
     if stamp.epoch:  # the same: absent with no state
@@ -420,18 +424,10 @@ def _stamp(value: dict[str, Any]) -> Stamp | None:
         return None
     if type(generation) is not int or not 0 <= generation <= _MAX_GENERATION:
         return None
-    merge_base = value.get("b")
-    if merge_base is not None:
-        if not (
-            isinstance(merge_base, list)
-            and len(merge_base) == 2
-            and isinstance(merge_base[0], str)
-            and 0 < len(merge_base[0]) <= _MAX_REF
-            and isinstance(merge_base[1], str)
-            and _COMMIT.fullmatch(merge_base[1])
-        ):
-            return None
-        merge_base = (merge_base[0], merge_base[1])
+    try:
+        merge_base = _merge_base(value.get("b"))
+    except ValueError:
+        return None
     core = value.get("c", "")
     if not (isinstance(core, str) and (core == "" or _HEX64.fullmatch(core))):
         return None
@@ -440,6 +436,24 @@ def _stamp(value: dict[str, Any]) -> Stamp | None:
         return None
     seen_at = {k: t for k, t in times.items() if t is not None}
     return Stamp(key, observed, head, seen_at, generation, merge_base, core, epoch)
+
+
+def _merge_base(value: Any) -> MergeBaseOf | None:
+    """The stamp's `b`: [branch, merge base] (an older bot's), or with the branch's commit it
+    was asked with and when (each may be null); None where absent; ValueError where it is not
+    one the bot writes."""
+    if value is None:
+        return None
+    if not (isinstance(value, list) and len(value) in (2, 4)):
+        raise ValueError("not a merge base")
+    branch, commit, tip, at = (*value, None, None)[:4]
+    ok = isinstance(branch, str) and 0 < len(branch) <= _MAX_REF
+    ok = ok and isinstance(commit, str) and bool(_COMMIT.fullmatch(commit))
+    ok = ok and (tip is None or (isinstance(tip, str) and bool(_COMMIT.fullmatch(tip))))
+    asked = None if at is None else _time(at)
+    if not ok or (at is not None and asked is None):
+        raise ValueError("not a merge base")
+    return MergeBaseOf(branch, commit, tip, asked)
 
 
 def _micros(value: datetime) -> int:

@@ -33,7 +33,7 @@ from bot.state.ports import StoreError
 RECORDS_BATCH = 500
 _Key = TypeVar("_Key", int, str)  # what is batched: pull request numbers, head commits
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
-HEAD = 18  # the schema version this bot writes: the newest revision in migrations/versions
+HEAD = 19  # the schema version this bot writes: the newest revision in migrations/versions
 SCHEMA_VERSION = HEAD
 EPOCH_SINCE = 15  # the schema version that gave every state its epoch
 _ADVISORY_MIGRATION_KEY = 0x43495342  # one transaction-scoped lock while a PostgreSQL migrates

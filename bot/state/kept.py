@@ -9,11 +9,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Table, func, select
+from sqlalchemy import Table, func, null, select
 
 from bot.state import schema as t
 from bot.state.db import Database, from_text, reads, records, to_text
-from bot.state.ports import SourceRead
+from bot.state.ports import KeptBase, SourceRead
 
 
 class Kept(Database):
@@ -81,22 +81,34 @@ class Kept(Database):
 
     def merge_bases(
         self, repo: str, pairs: Iterable[tuple[str, str]]
-    ) -> dict[tuple[str, str], str]:
-        """The kept merge bases of many (base branch, head) pairs, RECORDS_BATCH heads a query."""
+    ) -> dict[tuple[str, str], KeptBase]:
+        """The kept merge bases of many (base branch, head) pairs, RECORDS_BATCH heads a query
+        (a state older than this bot kept no tip: None)."""
         wanted, m = set(pairs), t.merge_bases.c
+        tip = m.tip if self.current else null().label("tip")
         rows = self._rows("merge_bases", (head for _, head in wanted), lambda heads: select(
-            m.base, m.head_sha, m.merge_base
+            m.base, m.head_sha, m.merge_base, m.read_at, tip
         ).where(m.repo == repo, m.head_sha.in_(heads)))  # fmt: skip
         return {
-            (r.base, r.head_sha): str(r.merge_base) for r in rows if (r.base, r.head_sha) in wanted
+            (r.base, r.head_sha): KeptBase(str(r.merge_base), r.tip, from_text(r.read_at))
+            for r in rows
+            if (r.base, r.head_sha) in wanted
         }
 
     @records(None)
     def put_merge_base(
-        self, repo: str, base: str, head_sha: str, merge_base: str, *, now: datetime
+        self,
+        repo: str,
+        base: str,
+        head_sha: str,
+        merge_base: str,
+        *,
+        now: datetime,
+        tip: str | None = None,
     ) -> None:
-        """Keep the merge base GitHub gave for a head and a base branch."""
-        values = {"merge_base": merge_base, "read_at": to_text(now)}
+        """Keep the merge base GitHub gave for a head and a base branch, asked at `now` with
+        the branch's commit `tip` (None: not known)."""
+        values = {"merge_base": merge_base, "read_at": to_text(now), "tip": tip}
         upsert = self.insert(t.merge_bases).values(
             repo=repo, base=base, head_sha=head_sha, **values
         )

@@ -81,6 +81,16 @@ class SourceRead:
 
 
 @dataclass(frozen=True, slots=True)
+class KeptBase:
+    """A kept merge base of a head and a base branch: the commit GitHub's compare gave, the
+    branch's commit it was asked with (None: not known) and when it was asked."""
+
+    merge_base: str
+    tip: str | None
+    read_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class AuditRow:
     """One recorded write (or adoption) of a status comment."""
 
@@ -259,20 +269,28 @@ class RequiredCache(Protocol):
 
 
 class BaseKeeper(Protocol):
-    """Merge bases (never changing for a head) and merge bases' final contexts (issue 16)."""
+    """Merge bases (each of a head and the base branch's commit it was asked with) and merge
+    bases' final contexts (issue 16)."""
 
     def get_merge_base(self, repo: str, base: str, head_sha: str) -> str | None:
         """The kept merge base of a head and a base branch."""
 
     def merge_bases(
         self, repo: str, pairs: Iterable[tuple[str, str]]
-    ) -> dict[tuple[str, str], str]:
+    ) -> dict[tuple[str, str], KeptBase]:
         """The kept merge bases of many (base branch, head) pairs at once (those kept)."""
 
     def put_merge_base(
-        self, repo: str, base: str, head_sha: str, merge_base: str, *, now: datetime
+        self,
+        repo: str,
+        base: str,
+        head_sha: str,
+        merge_base: str,
+        *,
+        now: datetime,
+        tip: str | None = None,
     ) -> None:
-        """Keep a merge base."""
+        """Keep a merge base, asked at `now` with the branch's commit `tip` (None: not known)."""
 
     def get_base_contexts(self, repo: str, commit: str) -> str | None:
         """The kept final answer (opaque JSON) of a merge base's contexts."""

@@ -147,7 +147,9 @@ repo_reads = Table(
     Column("failure", Text, nullable=False),
 )
 
-# the merge base of a head and a base branch (never changing), and a merge base's final contexts
+# the merge base of a head and a base branch as GitHub's compare gave it, with the branch's
+# commit it was asked with (`tip`; NULL: not known, kept before 19), and a merge base's final
+# contexts
 merge_bases = Table(
     "merge_bases",
     metadata,
@@ -156,6 +158,7 @@ merge_bases = Table(
     Column("head_sha", Text, primary_key=True),
     Column("merge_base", Text, nullable=False),
     Column("read_at", Text, nullable=False),
+    Column("tip", Text),
 )
 
 base_contexts = Table(

@@ -83,7 +83,7 @@ def test_a_final_read_kept_in_rtd_reads_is_migrated_and_not_asked_again(
     assert visible(again["body"]) == visible(posted["body"])  # what the kept read says
     assert "34894885" in again["body"] and "build:user:cancelled" in again["body"]
     with open_read_only(where) as state:
-        assert state.schema_version == 18
+        assert state.schema_version == 19
         kept = state.get_source_read(READTHEDOCS, key)
         assert kept is not None and kept.payload == payload and kept.failing_since is None
     assert key == record_key(*json.loads(key))

@@ -20,6 +20,7 @@ from bot.github.query import (
     VIEWER_QUERY,
     attempts_query,
     branch_history_query,
+    branch_tips_query,
     commits_query,
     more_annotations_query,
     more_contexts_query,
@@ -263,6 +264,12 @@ def schema() -> graphql.GraphQLSchema:
         attempts_query(3),
         branch_history_query(1),
         branch_history_query(2),
+        pulls_page_query(with_labels=False, tips=0),
+        pulls_page_query(with_labels=True, with_comments=True, tips=2),
+        pulls_by_number_query([1, 2], with_labels=False, tips=0),
+        pulls_by_number_query([1], with_labels=True, tips=3),
+        branch_tips_query(1),
+        branch_tips_query(3),
     ],
 )
 def test_every_query_validates_against_the_real_schema(
@@ -280,7 +287,7 @@ VALIDATED = {
     "pulls_page_query", "pull_query", "more_contexts_query", "MORE_LABELS_QUERY",
     "COMMENTS_QUERY", "ANNOTATIONS_QUERY", "more_annotations_query", "commits_query",
     "pulls_by_number_query", "required_sets_query", "VIEWER_QUERY", "pull_comments_query",
-    "attempts_query", "branch_history_query",
+    "attempts_query", "branch_history_query", "branch_tips_query",
 }  # fmt: skip
 
 

@@ -12,7 +12,7 @@ from support import NOW, RECENT, SHA, run, snapshot
 
 from bot.core.base import MergeBase
 from bot.core.history import HistoryInputs
-from bot.core.model import Elsewhere, KeptRead, Policy, QueueEntry, QueueState
+from bot.core.model import Elsewhere, KeptRead, MergeBaseOf, Policy, QueueEntry, QueueState
 from bot.core.required import HEAD_SEEN_KEY
 from bot.cycle.judge import Rules, judge
 from bot.cycle.model import Inputs, Judged, MarkSeen, SetFacts, Wants
@@ -89,8 +89,50 @@ def test_gathered_in_full_a_failing_head_is_judged_with_its_merge_base() -> None
         replace(FAILING, base="main"), failing=True, merge=MergeBase("base1"), annotations={}
     )
     found = judged(judge(given, RULES))
-    assert found.report.merge_base == ("main", "base1")
+    assert found.report.merge_base == MergeBaseOf("main", "base1")
     assert found.built is not None and found.built.merge == MergeBase("base1")
+
+
+TIP, OLD_TIP = "c" * 40, "d" * 40
+
+
+@pytest.mark.parametrize(
+    ("case", "stamped", "merge", "carried"),
+    [
+        (
+            "no stamp: as read, with the tip it was asked with and when",
+            None,
+            MergeBase("b" * 40, tip=TIP, asked_at=NOW),
+            MergeBaseOf("main", "b" * 40, TIP, NOW),
+        ),
+        (
+            "the stamp names the same merge base: the stamp's, as it is (no write for it)",
+            MergeBaseOf("main", "b" * 40, OLD_TIP, EARLIER),
+            MergeBase("b" * 40, tip=TIP, asked_at=NOW),
+            MergeBaseOf("main", "b" * 40, OLD_TIP, EARLIER),
+        ),
+        (
+            "the stamp names another: as read (the facts changed with it)",
+            MergeBaseOf("main", "a" * 40, OLD_TIP, EARLIER),
+            MergeBase("b" * 40, tip=TIP, asked_at=NOW),
+            MergeBaseOf("main", "b" * 40, TIP, NOW),
+        ),
+        (
+            "the stamp's is of another base branch: as read",
+            MergeBaseOf("develop", "b" * 40, OLD_TIP, EARLIER),
+            MergeBase("b" * 40, tip=TIP, asked_at=NOW),
+            MergeBaseOf("main", "b" * 40, TIP, NOW),
+        ),
+    ],
+)
+def test_the_merge_base_a_comment_carries(
+    case: str, stamped: MergeBaseOf | None, merge: MergeBase, carried: MergeBaseOf
+) -> None:
+    stamp = Stamp("0" * 64, EARLIER, SHA, merge_base=stamped)
+    given = inputs(
+        replace(FAILING, base="main"), failing=True, merge=merge, annotations={}, stamp=stamp
+    )
+    assert judged(judge(given, RULES)).report.merge_base == carried, case
 
 
 def test_a_queued_one_read_is_judged_with_what_its_merge_group_lacks() -> None:

@@ -21,6 +21,7 @@ from bot.core.model import (
     Attempt,
     KeptRead,
     Kind,
+    MergeBaseOf,
     Report,
     Row,
     Signal,
@@ -192,10 +193,10 @@ def test_a_stamp_round_trips(
 
 
 def test_the_merge_base_is_stamped_for_its_head_and_base_branch_only() -> None:
-    report = replace(_report(), merge_base=("main", "b" * 40))
+    report = replace(_report(), merge_base=MergeBaseOf("main", "b" * 40))
     stamp = parse_stamp(_body(stamp_line(stamp_of(report))))
-    assert stamp is not None and stamp.merge_base == ("main", "b" * 40)
-    assert stamp.merge_base_of(SHA, "main") == "b" * 40
+    assert stamp is not None and stamp.merge_base == MergeBaseOf("main", "b" * 40)
+    assert stamp.merge_base_of(SHA, "main") == MergeBaseOf("main", "b" * 40)
     assert stamp.merge_base_of(SHA, "develop") is None  # retargeted: asked again
     assert stamp.merge_base_of("f" * 40, "main") is None  # another head
     # a report without one stamps exactly what it stamped before (no "b")
@@ -203,6 +204,40 @@ def test_the_merge_base_is_stamped_for_its_head_and_base_branch_only() -> None:
         '"b"'
         not in base64.urlsafe_b64decode(stamp_line(stamp_of(_report())).split()[3] + "==").decode()
     )
+
+
+def _with_b(b: Any) -> str:
+    """A good stamp line whose merge base (`b`) is `b`."""
+    line = stamp_line(stamp_of(_report()))
+    data = json.loads(base64.urlsafe_b64decode(line.split()[3] + "==").decode())
+    raw = base64.urlsafe_b64encode(json.dumps({**data, "b": b}).encode()).decode().rstrip("=")
+    return f"<!-- ci-status-bot:stamp v2 {raw} -->"
+
+
+def test_the_merge_base_carries_the_tip_it_was_asked_with_and_when() -> None:
+    """A merge base is a fact of the base branch's commit: the stamp names it and when it was
+    asked; an older bot's stamp (branch and merge base only) reads with neither known."""
+    found = MergeBaseOf("main", "b" * 40, "c" * 40, AT)
+    line = stamp_line(stamp_of(replace(_report(), merge_base=found)))
+    stamp = parse_stamp(_body(line))
+    assert stamp is not None and stamp.merge_base_of(SHA, "main") == found
+    assert json.loads(base64.urlsafe_b64decode(line.split()[3] + "==").decode())["b"] == [
+        "main", "b" * 40, "c" * 40, 1_791_208_987_123_456,
+    ]  # fmt: skip
+    older = parse_stamp(_body(_with_b(["main", "b" * 40])))
+    assert older is not None and older.merge_base == MergeBaseOf("main", "b" * 40, None, None)
+    unknown = parse_stamp(_body(_with_b(["main", "b" * 40, None, None])))
+    assert unknown is not None and unknown.merge_base == older.merge_base
+    for bad in (
+        ["main", "b" * 40, "c" * 40],  # three: not a form the bot writes
+        ["main", "b" * 40, "c" * 39, None],
+        ["main", "b" * 40, None, "soon"],
+        ["main", "b" * 40, None, 10**30],
+        ["main", "b" * 40, "c" * 40, 1.5],
+        ["", "b" * 40, None, None],
+        "main",
+    ):
+        assert parse_stamp(_body(_with_b(bad))) is None, bad
 
 
 def test_the_epoch_round_trips_and_a_malformed_one_is_ignored() -> None:

@@ -79,7 +79,7 @@ def where(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 def test_every_rtd_read_is_in_source_reads_under_its_carried_key(where: str) -> None:
     with Store.open(where) as store:
-        assert store.schema_version == SCHEMA_VERSION == 18
+        assert store.schema_version == SCHEMA_VERSION == 19
         with store.reading() as conn:
             assert "rtd_reads" not in inspect(conn).get_table_names()
             count = conn.execute(text("SELECT count(*) FROM source_reads")).scalar_one()

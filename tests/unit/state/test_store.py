@@ -15,13 +15,13 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from support import ROOT, TESTS
+from support import ROOT, TESTS, state_at_revision
 
 from bot.core.remedies import READTHEDOCS
 from bot.sources.readthedocs.evidence import record_key
-from bot.state.ports import AuditRow, PullRecord, SourceRead, StoredComment
+from bot.state.ports import AuditRow, KeptBase, PullRecord, SourceRead, StoredComment
 from bot.state.readonly import open_or_empty, open_read_only
-from bot.state.store import RECORDS_BATCH, SCHEMA_VERSION, Store, StoreError
+from bot.state.store import RECORDS_BATCH, SCHEMA_VERSION, Store, StoreError, to_text
 
 LEGACY = TESTS / "data" / "legacy_state"  # states the hand-rolled migrations wrote
 
@@ -65,7 +65,7 @@ def write(store: Store, number: int, *, action: str = "created", at: datetime = 
 def test_open_creates_parent_dirs_and_file(tmp_path: Path) -> None:
     path = tmp_path / "state" / "deep" / "bot.sqlite3"
     with Store.open(path) as store:
-        assert store.schema_version == SCHEMA_VERSION == 18
+        assert store.schema_version == SCHEMA_VERSION == 19
     assert path.is_file()
 
 
@@ -304,6 +304,27 @@ def test_the_read_only_state_reads_an_older_states_records_in_one_batch(tmp_path
         assert (records[2].comment, records[2].without_comment) == (None, False)
         assert reader.merge_bases("o/r", [("main", SHA_A)]) == {}  # no such table yet
         assert reader.get_history("o/r", ["k"]) == {} and reader.epoch == ""
+
+
+def test_a_merge_base_kept_before_the_tip_was_has_no_tip(tmp_path: Path) -> None:
+    """A state of revision 18 kept merge bases without the base branch's commit they were
+    asked with: read as it is (a reader) and migrated (19), each row has no tip."""
+    path = tmp_path / "18.sqlite3"
+    state_at_revision(str(path), 18)
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "INSERT INTO merge_bases VALUES ('o/r', 'main', ?, ?, ?)", (SHA_A, SHA_B, to_text(T0))
+        )
+    with open_read_only(path) as reader:
+        assert reader.schema_version == 18
+        assert reader.merge_bases("o/r", [("main", SHA_A)]) == {
+            ("main", SHA_A): KeptBase(SHA_B, None, T0)
+        }
+    with Store.open(path) as store:
+        assert store.schema_version == 19
+        assert store.merge_bases("o/r", [("main", SHA_A)]) == {
+            ("main", SHA_A): KeptBase(SHA_B, None, T0)
+        }
 
 
 def test_no_state_yet_is_said_and_never_created_by_a_reader(tmp_path: Path) -> None:
@@ -562,8 +583,15 @@ def test_batched_reads_and_touches_span_more_than_one_statement(store: Store) ->
     heads = [f"{i:040x}" for i in range(RECORDS_BATCH + 2)]
     for head in heads:
         store.put_merge_base("owner/repo", "main", head, SHA_B, now=T0)
+    store.put_merge_base("owner/repo", "main", heads[-1], SHA_B, now=T0, tip=SHA_A)  # asked again
     found = store.merge_bases("owner/repo", [*(("main", h) for h in heads), ("dev", heads[-1])])
-    assert found == {("main", h): SHA_B for h in heads}  # ("dev", …) was never kept
+    assert (
+        found
+        == {  # ("dev", …) was never kept
+            **{("main", h): KeptBase(SHA_B, None, T0) for h in heads[:-1]},
+            ("main", heads[-1]): KeptBase(SHA_B, SHA_A, T0),
+        }
+    )
 
     later = T0 + timedelta(minutes=1)
     store.touch_triage("owner/repo", range(1, last + 3), now=later)
