@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final
 
+from bot.core.jsontext import loads
 from bot.core.model import PullSnapshot, Signal, parse_optional_time
 from bot.core.remedies import READTHEDOCS
 from bot.sources.cache import NoReads
@@ -46,8 +47,8 @@ def seeds(key: str, head_sha: str) -> bool:
     """Whether a read a comment of `head_sha` carried under `key` is given to the state: only
     a read of that very commit (a key that is not a read's is never taken)."""
     try:
-        parts = json.loads(key)
-    except ValueError:
+        parts = loads(key)
+    except ValueError:  # not JSON, or nested past any key's depth: not a read's key
         return False
     return (
         isinstance(parts, list)
@@ -361,9 +362,10 @@ def _dump(read: CommitRead) -> str:
 
 
 def _load(text: str) -> CommitRead | None:
-    """A stored read, or None when the text cannot be read back (it is then read again)."""
+    """A stored or carried read, or None when the text cannot be read back, whatever it holds
+    (it is then read again)."""
     try:
-        data = json.loads(text)
+        data = loads(text)
         builds = tuple(
             RtdBuild(
                 id=int(b["id"]),
@@ -393,5 +395,5 @@ def _load(text: str) -> CommitRead | None:
             notes,
             missing,
         )
-    except (ValueError, KeyError, TypeError, AttributeError):
+    except Exception:  # nested too deep, 1e400 for an id, any field of any type: not a read
         return None

@@ -5,8 +5,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from bot.core.model import KeptRead
+from hypothesis import HealthCheck, given, settings
+
+from bot.core.annotations import annotations_payload
+from bot.core.history import attempts_payload
+from bot.core.model import MARKER, KeptRead
 from bot.core.remedies import READTHEDOCS as RTD
+from bot.render.stamp import Carried, parse_carried
 from bot.sources.azure_pipelines import provider as azure
 from bot.sources.carried import CarriedReads
 from bot.sources.codecov import provider as codecov
@@ -15,6 +20,8 @@ from bot.sources.readthedocs.evidence import CommitRead, _dump
 from bot.sources.readthedocs.evidence import record_key as rtd_key
 from bot.sources.readthedocs.rules import RtdBuild
 from bot.state.store import Store
+from tests.unit.render.test_stamp_fuzz import CARRIED, STAMP, bodies, carried_text, variants
+from tests.unit.render.test_stamp_fuzz import stamp_text as stamp_of_text
 
 AT = datetime(2026, 10, 5, 14, 3, 7, 123456, tzinfo=UTC)
 SHA = "eb46d06c1f3a9b25e8d7c4f0a6b3e9d2c5f8a1b4"
@@ -92,3 +99,71 @@ def test_a_read_s_key_is_the_one_comments_already_carry() -> None:
     """Read the Docs' reads are kept in source_reads under the key the carried line of every
     comment written since issue 31 names them by: a change would orphan those."""
     assert rtd_key("org", "proj", SHA) == f'["org","proj","{SHA}"]'
+
+
+# A payload or key a carried line held (or a state kept) that its provider cannot load is none:
+# each of these once raised out of the cycle and failed the whole repository (RecursionError
+# past json's nesting limit, OverflowError from int() of JSON's 1e400).
+UNLOADABLE = (
+    "[" * 5000 + "]" * 5000,
+    '{"a":' * 5000 + "1" + "}" * 5000,
+    '{"id": 1e400, "builds": [{"id": 1e400}], "commit": "x", "count": 1e400}',
+    "\ud800",
+    "",
+)
+
+
+def test_a_payload_no_provider_can_load_is_not_final_and_never_raises() -> None:
+    for kind in KINDS:
+        for payload in UNLOADABLE:
+            assert kind.final(payload) is False, (kind.name, payload[:20])
+    rtd = _rtd("finished", True).replace('"id": 7', '"id": 1e400')
+    assert '"id": 1e400' in rtd and readthedocs.KIND.final(rtd) is False
+    with Store.open(":memory:") as store:
+        reads = CarriedReads(store, KINDS)
+        deep = [KeptRead(kind.name, "[" * 1000, p, AT) for kind in KINDS for p in UNLOADABLE]
+        assert reads.seed(SHA, deep) == 0
+
+
+def test_a_read_s_key_nested_past_json_s_limit_is_no_read_s_key() -> None:
+    for key in ("[" * 1000, "[" * 600 + "]" * 600, '["org","proj",' * 400):
+        assert readthedocs.KIND.seeds(key, SHA) is False
+    with Store.open(":memory:") as store:
+        carried = [KeptRead(RTD, "[" * 1000, _rtd("finished", True), AT)]
+        assert CarriedReads(store, KINDS).seed(SHA, carried) == 0
+
+
+def _taken(carried: Carried, store: Store | None = None) -> None:
+    """What a cycle does with a carried line it read: each provider asked whether a record is
+    final and whose it is, the annotations and attempts as the state keeps them (UTF-8), and
+    with `store`, all of it given to the state."""
+    for read in carried.reads:
+        for kind in KINDS:
+            kind.final(read.payload)
+            kind.seeds(read.key, carried.head_sha)
+    for found in carried.annotations.values():
+        annotations_payload(found).encode("utf-8")
+    for tried in carried.attempts.values():
+        attempts_payload(tried).encode("utf-8")
+    if store is not None:
+        CarriedReads(store, KINDS).seed(carried.head_sha, carried.reads)
+        runs = {run: (carried.head_sha, annotations_payload(found))
+                for run, found in carried.annotations.items()}  # fmt: skip
+        store.put_annotations("o/r", runs, now=AT)
+
+
+def test_every_one_point_change_of_a_carried_line_is_taken_or_ignored_never_raises() -> None:
+    stamp = stamp_of_text(STAMP)
+    for changed in variants(CARRIED):
+        carried = parse_carried(f"{MARKER}\n{stamp}\n{carried_text(changed)}\n")
+        if carried is not None:
+            _taken(carried)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(bodies())
+def test_a_mutated_carried_line_is_taken_into_a_state_or_ignored_never_raises(body: str) -> None:
+    carried = parse_carried(body)
+    if carried is not None:
+        with Store.open(":memory:") as store:
+            _taken(carried, store)
