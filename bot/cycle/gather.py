@@ -516,7 +516,7 @@ class Given:
         if failing and carried.attempts and self.policy.history:
             seed_attempts(self.store, repo, snapshot, carried.attempts, now=self.clock())
         if carried.reads and self.carried is not None:
-            self.carried.seed(snapshot.head_sha, carried.reads)
+            self.carried.seed(snapshot.head_sha, carried.reads, now=self.clock())
 
     def _stamped_base(self, repo: str, snapshot: PullSnapshot, stamp: Stamp) -> None:
         """Keep the merge base the stamp holds for the head and its base branch."""

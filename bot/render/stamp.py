@@ -48,6 +48,7 @@ from datetime import UTC, datetime
 from typing import Any, Final, TypeVar
 
 from bot.core.annotations import needs_annotations
+from bot.core.comment import marked
 from bot.core.facts import core_key, facts_key
 from bot.core.jsontext import loads, writable
 from bot.core.model import Annotation, Attempt, KeptRead, Report, State, as_utc
@@ -250,10 +251,11 @@ def without_carried(body: str) -> str:
 
 
 def parse_carried(body: str) -> Carried | None:
-    """What a comment's third line carries; None where it has no line the bot can read (over
-    its bound, another version, garbled or any field out of range: ignored as a whole)."""
+    """What a comment's third line carries, right after the marker and the stamp; None where
+    it has no line the bot can read there (over its bound, another version, garbled or any
+    field out of range: ignored as a whole; one anywhere else in a body is never read)."""
     lines = body.split("\n", 3)
-    line = lines[2].strip() if len(lines) > 2 else ""
+    line = lines[2].strip() if len(lines) > 2 and marked(body) else ""
     if not line.startswith("<!-- ci-status-bot:carried ") or len(line) > CARRIED_MAX:
         return None
     found = _CARRIED.fullmatch(line)
@@ -381,10 +383,11 @@ def with_stamp(body: str, stamp: Stamp) -> str:
 
 
 def parse_stamp(body: str) -> Stamp | None:
-    """The stamp a comment body carries on its second line; None when it has none the bot
-    can read (a garbled or foreign stamp is ignored as a whole)."""
+    """The stamp a comment body carries on its second line, right after the marker; None
+    when it has none the bot can read there (a garbled or foreign stamp is ignored as a
+    whole; one anywhere else in a body is never read)."""
     lines = body.split("\n", 2)
-    line = lines[1].strip() if len(lines) > 1 else ""
+    line = lines[1].strip() if len(lines) > 1 and marked(body) else ""
     if len(line) > MAX_DATA + 64:
         return None
     try:

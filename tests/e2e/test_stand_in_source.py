@@ -26,7 +26,7 @@ from bot.render.stamp import Carried, Stamp, carried_line, stamp_line
 from bot.service.metrics import Metrics
 from bot.service.scheduler import credential_problems
 from bot.settings import RepoSettings, Settings, load_settings
-from bot.sources.base import Connection, Kind, Said, Source, SourcesState, Wiring
+from bot.sources.base import Connection, Kind, RecordOf, Said, Source, SourcesState, Wiring
 from bot.state.store import Store
 from bot_sandbox import Sandbox
 
@@ -170,7 +170,7 @@ def test_a_cycle_asks_renders_counts_and_reports_the_stand_in(
     assert credential_problems(clients.sources)[NAME].startswith(LABEL)
 
 
-def _unreadable(payload: str) -> bool:
+def _unreadable(key: str, payload: str) -> RecordOf:
     raise ValueError("the stand-in cannot read a record it kept")
 
 
@@ -181,7 +181,7 @@ def test_a_carried_record_its_provider_raises_on_fails_that_pull_request_alone(
     carried line raises (here a provider's own bug) is that pull request's failure, and every
     other pull request of the repository is judged and written as always."""
     broken = Kind(NAME, LABEL, allowances=_allowances, connect=_connect, probe=_probe,
-                  final=_unreadable)  # fmt: skip
+                  final=lambda _payload: True, record_of=_unreadable)  # fmt: skip
     world = sandbox.world
     world.add_pull(REPO, 6, title="Another", author="bob", head_sha="b" * 40)
     record = KeptRead(NAME, f"octo@{SHA}", "{}", now - timedelta(hours=1))

@@ -53,7 +53,14 @@ def test_only_graphql_says_whether_the_last_edit_is_the_bots() -> None:
 def test_the_oldest_of_the_bots_is_kept_and_only_its_own_marked_later_ones_go() -> None:
     comments = [
         Comment(1, "mallory", f"{MARKER}\nforged"),  # older, marked, another login: never
-        Comment(2, BOT, "<!-- ci-status-bot:stamp v2 x -->\n✅ all green"),  # marker removed
+        # its marker removed by mallory's edit (GitHub says so): still the bot's, restored
+        Comment(
+            2,
+            BOT,
+            "<!-- ci-status-bot:stamp v2 x -->\n✅ all green",
+            editor="mallory",
+            editor_read=True,
+        ),
         Comment(3, BOT, f"{MARKER}\nlater"),
         Comment(4, BOT, "an unrelated comment of the same login"),
         Comment(5, BOT, f"{MARKER}\nlatest"),
@@ -62,6 +69,42 @@ def test_the_oldest_of_the_bots_is_kept_and_only_its_own_marked_later_ones_go() 
     assert kept is not None and kept.id == 2 and is_claimed(kept, BOT)
     assert [c.id for c in later] == [3, 5]
     assert foreign_marked(comments, BOT) == {"mallory": 1}
+
+
+# Where every workflow of a repository writes as one login (the Action's github-actions[bot]),
+# a comment of that login is the bot's only when it starts with the marker: another
+# workflow's comment that quotes the marker, a stamp or a carried line is never taken
+# (adversarial finding 1). A comment of the login without the marker first is the bot's only
+# where GitHub says someone else edited it last and it still holds one of its hidden lines:
+# a person's edit of the bot's comment, restored.
+QUOTED = f"**PR summary** by the welcome workflow:\n<!-- ci-status-bot:stamp v2 x -->\n{MARKER}"
+
+
+def test_a_comment_of_the_login_is_the_bots_only_with_the_marker_first() -> None:
+    assert is_claimed(Comment(1, BOT, f"{MARKER}\n### ✅ Passing"), BOT)
+    assert is_claimed(Comment(1, BOT, MARKER, editor_read=True), BOT)
+    assert not is_claimed(Comment(1, "mallory", f"{MARKER}\n### ✅ Passing"), BOT)
+    for unedited in (
+        Comment(1, BOT, QUOTED),  # over REST: who edited it is not said
+        Comment(1, BOT, QUOTED, editor_read=True),  # never edited
+        Comment(1, BOT, QUOTED, editor=BOT, editor_read=True),  # edited by the login itself
+        Comment(1, BOT, f" {MARKER}\n### ✅ Passing", editor_read=True),  # not first
+    ):
+        assert not is_claimed(unedited, BOT), unedited
+    edited = Comment(1, BOT, QUOTED, editor="mallory", editor_read=True)
+    assert is_claimed(edited, BOT)  # a person's edit: restored
+    assert is_claimed(Comment(1, BOT, QUOTED, editor=UNNAMED_EDITOR, editor_read=True), BOT)
+    assert not is_claimed(Comment(1, BOT, "plain words", editor="mallory", editor_read=True), BOT)
+
+
+def test_another_workflows_comment_quoting_the_marker_is_passed_over() -> None:
+    comments = [
+        Comment(1, BOT, QUOTED, editor_read=True),  # older: a template preview, a PR summary
+        Comment(2, BOT, f"{MARKER}\nthe bot's", editor_read=True),
+    ]
+    kept, later = kept_and_later(comments, BOT)
+    assert kept is not None and kept.id == 2 and later == []
+    assert kept_and_later(comments[:1], BOT) == (None, [])
 
 
 def test_a_malformed_oversized_duplicated_or_foreign_stamp_never_raises() -> None:

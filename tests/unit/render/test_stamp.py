@@ -166,6 +166,21 @@ def test_the_stamp_must_be_the_second_line() -> None:
     assert parse_stamp(line) is None
 
 
+def test_the_hidden_lines_are_read_right_after_the_marker_only() -> None:
+    """A stamp and a carried line are read at their places (lines 2 and 3, the marker the
+    first): one quoted in any other text (another workflow's comment that quotes a pull
+    request's description) is never read (adversarial finding 1)."""
+    body = Renderer().markdown(_failing_report())
+    assert parse_stamp(body) is not None and parse_carried(body) is not None
+    quoted = "**PR summary** by the welcome workflow:\n" + "\n".join(body.split("\n")[1:])
+    assert parse_stamp(quoted) is None and parse_carried(quoted) is None
+    assert generation_of(quoted) is None
+    moved = f"{MARKER} and more\n" + "\n".join(body.split("\n")[1:])
+    assert parse_stamp(moved) is None and parse_carried(moved) is None
+    indented = " " + body
+    assert parse_stamp(indented) is None and parse_carried(indented) is None
+
+
 @given(st.text(max_size=300))
 def test_any_second_line_is_read_or_ignored_never_raises(text: str) -> None:
     stamp = parse_stamp(_body(text))
