@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from bot.core.model import MARKER
 from bot.github.ownership import foreign_marked, is_claimed, kept_and_later, last_edit_is_the_bots
 from bot.github.parse import UNNAMED_EDITOR, Comment, last_editor, parse_graphql_comment
+from bot.github.query import COMMENTS_QUERY, pull_comments_query, pulls_page_query
 from bot.render.stamp import generation_of, parse_stamp
+from bot_sandbox.graphql_api import schema
 
 BOT = "ci-status-bot[bot]"
+ROOT = Path(__file__).resolve().parents[2]  # the repository
 
 
 def node(**fields: Any) -> dict[str, Any]:
@@ -121,3 +125,26 @@ def test_a_malformed_oversized_duplicated_or_foreign_stamp_never_raises() -> Non
     for body in bodies:
         assert parse_stamp(body) is None
         assert generation_of(body, epoch="0123456789abcdef") is None
+
+
+def test_the_trust_page_says_which_reads_ask_which_editor_fields() -> None:
+    """docs/trust.md says what each read asks about a comment's last editor (adversarial
+    finding 5: it said every read took both ends of `userContentEdits`, the listings read
+    `editor` and `lastEditedAt` only), and the premise the listings rest on is GitHub's own
+    schema text: `lastEditedAt` is when "the editor" made the last edit."""
+    fields = schema().get_type("IssueComment").fields  # type: ignore[union-attr]
+    assert fields["editor"].description == "The actor who edited the comment."
+    assert fields["lastEditedAt"].description == "The moment the editor made the last edit"
+    listings = (
+        pull_comments_query(1),
+        pulls_page_query(with_labels=False, with_comments=True),
+    )
+    for query in listings:
+        assert "lastEditedAt" in query and "editor { __typename login }" in query
+        assert "userContentEdits" not in query
+    assert "userContentEdits(first: 1)" in COMMENTS_QUERY
+    assert "userContentEdits(last: 1)" in COMMENTS_QUERY
+    said = " ".join((ROOT / "docs" / "trust.md").read_text(encoding="utf-8").split())
+    assert "it reads each comment's `editor` and `lastEditedAt`" in said
+    assert "it also reads both ends of `userContentEdits`" in said
+    assert "The moment the editor made the last edit" in said  # the schema quoted
