@@ -70,6 +70,8 @@ class Clients:
     reports: Reports = field(default_factory=Reports)
     # the triage row of each pull request's last report (not computed again for it)
     rows: RowMemo = field(default_factory=dict)
+    # the second sources' kinds the clients were built from (their carried records' rules)
+    kinds: tuple[Kind, ...] = SOURCES
 
     def close(self) -> None:
         """Release connections."""
@@ -183,7 +185,7 @@ def build_clients(
     wiring = Wiring(guard, stop, sleep)
     connected = (kind.connect(settings, wiring) for kind in kinds)
     sources = tuple(c for c in connected if c is not None)
-    return Clients(github, sources, login, stop, sleep)
+    return Clients(github, sources, login, stop, sleep, kinds=tuple(kinds))
 
 
 def renderer(settings: Settings) -> Renderer:
@@ -207,7 +209,7 @@ def make_cycle(
     """
     # the sources keep their reads through `carried`, which notes a head's final records for
     # its comment's carried line (and gives a stateless run those its own comment carried)
-    carried = CarriedReads(store, SOURCES)
+    carried = CarriedReads(store, clients.kinds)
     docs = tuple(source.source(carried) for source in clients.sources)
     stuck = tuple(source for source in docs if source.docs)
     observers = (TriageKeeper(store, clock=now_utc, docs=stuck, memo=clients.rows),)

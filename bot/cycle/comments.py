@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from bot.core.comment import Comment
 from bot.github.client import GitHubApi
 from bot.github.errors import GitHubError, RateLimited
-from bot.github.ownership import foreign_marked, kept_and_later, last_edit_is_the_bots
+from bot.github.ownership import foreign_marked, kept_and_later, last_edit_is_the_bots, unsure
 from bot.render.stamp import Stamp, parse_stamp
 
 log = logging.getLogger(__name__)
@@ -58,9 +58,12 @@ def find_own(
     """The bot's oldest own comment on the pull request, if any. With `editor`, also its
     last editor: REST does not say who edited a comment, so it is asked of GraphQL before a
     stamp is trusted (where it cannot be asked, the editor is unknown and the stamp is not
-    trusted); a write, which trusts no stamp, does not ask it."""
-    found = sightings.keep(repo, number, github.list_comments(repo, number), login)
-    if found is None or not editor:
+    trusted); a write, which trusts no stamp, does not ask it. A comment of the login without
+    the marker first but with a hidden line is the bot's only where someone else edited it
+    last: GraphQL is asked that too (rarely: a person's edit removed the marker)."""
+    listed = github.list_comments(repo, number)
+    found = sightings.keep(repo, number, _editors_read(github, listed, login), login)
+    if found is None or not editor or found.editor_read:
         return found
     try:
         read = github.read_comments([found.node_id]).get(found.node_id) if found.node_id else None
@@ -72,6 +75,22 @@ def find_own(
     if read is None or read.author != login:
         return replace(found, editor=UNKNOWN_EDITOR, editor_read=True)
     return read
+
+
+def _editors_read(github: GitHubApi, listed: list[Comment], login: str) -> list[Comment]:
+    """The comments with those whose last editor tells whether they are the bot's re-read
+    over GraphQL (where that fails they stay as REST gave them: not the bot's)."""
+    ids = [c.node_id for c in listed if unsure(c, login) and c.node_id]
+    if not ids:
+        return listed
+    try:
+        read = github.read_comments(ids)
+    except RateLimited:
+        raise
+    except GitHubError as exc:
+        log.warning("could not read who last edited %d comments: %s", len(ids), exc)
+        return listed
+    return [read.get(c.node_id) or c if c.node_id in ids else c for c in listed]
 
 
 def trusted_stamp(own: Comment | None, login: str) -> Stamp | None:

@@ -43,7 +43,7 @@ from bot.github.history import AttemptReader, Attempts, BranchReader, seed_attem
 from bot.github.merge_groups import MergeGroupReader
 from bot.github.ownership import is_claimed
 from bot.github.parse import PullFailure
-from bot.render.stamp import parse_carried
+from bot.render.stamp import Stamp, parse_carried
 from bot.settings import PolicySettings, RepoSettings
 from bot.sources.base import Source
 from bot.sources.carried import CarriedReads
@@ -117,6 +117,9 @@ class Gatherer:
         self.sightings, self.carried = sightings, carried
         self._records: dict[tuple[str, int], PullRecord] = {}  # read a chunk at a time
         self._listed: dict[tuple[str, int], Comment | None] = {}  # by the batched listing
+        # what taking a listed comment's stamp and carried line raised, by pull request: that
+        # pull request's failure when it is judged (never its chunk's or its repository's)
+        self._untaken: dict[tuple[str, int], Exception] = {}
         self.stored: dict[tuple[str, int], StoredComment] = {}  # the records judged from
         self._bases: dict[tuple[str, str], MergeBase] = {}
         self._annotations: dict[tuple[str, str], Found] = {}
@@ -136,6 +139,8 @@ class Gatherer:
             github, store, clock=clock, checks_of=lambda s: reports.from_signals(s).checks
         )
         self._branch_reader = BranchReader(github, store, clock=clock)
+        self._given = Given(store, carried, policy=policy, login=login, clock=clock,
+                            runs_of=self.failing_runs)  # fmt: skip
 
     # -- what an earlier process kept -----------------------------------------------------
 
@@ -256,7 +261,8 @@ class Gatherer:
         annotations and earlier attempts and second sources' final records its carried line
         holds. Only a comment
         whose stamp is trusted (the bot edited it last) gives anything; a carried line of
-        another head, another version, over its bound or garbled gives nothing."""
+        another head, another version, over its bound or garbled gives nothing. Whatever
+        taking one comment's lines raises is its pull request's failure alone."""
         failing_ids = {id(s) for s in failing}
         for snapshot in chunk:
             if not isinstance(snapshot, PullSnapshot) or not selected(snapshot, self.policy):
@@ -265,32 +271,16 @@ class Gatherer:
             if built is not None and built.snapshot.head_sha == snapshot.head_sha:
                 continue  # judged before for this head: the state was given all of it then
             own = self._listed.get((repo, snapshot.number))
-            stamp = trusted_stamp(own, self.login) if own is not None else None
-            if own is None or stamp is None:
+            if own is None:
                 continue
-            if id(snapshot) in failing_ids and snapshot.base:
-                stamped = stamp.merge_base_of(snapshot.head_sha, snapshot.base)
-                now, observed = self.clock(), stamp.observed_at
-                seed_base(self.store, repo, snapshot.head_sha, stamped, observed=observed, now=now)
-            carried = parse_carried(own.body)
-            carried = carried and carried.of(snapshot.head_sha)
-            if not carried:
-                continue
-            if id(snapshot) in failing_ids and carried.annotations:
-                self._carried_annotations(repo, snapshot, carried.annotations)
-            if id(snapshot) in failing_ids and carried.attempts and self.policy.history:
-                seed_attempts(self.store, repo, snapshot, carried.attempts, now=self.clock())
-            if carried.reads and self.carried is not None:
-                self.carried.seed(snapshot.head_sha, carried.reads)
-
-    def _carried_annotations(self, repo: str, snapshot: PullSnapshot, found: Found) -> None:
-        """Keep the carried annotations of the head's failing runs the state holds none of."""
-        runs = {s.database_id for s in self.failing_runs(snapshot) if s.database_id} & set(found)
-        held = self.store.get_annotations(repo, sorted(runs)) if runs else {}
-        head = snapshot.head_sha
-        new = {run: (head, annotations_payload(found[run])) for run in runs if run not in held}
-        if new:
-            self.store.put_annotations(repo, new, now=self.clock())
+            try:
+                self._given.take(repo, snapshot, own, failing=id(snapshot) in failing_ids)
+            except Exception as exc:  # defence in depth: the parsers raise nothing they read
+                log.warning(
+                    "%s#%d: what comment %d carries could not be taken: %s",
+                    repo, snapshot.number, own.id, exc,
+                )  # fmt: skip
+                self._untaken[(repo, snapshot.number)] = exc
 
     # -- one pull request --------------------------------------------------------------------
 
@@ -318,6 +308,9 @@ class Gatherer:
         """Everything one pull request is judged from; with `look`, the bot's own comment
         where the state knows none (found by the chunk's listing, else listed now)."""
         name, number = repo.name, snapshot.number
+        untaken = self._untaken.pop((name, number), None)
+        if untaken is not None:  # taking its comment's lines failed: this pull request fails
+            raise untaken
         record = self._record(name, number)
         self._records.pop((name, number), None)  # judged now: it may differ after
         stored = record.comment
@@ -485,3 +478,59 @@ class Gatherer:
     def reread(self, node_ids: Sequence[str]) -> Mapping[str, Comment | None]:
         """The comments as GitHub has them now, by node id (100 per GraphQL point)."""
         return self.github.read_comments(node_ids)
+
+
+class Given:
+    """What the bot's own trusted comment gives the state a pass starts from: the merge base
+    its stamp holds, the annotations, earlier attempts and second sources' final records its
+    carried line holds (issue 31), each where the state holds none."""
+
+    def __init__(
+        self,
+        store: CycleState,
+        carried: CarriedReads | None,
+        *,
+        policy: PolicySettings,
+        login: str,
+        clock: Callable[[], datetime],
+        runs_of: Callable[[PullSnapshot], list[Signal]],
+    ) -> None:
+        """`runs_of`: a head's failing check runs (whose annotations are taken)."""
+        self.store, self.carried, self.policy, self.login = store, carried, policy, login
+        self.clock, self.runs_of = clock, runs_of
+
+    def take(self, repo: str, snapshot: PullSnapshot, own: Comment, *, failing: bool) -> None:
+        """Give the state what one listed comment of the bot's says of its head where its
+        stamp is trusted (the merge base and the annotations only for a failing head)."""
+        stamp = trusted_stamp(own, self.login)
+        if stamp is None:
+            return
+        if failing:
+            self._stamped_base(repo, snapshot, stamp)
+        carried = parse_carried(own.body)
+        carried = carried and carried.of(snapshot.head_sha)
+        if not carried:
+            return
+        if failing and carried.annotations:
+            self._carried_annotations(repo, snapshot, carried.annotations)
+        if failing and carried.attempts and self.policy.history:
+            seed_attempts(self.store, repo, snapshot, carried.attempts, now=self.clock())
+        if carried.reads and self.carried is not None:
+            self.carried.seed(snapshot.head_sha, carried.reads, now=self.clock())
+
+    def _stamped_base(self, repo: str, snapshot: PullSnapshot, stamp: Stamp) -> None:
+        """Keep the merge base the stamp holds for the head and its base branch (with the
+        branch's commit it was asked with and when, where the stamp says)."""
+        if snapshot.base:
+            stamped = stamp.merge_base_of(snapshot.head_sha, snapshot.base)
+            now, observed = self.clock(), stamp.observed_at
+            seed_base(self.store, repo, snapshot.head_sha, stamped, observed=observed, now=now)
+
+    def _carried_annotations(self, repo: str, snapshot: PullSnapshot, found: Found) -> None:
+        """Keep the carried annotations of the head's failing runs the state holds none of."""
+        runs = {s.database_id for s in self.runs_of(snapshot) if s.database_id} & set(found)
+        held = self.store.get_annotations(repo, sorted(runs)) if runs else {}
+        head = snapshot.head_sha
+        new = {run: (head, annotations_payload(found[run])) for run in runs if run not in held}
+        if new:
+            self.store.put_annotations(repo, new, now=self.clock())

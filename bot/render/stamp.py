@@ -29,12 +29,16 @@ an annotations query 100 runs).
 A carried line over its bound, of another version, for another head, garbled or with any
 field out of range is ignored as a whole (what it would carry is asked again); like the
 stamp, it is trusted only on a comment whose last edit was the bot's.
+
+Both lines are read as untrusted text: run ids of ASCII digits only, every string one that can
+be written as UTF-8 (a JSON escape can make a lone surrogate), JSON nested no deeper than the
+bot writes it (refused before `json.loads`), and whatever else fails in decoding ignores the
+line; so reading either never raises.
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import json
 import re
@@ -45,7 +49,9 @@ from datetime import UTC, datetime
 from typing import Any, Final, TypeVar
 
 from bot.core.annotations import needs_annotations
+from bot.core.comment import marked
 from bot.core.facts import core_key, facts_key
+from bot.core.jsontext import loads, writable
 from bot.core.model import Annotation, Attempt, KeptRead, MergeBaseOf, Report, State, as_utc
 
 VERSION: Final = 2
@@ -53,7 +59,8 @@ MAX_DATA: Final = 50_000  # base64 characters (1,000 first-seen times fit); long
 MAX_SEEN: Final = 1_000
 _V1: Final = re.compile(
     r"<!-- ci-status-bot:facts=(?P<key>[0-9a-f]{64}) "
-    r"observed=(?P<at>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z) -->"
+    r"observed=(?P<at>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z) -->",
+    re.ASCII,  # ASCII digits only: strptime would take any Unicode digit
 )
 _V2: Final = re.compile(r"<!-- ci-status-bot:stamp v(?P<v>[0-9]{1,3}) (?P<data>[A-Za-z0-9_-]+) -->")
 _HEX64: Final = re.compile(r"[0-9a-f]{64}")
@@ -74,6 +81,9 @@ _CARRIED: Final = re.compile(
     r"<!-- ci-status-bot:carried v(?P<v>[0-9]{1,3}) (?P<data>[A-Za-z0-9_-]+) -->"
 )
 _MAX_RUN_ID: Final = 2**63 - 1
+_RUN: Final = re.compile(r"[1-9][0-9]{0,18}")  # a run id as the bot writes it: ASCII digits
+_STAMP_DEPTH: Final = 4  # how deep the JSON of either line may nest (the bot writes 2 and 4)
+_CARRIED_DEPTH: Final = 6
 _MAX_KEY: Final = 1_000  # characters of a provider record's key
 _SOURCE: Final = re.compile(r"[a-z][a-z0-9_-]{0,39}")
 _STATES: Final = frozenset(state.value for state in State)
@@ -242,10 +252,11 @@ def without_carried(body: str) -> str:
 
 
 def parse_carried(body: str) -> Carried | None:
-    """What a comment's third line carries; None where it has no line the bot can read (over
-    its bound, another version, garbled or any field out of range: ignored as a whole)."""
+    """What a comment's third line carries, right after the marker and the stamp; None where
+    it has no line the bot can read there (over its bound, another version, garbled or any
+    field out of range: ignored as a whole; one anywhere else in a body is never read)."""
     lines = body.split("\n", 3)
-    line = lines[2].strip() if len(lines) > 2 else ""
+    line = lines[2].strip() if len(lines) > 2 and marked(body) else ""
     if not line.startswith("<!-- ci-status-bot:carried ") or len(line) > CARRIED_MAX:
         return None
     found = _CARRIED.fullmatch(line)
@@ -258,10 +269,10 @@ def parse_carried(body: str) -> Carried | None:
         raw = inflate.decompress(packed, _CARRIED_RAW_MAX)
         if inflate.unconsumed_tail or not inflate.eof:
             return None  # larger than any line the bot writes inflates to, or cut short
-        value = json.loads(raw.decode("utf-8"))
-    except (binascii.Error, ValueError, UnicodeDecodeError, RecursionError, zlib.error):
+        value = loads(raw.decode("utf-8"), max_depth=_CARRIED_DEPTH)
+        return _carried(value) if isinstance(value, dict) else None
+    except Exception:  # a line it cannot read is ignored, whatever failed
         return None
-    return _carried(value) if isinstance(value, dict) else None
 
 
 def _carried(value: dict[str, Any]) -> Carried | None:
@@ -285,9 +296,9 @@ def _by_run(items: dict[Any, Any], read: Callable[[Any], T | None]) -> dict[int,
     found: dict[int, T] = {}
     for run, item in items.items():
         value = read(item)
-        if not (isinstance(run, str) and run.isdigit() and len(run) <= 19) or value is None:
+        if not (isinstance(run, str) and _RUN.fullmatch(run)) or value is None:
             return None
-        if not 0 < int(run) <= _MAX_RUN_ID:
+        if int(run) > _MAX_RUN_ID:
             return None
         found[int(run)] = value
     return found
@@ -304,7 +315,7 @@ def _attempts(items: Any) -> tuple[Attempt, ...] | None:
         at = None if micros is None else _time(micros)
         if not (isinstance(state, str) and state in _STATES) or (micros is not None and at is None):
             return None
-        if url is not None and not isinstance(url, str):
+        if url is not None and not (isinstance(url, str) and writable(url)):
             return None
         out.append(Attempt(State(state), at, url))
     return tuple(out)
@@ -321,6 +332,8 @@ def _annotations(items: Any) -> tuple[Annotation, ...] | None:
         lines_ok = all(x is None or (type(x) is int and 0 <= x < 2**31) for x in (start, end))
         if not (isinstance(path, str) and isinstance(message, str) and lines_ok):
             return None
+        if not (writable(path) and writable(message)):
+            return None
         out.append(Annotation(path, start, end, message))
     return tuple(out)
 
@@ -333,6 +346,8 @@ def _read(item: Any) -> KeptRead | None:
     if not (isinstance(source, str) and _SOURCE.fullmatch(source)) or read_at is None:
         return None
     if not (isinstance(key, str) and 0 < len(key) <= _MAX_KEY and isinstance(payload, str)):
+        return None
+    if not (writable(key) and writable(payload)):
         return None
     return KeptRead(source, key, payload, read_at)
 
@@ -372,23 +387,24 @@ def with_stamp(body: str, stamp: Stamp) -> str:
 
 
 def parse_stamp(body: str) -> Stamp | None:
-    """The stamp a comment body carries on its second line; None when it has none the bot
-    can read (a garbled or foreign stamp is ignored as a whole)."""
+    """The stamp a comment body carries on its second line, right after the marker; None
+    when it has none the bot can read there (a garbled or foreign stamp is ignored as a
+    whole; one anywhere else in a body is never read)."""
     lines = body.split("\n", 2)
-    line = lines[1].strip() if len(lines) > 1 else ""
+    line = lines[1].strip() if len(lines) > 1 and marked(body) else ""
     if len(line) > MAX_DATA + 64:
         return None
-    v1 = _V1.fullmatch(line)
-    if v1 is not None:
-        try:
+    try:
+        v1 = _V1.fullmatch(line)
+        if v1 is not None:  # month 13, year 0000: a ValueError
             at = datetime.strptime(v1["at"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
-        except ValueError:  # month 13, year 0000
+            return Stamp(v1["key"], at)
+        v2 = _V2.fullmatch(line)
+        if v2 is None or int(v2["v"]) != VERSION:
             return None
-        return Stamp(v1["key"], at)
-    v2 = _V2.fullmatch(line)
-    if v2 is None or int(v2["v"]) != VERSION:
+        return _decode(v2["data"])
+    except Exception:  # a stamp it cannot read is ignored, whatever failed
         return None
-    return _decode(v2["data"])
 
 
 def generation_of(body: str, *, epoch: str | None = None) -> int | None:
@@ -402,11 +418,8 @@ def generation_of(body: str, *, epoch: str | None = None) -> int | None:
 
 
 def _decode(data: str) -> Stamp | None:
-    try:
-        raw = base64.urlsafe_b64decode(data + "=" * (-len(data) % 4))
-        value = json.loads(raw.decode("ascii"))
-    except (binascii.Error, ValueError, UnicodeDecodeError, RecursionError):
-        return None
+    raw = base64.urlsafe_b64decode(data + "=" * (-len(data) % 4))
+    value = loads(raw.decode("ascii"), max_depth=_STAMP_DEPTH)
     return _stamp(value) if isinstance(value, dict) else None
 
 
@@ -447,7 +460,7 @@ def _merge_base(value: Any) -> MergeBaseOf | None:
     if not (isinstance(value, list) and len(value) in (2, 4)):
         raise ValueError("not a merge base")
     branch, commit, tip, at = (*value, None, None)[:4]
-    ok = isinstance(branch, str) and 0 < len(branch) <= _MAX_REF
+    ok = isinstance(branch, str) and 0 < len(branch) <= _MAX_REF and writable(branch)
     ok = ok and isinstance(commit, str) and bool(_COMMIT.fullmatch(commit))
     ok = ok and (tip is None or (isinstance(tip, str) and bool(_COMMIT.fullmatch(tip))))
     asked = None if at is None else _time(at)

@@ -30,6 +30,14 @@ from bot.state.ports import SourceReads
 Outcome = Literal["ok", "note", "problem", "unverified"]
 
 
+class RecordOf(NamedTuple):
+    """What a provider says a record it keeps is of (`Kind.record_of`): the commits it is a
+    record of, and when its own payload says it was read (None: it keeps no time of its own)."""
+
+    commits: frozenset[str]
+    read_at: datetime | None = None
+
+
 class Said(NamedTuple):
     """One line a provider's probe gives `check-config`: outcome, configuration key, words."""
 
@@ -118,6 +126,9 @@ class Kind:
     # whether a record it keeps in the state (its payload) is final: nothing the provider says
     # about it can change, so the comment may carry it to a run with no state (issue 31)
     final: Callable[[str], bool] = lambda _payload: False
-    # whether a final record a comment of head `head` carried under `key` is given to a state
-    # that lacks it (Read the Docs: only a read of that very commit; the others: any)
-    seeds: Callable[[str, str], bool] = lambda _key, _head: True
+    # what a record kept under `key` (its payload) is of: the commits it concerns (Read the
+    # Docs: its key's and payload's commit; Codecov: its record's commit; Azure: the build's
+    # sourceVersion or pull request head) and its own read time. A record a comment carried is
+    # given to a state only where it is of that comment's head and read no later than now; None
+    # (the default: the provider cannot tell) gives none
+    record_of: Callable[[str, str], RecordOf | None] = lambda _key, _payload: None

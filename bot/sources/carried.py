@@ -6,10 +6,12 @@ source and key). `CarriedReads` stands between them and the state: it passes eve
 through, and notes each record the head being read was settled with. Those a provider calls
 final (`Kind.final`: nothing it says about them can change) go into the report
 (`Report.kept_reads`), and its comment's carried line takes them to the next run. A run with no
-state gives them back to its state (`seed`) before it reads that head, where the provider takes
-them for that head (`Kind.seeds`: Read the Docs only a read of that very commit): the provider
-then finds them kept, exactly as with a state, and asks nothing. A record the state already
-holds is never overwritten by a carried one.
+state gives them back to its state (`seed`) before it reads that head, where the provider says
+the record is of that head's commit and was read no later than now (`Kind.record_of`): the
+provider then finds them kept, exactly as with a state, and asks nothing. A record of another
+commit, one read "in the future" (which would outlast every later status) or one whose
+provider cannot say whose it is, is never given: a carried line is a claim, never an authority,
+so it is asked again. A record the state already holds is never overwritten by a carried one.
 """
 
 from __future__ import annotations
@@ -50,17 +52,21 @@ class CarriedReads:
         if kind is not None and kind.final(read.payload):
             self._noted[(source, key)] = KeptRead(source, key, read.payload, read.read_at)
 
-    def seed(self, head_sha: str, reads: Iterable[KeptRead]) -> int:
+    def seed(self, head_sha: str, reads: Iterable[KeptRead], *, now: datetime) -> int:
         """Give the state the records a trusted comment of this head carried, where it holds
-        none under their key and their source takes them for this head. How many."""
+        none under their key, their source calls them final and says they are records of this
+        head read no later than `now`. How many."""
         given = 0
         for read in reads:
             kind = self.kinds.get(read.source)
-            if kind is None or not kind.final(read.payload):
-                continue  # not final (or no such source here): read again
+            of = kind.record_of(read.key, read.payload) if kind is not None else None
+            if kind is None or of is None or head_sha not in of.commits:
+                continue  # another commit's, or whose its source cannot say: read again
+            if read.read_at > now or (of.read_at is not None and of.read_at > now):
+                continue  # read "in the future": it would outlast every later status
             source, key = read.source, read.key
-            if not kind.seeds(key, head_sha) or self.store.get_source_read(source, key):
-                continue  # another head's (as its source tells), or the state holds one
+            if not kind.final(read.payload) or self.store.get_source_read(source, key):
+                continue  # not final, or the state holds one
             self.store.put_source_read(source, key, payload=read.payload, now=read.read_at)
             given += 1
         return given

@@ -11,6 +11,7 @@ over its bound, garbled) gives nothing either: what it would carry is read again
 from __future__ import annotations
 
 import base64
+import json
 import zlib
 from datetime import timedelta
 
@@ -191,3 +192,58 @@ def test_a_state_keeps_what_it_read_and_the_comment_carries_it_to_a_run_without(
     once(env)
     assert asked(env) == NOTHING
     assert writes(env.sandbox) == []
+
+
+def _poisoned(line: str, poison: str) -> str:
+    """PR 1's carried line with one field that decodes but once raised further on."""
+    data = line.split(" ")[3]
+    value = json.loads(zlib.decompress(base64.urlsafe_b64decode(data + "=" * (-len(data) % 4))))
+    run = next(iter(value["a"]))
+    if poison == "a Unicode digit for a run id":
+        value["a"] = {"\u00b2": value["a"][run]}
+    elif poison == "a Unicode digit for an attempt's run id":
+        value["t"] = {"\u2460": []}
+    elif poison == "a lone surrogate in an annotation":
+        value["a"][run][0][3] = "bad \ud800 text"
+    elif poison == "a Read the Docs key nested past json's limit":
+        rtd = next(r for r in value["r"] if r[0] == "readthedocs")
+        rtd[1] = "[" * 1000
+    else:  # a payload nested past json's limit
+        codecov = next(r for r in value["r"] if r[0] == "codecov")
+        codecov[2] = "[" * 5000 + "]" * 5000
+    return _line(json.dumps(value))  # escaped: every line here decodes
+
+
+POISONS = (
+    "a Unicode digit for a run id",
+    "a Unicode digit for an attempt's run id",
+    "a lone surrogate in an annotation",
+    "a Read the Docs key nested past json's limit",
+    "a codecov payload nested past json's limit",
+)
+
+
+@pytest.mark.parametrize("poison", POISONS)
+def test_a_poisoned_carried_line_on_one_pull_request_leaves_the_others_updated(
+    env: Env, poison: str
+) -> None:
+    """A carried line that decodes but holds what once raised past the decoding (finding 2
+    of the adversarial test: one such line failed its whole repository, every run) is ignored:
+    its pull request is read again, and every other pull request's comment is kept true."""
+    seed_case(env.world, now=env.now, number=2, sha=OTHER)
+    first = first_run(env)
+    lines = str(first["body"]).split("\n")
+    lines[2] = _poisoned(lines[2], poison)
+    env.world.edit_comment(int(str(first["id"])), "\n".join(lines), editor=LOGIN)
+    assert "Failing" not in str(bot_comments(env.world, 2)[0]["body"]).split("\n")[3]
+    done = env.now - timedelta(minutes=1)
+    env.world.add_check_run(
+        REPO, OTHER, name="security-scan", workflow="sec", conclusion="failure",
+        started_at=done, completed_at=done,
+    )  # fmt: skip
+    once(env)  # exit 0: no repository, no pull request failed
+    assert "Failing" in str(bot_comments(env.world, 2)[0]["body"]).split("\n")[3]
+    again = asked(env)
+    assert again["annotations"] == 1 and again["attempts"] == 1, again  # PR 1: read again
+    body = str(bot_comments(env.world, 1)[0]["body"])
+    assert body.split("\n")[3:] == str(first["body"]).split("\n")[3:]  # the same facts said

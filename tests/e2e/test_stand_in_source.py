@@ -13,19 +13,20 @@ from pathlib import Path
 
 import pytest
 from github.Requester import Requester
-from support import REPO, bot_comments, repo_world, write_config
+from support import LOGIN, REPO, bot_comments, repo_world, write_config
 
 from bot.app import SOURCES, build_clients, make_cycle, request_guard
 from bot.core.evidence import Evidence, Judge, Since, evidence_key
+from bot.core.model import MARKER, KeptRead, PullSnapshot, Reconciliation, Row, Signal, State
 from bot.core.model import Kind as SignalKind
-from bot.core.model import PullSnapshot, Reconciliation, Row, Signal, State
 from bot.guard import Allowance, Guard, RefusedRequest
 from bot.preflight import check_services
 from bot.render.report import report_dict
+from bot.render.stamp import Carried, Stamp, carried_line, stamp_line
 from bot.service.metrics import Metrics
 from bot.service.scheduler import credential_problems
 from bot.settings import RepoSettings, Settings, load_settings
-from bot.sources.base import Connection, Kind, Said, Source, SourcesState, Wiring
+from bot.sources.base import Connection, Kind, RecordOf, Said, Source, SourcesState, Wiring
 from bot.state.store import Store
 from bot_sandbox import Sandbox
 
@@ -167,3 +168,35 @@ def test_a_cycle_asks_renders_counts_and_reports_the_stand_in(
         metrics.exposition().decode()
     )
     assert credential_problems(clients.sources)[NAME].startswith(LABEL)
+
+
+def _unreadable(key: str, payload: str) -> RecordOf:
+    raise ValueError("the stand-in cannot read a record it kept")
+
+
+def test_a_carried_record_its_provider_raises_on_fails_that_pull_request_alone(
+    sandbox: Sandbox, tmp_path: Path, now: datetime
+) -> None:
+    """Defence in depth behind the carried line's parser: whatever taking one pull request's
+    carried line raises (here a provider's own bug) is that pull request's failure, and every
+    other pull request of the repository is judged and written as always."""
+    broken = Kind(NAME, LABEL, allowances=_allowances, connect=_connect, probe=_probe,
+                  final=lambda _payload: True, record_of=_unreadable)  # fmt: skip
+    world = sandbox.world
+    world.add_pull(REPO, 6, title="Another", author="bob", head_sha="b" * 40)
+    record = KeptRead(NAME, f"octo@{SHA}", "{}", now - timedelta(hours=1))
+    hidden = f"{stamp_line(Stamp('0' * 64, now, SHA))}\n{carried_line(Carried(SHA, {}, (record,)))}"
+    world.add_comment(REPO, 5, author=LOGIN, body=f"{MARKER}\n{hidden}\n### earlier words")
+    settings = load_settings(write_config(tmp_path, sandbox))
+    clients = build_clients(settings, settings.repos, kinds=(*SOURCES, broken))
+    try:
+        with Store.open(tmp_path / "state.sqlite3") as store:
+            cycle = make_cycle(settings, clients, store, dry_run=False, out=None)
+            cycle.sleep = lambda _s: None
+            summary = cycle.run(settings.repos)
+    finally:
+        clients.close()
+    assert list(summary.failed) == [f"{REPO}#5"]  # that pull request alone, not the repository
+    assert summary.failed[f"{REPO}#5"].startswith("ValueError: the stand-in cannot read")
+    assert summary.pulls_seen == 2 and len(bot_comments(world, 6)) == 1  # the other: written
+    assert bot_comments(world, 5)[0]["body"].endswith("### earlier words")  # nothing guessed

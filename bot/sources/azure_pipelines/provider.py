@@ -25,7 +25,7 @@ from bot.sources.azure_pipelines.rules import (
     load,
     parse_build,
 )
-from bot.sources.base import Connection, Kind, Said, Source, SourcesState, Wiring
+from bot.sources.base import Connection, Kind, RecordOf, Said, Source, SourcesState, Wiring
 from bot.sources.cache import Records
 from bot.sources.http import JsonApi, JsonConnection
 
@@ -148,4 +148,16 @@ def final(payload: str) -> bool:
     return record is not None and record.status == FINAL_STATUS
 
 
-KIND: Final = Kind(NAME, LABEL, allowances=allowances, connect=connect, probe=probe, final=final)
+def record_of(key: str, payload: str) -> RecordOf | None:
+    """The commits a kept build is of: its sourceVersion and the pull request head it merged
+    (where its key names that build)."""
+    build = load(payload)
+    if build is None or not key.endswith(f"#{build.id}"):
+        return None
+    return RecordOf(frozenset(c for c in (build.source_version, build.pr_source_sha) if c))
+
+
+KIND: Final = Kind(
+    NAME, LABEL, allowances=allowances, connect=connect, probe=probe, final=final,
+    record_of=record_of,
+)  # fmt: skip

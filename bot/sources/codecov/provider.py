@@ -11,7 +11,7 @@ from bot.core.evidence import Evidence, evidence_key
 from bot.core.model import PullSnapshot, Signal
 from bot.guard import Allowance, Guard
 from bot.settings import RepoSettings, Settings
-from bot.sources.base import Connection, Kind, Said, Source, SourcesState, Wiring
+from bot.sources.base import Connection, Kind, RecordOf, Said, Source, SourcesState, Wiring
 from bot.sources.cache import Records
 from bot.sources.codecov.rows import CodecovLookup
 from bot.sources.codecov.rules import (
@@ -193,4 +193,15 @@ def final(payload: str) -> bool:
     return record is not None and record.state in FINAL_STATES
 
 
-KIND: Final = Kind(NAME, LABEL, allowances=allowances, connect=connect, probe=probe, final=final)
+def record_of(key: str, payload: str) -> RecordOf | None:
+    """The commit a kept record is of (the record's own, which its key names too)."""
+    record = load(payload)
+    if record is None or not key.endswith(f"@{record.commit}"):
+        return None
+    return RecordOf(frozenset({record.commit}))
+
+
+KIND: Final = Kind(
+    NAME, LABEL, allowances=allowances, connect=connect, probe=probe, final=final,
+    record_of=record_of,
+)  # fmt: skip

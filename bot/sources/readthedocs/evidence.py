@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final
 
+from bot.core.jsontext import loads
 from bot.core.model import PullSnapshot, Signal, parse_optional_time
 from bot.core.remedies import READTHEDOCS
+from bot.sources.base import RecordOf
 from bot.sources.cache import NoReads
 from bot.sources.readthedocs.client import RtdApi, RtdError
 from bot.sources.readthedocs.rows import RtdLookup
@@ -42,19 +44,17 @@ def record_key(host: str, project: str, commit: str) -> str:
     return json.dumps([host, project, commit], separators=(",", ":"))
 
 
-def seeds(key: str, head_sha: str) -> bool:
-    """Whether a read a comment of `head_sha` carried under `key` is given to the state: only
-    a read of that very commit (a key that is not a read's is never taken)."""
+def record_of(key: str, payload: str) -> RecordOf | None:
+    """The commit a kept read is of and when it was read: where its key names the site,
+    project and commit the read itself holds; None for a key or payload that is not a read's."""
     try:
-        parts = json.loads(key)
-    except ValueError:
-        return False
-    return (
-        isinstance(parts, list)
-        and len(parts) == 3
-        and all(isinstance(p, str) for p in parts)
-        and parts[2] == head_sha
-    )
+        parts = loads(key)
+    except ValueError:  # not JSON, or nested past any key's depth: not a read's key
+        return None
+    read = _load(payload)
+    if read is None or parts != [read.host, read.project, read.commit]:
+        return None
+    return RecordOf(frozenset({read.commit}), read.read_at)
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,9 +361,10 @@ def _dump(read: CommitRead) -> str:
 
 
 def _load(text: str) -> CommitRead | None:
-    """A stored read, or None when the text cannot be read back (it is then read again)."""
+    """A stored or carried read, or None when the text cannot be read back, whatever it holds
+    (it is then read again)."""
     try:
-        data = json.loads(text)
+        data = loads(text)
         builds = tuple(
             RtdBuild(
                 id=int(b["id"]),
@@ -393,5 +394,5 @@ def _load(text: str) -> CommitRead | None:
             notes,
             missing,
         )
-    except (ValueError, KeyError, TypeError, AttributeError):
+    except Exception:  # nested too deep, 1e400 for an id, any field of any type: not a read
         return None

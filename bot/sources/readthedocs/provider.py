@@ -13,7 +13,7 @@ from bot.guard import Allowance
 from bot.settings import RepoSettings, Settings
 from bot.sources.base import Connection, Kind, SourcesState, Wiring
 from bot.sources.readthedocs.client import RtdApi
-from bot.sources.readthedocs.evidence import evidence, final_payload, seeds
+from bot.sources.readthedocs.evidence import evidence, final_payload, record_of
 from bot.sources.readthedocs.probe import probe
 from bot.sources.readthedocs.rules import is_rtd_status, project_of
 from bot.state.ports import SourceReads
@@ -134,5 +134,5 @@ def allowances(settings: Settings) -> tuple[Allowance, ...]:
 
 KIND: Final = Kind(
     READTHEDOCS, LABEL, allowances=allowances, connect=connect, probe=probe,
-    final=final_payload, seeds=seeds,
+    final=final_payload, record_of=record_of,
 )  # fmt: skip

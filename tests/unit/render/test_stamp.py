@@ -65,7 +65,8 @@ def _body(line: str) -> str:
 
 def _line(data: Any, version: int = 2) -> str:
     raw = json.dumps(data).encode()
-    return f"<!-- ci-status-bot:stamp v{version} {base64.urlsafe_b64encode(raw).decode()} -->"
+    encoded = base64.urlsafe_b64encode(raw).decode().rstrip("=")  # as the bot writes it
+    return f"<!-- ci-status-bot:stamp v{version} {encoded} -->"
 
 
 def test_the_rendered_comment_carries_the_stamp_and_it_reads_back_exactly() -> None:
@@ -142,6 +143,12 @@ GOOD: dict[str, Any] = {"k": "ab" * 32, "o": 1_790_000_000_000_000, "h": SHA, "s
         "<!-- ci-status-bot:stamp v2 "
         + base64.urlsafe_b64encode(b"[" * 100_000).decode()[:MAX_DATA]
         + " -->",
+        # ASCII digits only; a string that cannot be written as UTF-8 (a lone surrogate)
+        "<!-- ci-status-bot:facts="
+        + "ab" * 32
+        + " observed=\uff12\uff10\uff12\uff16-10-05T14:03:07.123456Z -->",
+        _line({**GOOD, "b": ["\ud800", "ab" * 20]}),
+        _line({**GOOD, "s": {"0123456789abcdef": 1_790_000_000_000_000}, "x": [[[[[[[[[]]]]]]]]]}),
     ],
 )
 def test_a_stamp_the_bot_cannot_read_is_ignored_as_a_whole(line: str) -> None:
@@ -158,6 +165,21 @@ def test_the_stamp_must_be_the_second_line() -> None:
     line = stamp_line(stamp_of(_report()))
     assert parse_stamp(f"{MARKER}\n\n{line}\n") is None
     assert parse_stamp(line) is None
+
+
+def test_the_hidden_lines_are_read_right_after_the_marker_only() -> None:
+    """A stamp and a carried line are read at their places (lines 2 and 3, the marker the
+    first): one quoted in any other text (another workflow's comment that quotes a pull
+    request's description) is never read (adversarial finding 1)."""
+    body = Renderer().markdown(_failing_report())
+    assert parse_stamp(body) is not None and parse_carried(body) is not None
+    quoted = "**PR summary** by the welcome workflow:\n" + "\n".join(body.split("\n")[1:])
+    assert parse_stamp(quoted) is None and parse_carried(quoted) is None
+    assert generation_of(quoted) is None
+    moved = f"{MARKER} and more\n" + "\n".join(body.split("\n")[1:])
+    assert parse_stamp(moved) is None and parse_carried(moved) is None
+    indented = " " + body
+    assert parse_stamp(indented) is None and parse_carried(indented) is None
 
 
 @given(st.text(max_size=300))
@@ -372,6 +394,19 @@ CARRIED: dict[str, Any] = {"h": SHA, "a": {str(RUN): [["p", 1, 2, "m"]]}, "r": [
         f"{MARKER}\n<!-- stamp -->\n<!-- ci-status-bot:carried v1 !!!! -->\n",
         f"{MARKER}\n<!-- stamp -->\n<!-- ci-status-bot:carried v1 {'A' * 24_000} -->\n",
         f"{MARKER}\n<!-- ci-status-bot:carried v1 eJyrrgUAAXUA-Q -->\n",  # not the third line
+        # run ids of ASCII digits only (a Unicode digit passes str.isdigit, not int)
+        _carried_body({**CARRIED, "a": {"\u00b2": []}}),
+        _carried_body({**CARRIED, "a": {"\u0661\u0662": []}}),
+        _carried_body({**CARRIED, "a": {"\uff11": []}}),
+        _carried_body({**CARRIED, "t": {"\u2460": []}}),
+        # strings that cannot be written as UTF-8 (a lone surrogate, escaped in the JSON)
+        _carried_body({**CARRIED, "a": {str(RUN): [["p", 1, 2, "bad \ud800 text"]]}}),
+        _carried_body({**CARRIED, "a": {str(RUN): [["\udfff", 1, 2, "m"]]}}),
+        _carried_body({**CARRIED, "t": {str(RUN): [["success", None, "\ud800"]]}}),
+        _carried_body({**CARRIED, "r": [["rtd", "k\ud800", "p", 1_790_000_000_000_000]]}),
+        _carried_body({**CARRIED, "r": [["rtd", "k", "\ud800", 1_790_000_000_000_000]]}),
+        # deeper than any line the bot writes, though json.loads would take it
+        _carried_body({**CARRIED, "x": [[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]}),
     ],
 )
 def test_a_carried_line_it_cannot_read_is_ignored_as_a_whole(body: str) -> None:
