@@ -192,8 +192,8 @@ def test_the_signals_are_kept_once_each_where_a_row_holds_an_equal_one() -> None
     assert kept is not None
     back = kept.built
     assert back.snapshot == snapshot and back.report == built.report
-    rows = back.report.rows
-    assert [s is r.signal for s, r in zip(back.snapshot.signals, reversed(rows))] == [True] * 3
+    rows = reversed(back.report.rows)
+    assert all(s is r.signal for s, r in zip(back.snapshot.signals[:3], rows, strict=True))
 
 
 @pytest.mark.parametrize("position", [3, -1, 99])
