@@ -24,6 +24,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from bot.core.facts import facts_key
 from bot.core.model import Kind, PullSnapshot, Report, Row, Signal, SinceSource, State, Verdict
 from bot.state.readonly import open_read_only
 from bot.state.store import Store
@@ -75,7 +76,7 @@ def fill(path: Path, *, prs: int, signals: int, repos: int) -> None:
             snapshot = PullSnapshot(repo=repo, number=number, title=report.title,
                                     author=f"user{index % 37}", draft=report.draft,
                                     head_sha=report.head_sha, url=report.url)  # fmt: skip
-            keeper.pull_done(snapshot, report)
+            keeper.pull_done(snapshot, report, facts_key(report))
             store.record_write(repo, number, comment_id=5_000_000 + index, body_hash="-",
                                facts_key="-", observed_at=now, head_sha=report.head_sha,
                                action="created", now=now - timedelta(hours=2))  # fmt: skip

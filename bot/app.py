@@ -16,6 +16,7 @@ from github import Auth, Github, GithubIntegration
 from github.GithubException import GithubException
 
 from bot.core.summary import Summary
+from bot.cycle.digests import version
 from bot.cycle.model import Reports
 from bot.cycle.publish import WritePacing
 from bot.cycle.run import (
@@ -212,7 +213,8 @@ def make_cycle(
     carried = CarriedReads(store, clients.kinds)
     docs = tuple(source.source(carried) for source in clients.sources)
     stuck = tuple(source for source in docs if source.docs)
-    observers = (TriageKeeper(store, clock=now_utc, docs=stuck, memo=clients.rows),)
+    keeper = TriageKeeper(store, clock=now_utc, docs=stuck, memo=clients.rows, version=version())
+    observers = (keeper,)
     return Cycle(
         github=clients.github,
         docs=docs,

@@ -5,9 +5,11 @@ as a long-running `run` reuses it from memory (`bot.cycle.model.Reports`).
 One payload per pull request: its `Built` (the inputs its report was built from, the report,
 its facts key and until when it holds) with, in place of the second sources' evidence, its
 digest; the digest of the GitHub node its snapshot was read from (an equal node is not
-parsed again); and what is computed from its signals alone (`FromSignals` and its failing
-runs, as positions in its signals: a fresh process does not compute them again). Typed
-msgpack (msgspec), compressed. Every payload is of one `version`: the bot's, this format's,
+parsed again); and what is computed from its signals alone (`FromSignals`, the signals each
+second source asks about and its failing runs, as positions in its signals: a fresh process
+does not compute them again). The snapshot's signals are kept as positions in its report's
+rows where a row holds an equal signal (each is kept once, not twice). Typed msgpack
+(msgspec), compressed. Every payload is of one `version`: the bot's, this format's,
 its shape's and a digest of the bot's code; a payload of another version is never read, and
 one that does not decode as this shape (or names a position that is not one of its
 signals) is dropped (its pull request is built again): never trusted, never an exception.
@@ -19,9 +21,10 @@ import functools
 import hashlib
 import zlib
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import NamedTuple
+from typing import Annotated, NamedTuple
 
 import msgspec
 
@@ -29,12 +32,15 @@ import bot
 from bot.core.base import MergeBase
 from bot.core.history import HistoryInputs, IndexEntries
 from bot.core.merge_queue import QueueRead
-from bot.core.model import Annotation, Policy, PullSnapshot, Report, Signal
+from bot.core.model import Annotation, Policy, PullSnapshot, Report, Row, Signal
 from bot.cycle.model import Built, FromSignals, docs_digest
 from bot.github.annotations import failing_runs
 
-FORMAT = 2  # one more whenever what a payload holds changes meaning
+FORMAT = 3  # one more whenever what a payload holds changes meaning
 MAX_PAYLOAD = 8 << 20  # bytes a payload may decompress to (a bigger one is not read)
+
+
+Position = Annotated[int, msgspec.Meta(ge=0)]  # a place in a kept tuple (never from its end)
 
 
 class Derived(NamedTuple):
@@ -53,12 +59,14 @@ class Restored(NamedTuple):
 
 
 class _Signals(msgspec.Struct, array_like=True, frozen=True):
-    """`Derived` as positions in the snapshot's signals (its entries as they are)."""
+    """`Derived` as positions in the snapshot's signals (its entries as they are), with the
+    signals each second source asks about, by its name (as `FromSignals.asked` holds them)."""
 
     entries: IndexEntries
     failing: tuple[int, ...]
     checks: tuple[int, ...]
     runs: tuple[int, ...]
+    asked: dict[str, tuple[int, ...]]
 
 
 class _Kept(msgspec.Struct, array_like=True, frozen=True):
@@ -66,7 +74,8 @@ class _Kept(msgspec.Struct, array_like=True, frozen=True):
 
     node: bytes  # the digest of the GitHub node its snapshot was read from
     docs: bytes  # bot.cycle.model.docs_digest of the evidence it was built from
-    snapshot: PullSnapshot
+    snapshot: PullSnapshot  # its signals: none (they are `signals`)
+    signals: tuple[Position | Signal, ...]  # each a position in the report's rows, or itself
     first_seen: dict[str, datetime]
     policy: Policy
     expected: tuple[str, ...]
@@ -119,8 +128,9 @@ def encode(built: Built, node: bytes, derived: Derived | None = None) -> bytes |
     if digest is None or positions is None:
         return None
     kept = _Kept(
-        node, digest, built.snapshot, dict(built.first_seen), built.policy, built.expected,
-        built.merge, built.judged_at, built.until, built.report, built.key,
+        node, digest, replace(built.snapshot, signals=()), _in_rows(signals, built.report.rows),
+        dict(built.first_seen), built.policy, built.expected, built.merge, built.judged_at,
+        built.until, built.report, built.key,
         None if built.annotations is None else dict(built.annotations), built.keys,
         built.failing, built.queue, built.history, positions,
     )  # fmt: skip
@@ -135,6 +145,17 @@ def derive(snapshot: PullSnapshot) -> Derived:
     return Derived(FromSignals.of(snapshot.signals), failing_runs(snapshot))
 
 
+def _in_rows(signals: tuple[Signal, ...], rows: tuple[Row, ...]) -> tuple[int | Signal, ...]:
+    """Each signal as the position of the first report row holding an equal one, else itself."""
+    at: dict[Signal, int] = {}
+    try:
+        for index, row in enumerate(rows):
+            at.setdefault(row.signal, index)
+        return tuple(at.get(signal, signal) for signal in signals)
+    except TypeError:  # a field that cannot be hashed: each signal kept as it is
+        return signals
+
+
 def _positions(signals: tuple[Signal, ...], derived: Derived) -> _Signals | None:
     """`derived` as positions in `signals` (None: it holds a signal not among them)."""
     at = {id(signal): index for index, signal in enumerate(signals)}
@@ -145,14 +166,15 @@ def _positions(signals: tuple[Signal, ...], derived: Derived) -> _Signals | None
         failing, checks, runs = (
             tuple(at[id(s)] for s in group) for group in (found.failing, found.checks, derived.runs)
         )
+        asked = {name: tuple(at[id(s)] for s in group) for name, group in found.asked.items()}
     except KeyError:
         return None
-    return _Signals(found.entries, failing, checks, runs)
+    return _Signals(found.entries, failing, checks, runs, asked)
 
 
 def decode(payload: bytes) -> tuple[bytes, Restored] | None:
     """One payload back: its node's digest, its `Built` and what was computed from its
-    signals (None: not of this shape, or a position that is not one of its signals)."""
+    signals (None: not of this shape, or a position that is not one of its signals or rows)."""
     try:
         inflate = zlib.decompressobj()
         raw = inflate.decompress(payload, MAX_PAYLOAD)
@@ -161,24 +183,37 @@ def decode(payload: bytes) -> tuple[bytes, Restored] | None:
         kept = _DECODER.decode(raw)
     except (zlib.error, msgspec.DecodeError, ValueError, TypeError):
         return None
-    derived = _derived(kept.snapshot.signals, kept.derived)
-    if derived is None:
+    signals = _signals(kept.signals, kept.report.rows)
+    derived = None if signals is None else _derived(signals, kept.derived)
+    if signals is None or derived is None:
         return None
     built = Built(
-        kept.snapshot, {}, kept.first_seen, kept.policy, kept.expected, kept.merge,
-        kept.judged_at, kept.until, kept.report, kept.key, kept.annotations, kept.keys,
-        kept.failing, kept.queue, kept.history, docs_digest=kept.docs,
+        replace(kept.snapshot, signals=signals), {}, kept.first_seen, kept.policy,
+        kept.expected, kept.merge, kept.judged_at, kept.until, kept.report, kept.key,
+        kept.annotations, kept.keys, kept.failing, kept.queue, kept.history,
+        docs_digest=kept.docs,
     )  # fmt: skip
     return kept.node, Restored(built, derived)
+
+
+def _signals(kept: tuple[int | Signal, ...], rows: tuple[Row, ...]) -> tuple[Signal, ...] | None:
+    """The snapshot's signals back from their positions in the report's rows (None: one is
+    not a position there; the decoder refuses a negative one)."""
+    try:
+        return tuple(rows[s].signal if isinstance(s, int) else s for s in kept)
+    except IndexError:
+        return None
 
 
 def _derived(signals: tuple[Signal, ...], kept: _Signals) -> Derived | None:
     """The kept positions as signals (None: one is not a position in `signals`)."""
     count = len(signals)
-    if any(not 0 <= i < count for group in (kept.failing, kept.checks, kept.runs) for i in group):
+    groups = (kept.failing, kept.checks, kept.runs, *kept.asked.values())
+    if any(not 0 <= i < count for group in groups for i in group):
         return None
     failing, checks = (tuple(signals[i] for i in g) for g in (kept.failing, kept.checks))
-    found = FromSignals(signals, kept.entries, failing, checks)
+    asked = {name: tuple(signals[i] for i in group) for name, group in kept.asked.items()}
+    found = FromSignals(signals, kept.entries, failing, checks, asked)
     return Derived(found, [signals[i] for i in kept.runs])
 
 

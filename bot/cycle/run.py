@@ -72,8 +72,9 @@ def gc_paused() -> Iterator[None]:
 class CycleObserver(Protocol):
     """What a writing cycle tells the rest of the bot (the triage rows, metrics) as it goes."""
 
-    def pull_done(self, snapshot: PullSnapshot, report: Report) -> None:
-        """A selected pull request was reconciled into `report`."""
+    def pull_done(self, snapshot: PullSnapshot, report: Report, key: str) -> None:
+        """A selected pull request was reconciled into `report`, of facts key `key`
+        (bot.core.facts)."""
 
     def pulls_done(self) -> None:
         """The pass (or refresh) planned every pull request it read."""
@@ -242,6 +243,7 @@ class Pass:
         self.left: list[Plan] = []  # this pass's comments left as they are (to be checked)
         self.built: dict[str, list[Built]] = {}  # reports built this pass, to keep, by repo
         self.facts: list[tuple[PullSnapshot, SetFacts]] = []  # facts to record (in one go)
+        self.keys: dict[int, str] = {}  # the facts key of each plan, by id of its snapshot
 
     @contextmanager
     def counted(self) -> Iterator[None]:
@@ -385,8 +387,9 @@ class Pass:
 
     def _planned(self, snapshot: PullSnapshot, planned: Plan) -> None:
         self.summary.verdicts[planned.label] = str(planned.report.verdict)
+        key = self.keys.pop(id(snapshot), "")
         for observer in self.cycle.observers:
-            observer.pull_done(snapshot, planned.report)
+            observer.pull_done(snapshot, planned.report, key)
         if planned.action == "adopt" and planned.found is not None:
             self.publisher.record(planned, planned.found, "adopted")
         if planned.action in ("leave", "adopt"):
@@ -474,6 +477,7 @@ class Pass:
         planned = plan(judged, self.voice)
         if isinstance(planned, Plan):
             self._write(inputs, planned.writes)
+            self.keys[id(inputs.snapshot)] = judged.key  # its report's (plan only dates it)
         return planned
 
     def _keep(self, judged: Judged) -> None:

@@ -34,6 +34,8 @@ class TriageKeeper:
 
     A row that would be written as the state holds it is not written again: only its read
     time is, for all such rows of a repository in one statement when the repository is done.
+    A row names what it was computed from (`origin`): a fresh process takes the row the state
+    keeps for a report of the same facts, since the same time, as computed (not again).
     """
 
     def __init__(
@@ -43,20 +45,24 @@ class TriageKeeper:
         clock: Callable[[], datetime],
         docs: Sequence[Source],
         memo: RowMemo | None = None,
+        version: str = "",
     ) -> None:
         """Keep rows in `store`, dated by `clock`; `docs` count the stuck docs builds; `memo`
         keeps each row with the report it was computed from (a process shares one: a report
-        reused by the next cycle gives the same row)."""
+        reused by the next cycle gives the same row); `version` is the bot's code's (a row
+        computed by other code, or with other `docs`, is computed again; "": every row is)."""
         self.store, self.clock, self.docs = store, clock, tuple(docs)
         self.memo: RowMemo = {} if memo is None else memo
+        self.version = version
         self._kept: dict[tuple[str, int], Values] | None = None  # read at the first row
         self._same: dict[str, list[int]] = {}  # rows found as kept, to be dated, by repo
         self._new: dict[str, dict[int, Values]] = {}  # rows to write, by repo
 
-    def pull_done(self, snapshot: PullSnapshot, report: Report) -> None:
-        """Keep a planned pull request's last report."""
-        key = (report.repo, report.number)
-        last = self.memo.get(key)
+    def pull_done(self, snapshot: PullSnapshot, report: Report, key: str) -> None:
+        """Keep a planned pull request's last report; `key` is its facts key
+        (bot.core.facts: every fact it states)."""
+        number = (report.repo, report.number)
+        last = self.memo.get(number)
         if (
             last is not None
             and last[0] is report
@@ -64,22 +70,42 @@ class TriageKeeper:
         ):
             values = last[3]
         else:
-            entry = entry_for(snapshot, report, docs=self.docs)
-            values = (
-                entry.title, entry.author, entry.draft, entry.head_sha, entry.verdict.value,
-                entry.url, _details_json(entry), entry.observed_at,
-            )  # fmt: skip
-            self.memo[key] = (report, snapshot.title, snapshot.author, values)
-        if self._kept is None:
-            self._kept = {(r.repo, r.number): _values(r) for r in self.store.triage_rows()}
-        if self._kept.get(key) == values:
+            values = self._values(snapshot, report, key)
+            self.memo[number] = (report, snapshot.title, snapshot.author, values)
+        kept = self._rows()
+        if kept.get(number) == values:
             self._same.setdefault(report.repo, []).append(report.number)
             return
-        self._kept[key] = values
+        kept[number] = values
         new = self._new.setdefault(report.repo, {})
         new[report.number] = values
         if len(new) >= WRITE_BATCH:
             self._write(report.repo)
+
+    def _rows(self) -> dict[tuple[str, int], Values]:
+        """The rows the state keeps (read at the first pull request), as this pass leaves them."""
+        if self._kept is None:
+            self._kept = {(r.repo, r.number): _values(r) for r in self.store.triage_rows()}
+        return self._kept
+
+    def _values(self, snapshot: PullSnapshot, report: Report, key: str) -> Values:
+        """The row of a report of facts key `key`: the one the state keeps where it was computed
+        from the same facts, observed since the same time, by this code with these `docs`, for
+        the same title and author; else computed."""
+        origin = _origin(self.version, self.docs, key)
+        kept = self._rows().get((report.repo, report.number))
+        if (
+            origin
+            and kept is not None
+            and kept[6].startswith(_from(origin))
+            and (kept[0], kept[1], kept[7]) == (snapshot.title, snapshot.author, report.observed_at)
+        ):
+            return kept
+        entry = entry_for(snapshot, report, docs=self.docs)
+        return (
+            entry.title, entry.author, entry.draft, entry.head_sha, entry.verdict.value,
+            entry.url, _details_json(entry, origin), entry.observed_at,
+        )  # fmt: skip
 
     def pulls_done(self) -> None:
         """Write the rows not yet written and date those found as kept (the end of a pass's
@@ -136,11 +162,26 @@ def stored_entries(store: TriageRows) -> list[TriageEntry]:
     return [_from_stored(row, unread.get(row.repo)) for row in store.triage_rows()]
 
 
-def _details_json(entry: TriageEntry) -> str:
-    """The computed parts of a row, compact, as stored in the state."""
+def _origin(version: str, docs: Sequence[Source], key: str) -> str:
+    """What a row is computed from: the code's version, the sources that count stuck docs
+    builds and the report's facts key ("": not known, never taken as kept)."""
+    if not version or not key:
+        return ""
+    return f"{version}|{','.join(source.name for source in docs)}|{key}"
+
+
+def _from(origin: str) -> str:
+    """How a row's details begin when computed from `origin` (written first: see below)."""
+    return '{"from":' + json.dumps(origin, ensure_ascii=False) + ","
+
+
+def _details_json(entry: TriageEntry, origin: str = "") -> str:
+    """The computed parts of a row, compact, as stored in the state; `from` (first) names
+    what they were computed from, where that is known."""
     oldest = entry.oldest_unsettled
     return json.dumps(
         {
+            **({"from": origin} if origin else {}),
             "counts": dict(entry.counts),
             "required_failing": list(entry.required_failing),
             "oldest_unsettled": None if oldest is None else unsettled_dict(oldest),

@@ -29,7 +29,7 @@ class Seen:
     def __init__(self) -> None:
         self.pulls: list[tuple[PullSnapshot, Report]] = []
 
-    def pull_done(self, snapshot: PullSnapshot, report: Report) -> None:
+    def pull_done(self, snapshot: PullSnapshot, report: Report, key: str) -> None:
         self.pulls.append((snapshot, report))
 
     def pulls_done(self) -> None:

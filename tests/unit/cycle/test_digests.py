@@ -119,17 +119,23 @@ def _with_positions(positions: _Signals) -> bytes:
 
 @pytest.mark.parametrize(
     "positions",
-    [_Signals((), (3,), (), ()), _Signals((), (), (-1,), ()), _Signals((), (), (), (99,))],
-)
+    [_Signals((), (3,), (), (), {}), _Signals((), (), (-1,), (), {}),
+     _Signals((), (), (), (99,), {}), _Signals((), (), (), (), {"codecov": (3,)}),
+     _Signals((), (), (), (), {"codecov": (-1,)})],
+)  # fmt: skip
 def test_a_position_that_is_not_one_of_its_signals_is_none(positions: _Signals) -> None:
     assert decode(_with_positions(positions)) is None
-    assert decode(_with_positions(_Signals((), (1,), (2,), (1,)))) is not None  # the same, in range
+    same = _Signals((), (1,), (2,), (1,), {"codecov": (0, 2)})  # the same, in range
+    assert decode(_with_positions(same)) is not None
 
 
 def test_a_payload_of_the_format_before_is_none() -> None:
     raw = msgspec.msgpack.decode(zlib.decompress(encode(BUILT, b"n") or b""))
     assert len(raw) == len(_Kept.__struct_fields__)
     assert decode(zlib.compress(msgspec.msgpack.encode(raw[:-1]))) is None  # no positions
+    before = [*raw[:3], *raw[4:-1], raw[-1][:-1]]  # format 2: signals in the snapshot, no asks
+    before[2]["signals"] = [list(SIGNAL)]
+    assert decode(zlib.compress(msgspec.msgpack.encode(before))) is None
 
 
 def test_what_a_payload_kept_is_what_the_reports_give_for_its_signals() -> None:
@@ -142,3 +148,58 @@ def test_what_a_payload_kept_is_what_the_reports_give_for_its_signals() -> None:
     assert reports.runs[("o/r", 6)] == (snapshot.signals, kept.derived.runs)
     other = replace(snapshot, signals=tuple(list(snapshot.signals)))  # equal, not the same
     assert reports.from_signals(other) is not kept.derived.from_signals
+
+
+def test_the_signals_each_source_asks_about_come_back_as_asked_on_its_signals() -> None:
+    signals = FAILING.signals
+    found = FromSignals.of(signals)
+    found.asked_by("codecov", lambda s: s.kind is Kind.STATUS)
+    found.asked_by("none", lambda s: False)
+    derived = Derived(found, derive(FAILING).runs)
+    _, kept = decode(encode(_built(FAILING), b"n", derived) or b"") or (None, None)
+    assert kept is not None
+    back, signals = kept.derived.from_signals, kept.built.snapshot.signals
+    assert back.asked == {"codecov": (STATUS,), "none": ()}
+    assert back.asked["codecov"][0] is signals[2]  # one of its very signals
+    asked: list[Signal] = []
+    assert back.asked_by("codecov", asked.append) == (STATUS,) and asked == []  # not asked again
+    assert back.asked_by("azure", lambda s: s is signals[0]) == (signals[0],)  # one not kept
+
+
+def test_an_asked_signal_not_among_its_signals_is_not_kept() -> None:
+    found = FromSignals.of(FAILING.signals)
+    found.asked["codecov"] = (FAILED._replace(url="elsewhere"),)
+    assert encode(_built(FAILING), b"n", Derived(found, derive(FAILING).runs)) is None
+
+
+def _rows_of(snapshot: PullSnapshot, *signals: Signal) -> Built:
+    rows = tuple(Row(s, State.FAILURE, NOW, next(iter(SinceSource))) for s in signals)
+    built = _built(snapshot)
+    return replace(built, report=replace(built.report, rows=rows))
+
+
+def test_the_signals_are_kept_once_each_where_a_row_holds_an_equal_one() -> None:
+    extra = Signal("docs", Kind.STATUS, "pending", started_at=NOW)
+    snapshot = replace(FAILING, signals=(*FAILING.signals, extra))
+    copies = tuple(s._replace() for s in reversed(FAILING.signals))  # equal, not the same
+    built = _rows_of(snapshot, *copies)
+    payload = encode(built, b"n") or b""
+    raw = msgspec.msgpack.decode(zlib.decompress(payload))
+    assert raw[2]["signals"] == [] and raw[3][:3] == [2, 1, 0]  # positions in the rows
+    alone = msgspec.msgpack.decode(msgspec.msgpack.encode(raw[3][3]), type=Signal)
+    assert alone == extra  # in no row: kept as it is
+    _, kept = decode(payload) or (None, None)
+    assert kept is not None
+    back = kept.built
+    assert back.snapshot == snapshot and back.report == built.report
+    rows = reversed(back.report.rows)
+    assert all(s is r.signal for s, r in zip(back.snapshot.signals[:3], rows, strict=True))
+
+
+@pytest.mark.parametrize("position", [3, -1, 99])
+def test_a_signal_at_a_position_that_is_not_a_row_is_none(position: int) -> None:
+    payload = encode(_rows_of(FAILING, *FAILING.signals), b"n") or b""
+    raw = msgspec.msgpack.decode(zlib.decompress(payload))
+    assert decode(payload) is not None
+    raw[3][0] = position
+    assert decode(zlib.compress(msgspec.msgpack.encode(raw))) is None
