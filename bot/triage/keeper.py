@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 
+from bot.core.history import told_anew
 from bot.core.model import PullSnapshot, Report, Verdict, parse_optional_time
 from bot.sources.base import Source
 from bot.state.ports import StoredTriage, TriageRows, TriageState, TriageValues
@@ -56,20 +57,7 @@ class TriageKeeper:
     def pull_done(self, snapshot: PullSnapshot, report: Report) -> None:
         """Keep a planned pull request's last report."""
         key = (report.repo, report.number)
-        last = self.memo.get(key)
-        if (
-            last is not None
-            and last[0] is report
-            and last[1:3] == (snapshot.title, snapshot.author)
-        ):
-            values = last[3]
-        else:
-            entry = entry_for(snapshot, report, docs=self.docs)
-            values = (
-                entry.title, entry.author, entry.draft, entry.head_sha, entry.verdict.value,
-                entry.url, _details_json(entry), entry.observed_at,
-            )  # fmt: skip
-            self.memo[key] = (report, snapshot.title, snapshot.author, values)
+        values = self._row(snapshot, report)
         if self._kept is None:
             self._kept = {(r.repo, r.number): _values(r) for r in self.store.triage_rows()}
         if self._kept.get(key) == values:
@@ -80,6 +68,27 @@ class TriageKeeper:
         new[report.number] = values
         if len(new) >= WRITE_BATCH:
             self._write(report.repo)
+
+    def _row(self, snapshot: PullSnapshot, report: Report) -> Values:
+        """The row's values: those of the same report kept, else of a report that only told its
+        failures' history anew (a row shows none: only when it was observed moves), else
+        computed; kept with the report they are of."""
+        key, who = (report.repo, report.number), (snapshot.title, snapshot.author)
+        last = self.memo.get(key)
+        if last is not None and last[1:3] == who:
+            if last[0] is report:
+                return last[3]
+            if told_anew(last[0], report):
+                values = (*last[3][:-1], report.observed_at)
+                self.memo[key] = (report, *who, values)
+                return values
+        entry = entry_for(snapshot, report, docs=self.docs)
+        values = (
+            entry.title, entry.author, entry.draft, entry.head_sha, entry.verdict.value,
+            entry.url, _details_json(entry), entry.observed_at,
+        )  # fmt: skip
+        self.memo[key] = (report, *who, values)
+        return values
 
     def pulls_done(self) -> None:
         """Write the rows not yet written and date those found as kept (the end of a pass's
