@@ -7,7 +7,7 @@ from __future__ import annotations
 import heapq
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import Final
 
@@ -248,15 +248,14 @@ def with_history(report: Report, inputs: HistoryInputs) -> Report:
 
 
 def with_elsewhere(
-    report: Report, elsewhere: Mapping[str, Elsewhere | None], *, first: int | None = None
-) -> Report:
-    """with_history's report for inputs that differ from those `report` was told with in their
+    rows: tuple[Row, ...], elsewhere: Mapping[str, Elsewhere | None], *, first: int | None = None
+) -> tuple[Row, ...]:
+    """with_history's rows for inputs that differ from those `rows` were told with in their
     `elsewhere` alone: each failing row's earlier attempts and base branch's record as they
     were; `first`: no row after that many needs a history (bot.core.facts.KeyText.told)."""
-    rows = report.rows
     upto = len(rows) if first is None else first
     told = tuple(_elsewhere(row, elsewhere) if needs_history(row) else row for row in rows[:upto])
-    return replace(report, rows=told + rows[upto:])
+    return told + rows[upto:]
 
 
 def _elsewhere(row: Row, elsewhere: Mapping[str, Elsewhere | None]) -> Row:
@@ -269,6 +268,11 @@ def _elsewhere(row: Row, elsewhere: Mapping[str, Elsewhere | None]) -> Row:
     return row._replace(history=None if found.empty else found)
 
 
+# What a report told its failures' history anew may differ in besides its rows' history.
+_TOLD_ANEW: Final = frozenset({"rows", "observed_at", "kept_attempts"})
+_AS_IT_WAS: Final = tuple(f.name for f in fields(Report) if f.name not in _TOLD_ANEW)
+
+
 def told_anew(before: Report, after: Report) -> bool:
     """Whether `after` is `before` with at most its rows' history told anew (a failure's
     `elsewhere` moved), observed again and with other final attempts: all else as it was."""
@@ -276,11 +280,7 @@ def told_anew(before: Report, after: Report) -> bool:
         return True
     if len(after.rows) != len(before.rows):
         return False
-    same = replace(
-        after, rows=before.rows, observed_at=before.observed_at,
-        kept_attempts=before.kept_attempts,
-    )  # fmt: skip
-    return same == before and all(
+    return all(getattr(after, name) == getattr(before, name) for name in _AS_IT_WAS) and all(
         one is other or one._replace(history=None) == other._replace(history=None)
         for one, other in zip(before.rows, after.rows, strict=True)
     )

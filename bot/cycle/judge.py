@@ -101,8 +101,8 @@ def _patched(inputs: Inputs, rules: Rules, first_seen: Mapping[str, datetime]) -
     text = last.text  # where kept: only its first rows tell a history, keyed from it
     first = None if text is None else text.told
     # observed now, as a rebuild's; its final attempts are of the same attempts: as they were
-    report = with_elsewhere(last.report, history.elsewhere, first=first)
-    report = replace(report, observed_at=inputs.now)
+    rows = with_elsewhere(last.report.rows, history.elsewhere, first=first)
+    report = replace(last.report, rows=rows, observed_at=inputs.now)
     key = facts_key(report) if text is None else rekeyed(report, text)
     return replace(last, report=report, key=key, history=history)
 

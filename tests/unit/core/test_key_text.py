@@ -92,7 +92,7 @@ def test_a_report_told_another_elsewhere_is_what_a_rebuild_gives(
     assert key == facts_key(last)
 
     first = None if text is None else text.told
-    patched = replace(with_elsewhere(last, after.elsewhere, first=first), observed_at=NOW)
+    patched = replace(last, rows=with_elsewhere(last.rows, after.elsewhere, first=first))
     scratch = with_history(_report(given, queued=queued), after)
     assert patched == scratch
     assert (facts_key(patched) if text is None else rekeyed(patched, text)) == facts_key(scratch)
