@@ -7,7 +7,7 @@ from __future__ import annotations
 import heapq
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import Final
 
@@ -24,22 +24,18 @@ from bot.core.model import (
     Row,
     Signal,
     State,
-    Verdict,
-    group_of,
     parse_optional_time,
 )
 from bot.core.reconcile import dedupe, github_state, newer
 
 BASE_COMMITS: Final = 20  # the base branch's last commits whose checks are read
 CheckKey = tuple[str, str, str | None, str | None, str | None]
+_TOLD: Final = frozenset({Kind.CHECK_RUN, Kind.STATUS})  # the kinds of signal with a history
 
 
 def needs_history(row: Row) -> bool:
     """A failing check run or status has a history; nothing else is asked for one."""
-    return group_of(row.state) is Verdict.FAILING and row.signal.kind in (
-        Kind.CHECK_RUN,
-        Kind.STATUS,
-    )
+    return row.state in FAILING_STATES and row.signal.kind in _TOLD
 
 
 def check_key(signal: Signal) -> CheckKey:
@@ -249,6 +245,45 @@ def with_history(report: Report, inputs: HistoryInputs) -> Report:
         for row in report.rows
     )
     return replace(report, rows=rows)
+
+
+def with_elsewhere(
+    rows: tuple[Row, ...], elsewhere: Mapping[str, Elsewhere | None], *, first: int | None = None
+) -> tuple[Row, ...]:
+    """with_history's rows for inputs that differ from those `rows` were told with in their
+    `elsewhere` alone: each failing row's earlier attempts and base branch's record as they
+    were; `first`: no row after that many needs a history (bot.core.facts.KeyText.told)."""
+    upto = len(rows) if first is None else first
+    told = tuple(_elsewhere(row, elsewhere) if needs_history(row) else row for row in rows[:upto])
+    return told + rows[upto:]
+
+
+def _elsewhere(row: Row, elsewhere: Mapping[str, Elsewhere | None]) -> Row:
+    was, now = row.history, elsewhere.get(row.signal.key)
+    if was is None:
+        return row if now is None else row._replace(history=History(elsewhere=now))
+    if was.elsewhere == now:
+        return row
+    found = replace(was, elsewhere=now)
+    return row._replace(history=None if found.empty else found)
+
+
+# What a report told its failures' history anew may differ in besides its rows' history.
+_TOLD_ANEW: Final = frozenset({"rows", "observed_at", "kept_attempts"})
+_AS_IT_WAS: Final = tuple(f.name for f in fields(Report) if f.name not in _TOLD_ANEW)
+
+
+def told_anew(before: Report, after: Report) -> bool:
+    """Whether `after` is `before` with at most its rows' history told anew (a failure's
+    `elsewhere` moved), observed again and with other final attempts: all else as it was."""
+    if after is before:
+        return True
+    if len(after.rows) != len(before.rows):
+        return False
+    return all(getattr(after, name) == getattr(before, name) for name in _AS_IT_WAS) and all(
+        one is other or one._replace(history=None) == other._replace(history=None)
+        for one, other in zip(before.rows, after.rows, strict=True)
+    )
 
 
 def final_attempts(

@@ -13,8 +13,14 @@ from datetime import datetime
 
 from bot.core.annotations import needs_annotations, with_annotations
 from bot.core.base import MergeBase, judged, needs_base, with_base
-from bot.core.facts import facts_key
-from bot.core.history import HistoryInputs, final_attempts, needs_history, with_history
+from bot.core.facts import facts_key, keyed, rekeyed
+from bot.core.history import (
+    HistoryInputs,
+    final_attempts,
+    needs_history,
+    with_elsewhere,
+    with_history,
+)
 from bot.core.merge_queue import judge_queue
 from bot.core.model import MergeBaseOf, Policy, Report
 from bot.core.reconcile import reconcile_until
@@ -92,9 +98,13 @@ def _patched(inputs: Inputs, rules: Rules, first_seen: Mapping[str, datetime]) -
         or not _serves_but_history(last, inputs, rules, first_seen)
     ):
         return None
-    report = replace(with_history(last.report, history), observed_at=inputs.now)  # as reconciled
-    report = replace(report, kept_attempts=final_attempts(report, history))
-    return replace(last, report=report, key=facts_key(report), history=history)
+    text = last.text  # where kept: only its first rows tell a history, keyed from it
+    first = None if text is None else text.told
+    # observed now, as a rebuild's; its final attempts are of the same attempts: as they were
+    rows = with_elsewhere(last.report.rows, history.elsewhere, first=first)
+    report = replace(last.report, rows=rows, observed_at=inputs.now)
+    key = facts_key(report) if text is None else rekeyed(report, text)
+    return replace(last, report=report, key=key, history=history)
 
 
 def _serves_but_history(
@@ -148,10 +158,11 @@ def _build(inputs: Inputs, rules: Rules, first_seen: dict[str, datetime]) -> Bui
             head=snapshot.head_sha,
         )  # fmt: skip
         report = replace(report, merge_queue=found)
+    # what a failure's history told anew is keyed from (where the report tells one)
+    key, text = keyed(report) if history is not None else (facts_key(report), None)
     return Built(
         snapshot, inputs.docs, first_seen, policy, inputs.expected, merge, now, until, report,
-        facts_key(report), inputs.annotations, inputs.keys, inputs.failing, inputs.group,
-        history,
+        key, inputs.annotations, inputs.keys, inputs.failing, inputs.group, history, text=text,
     )  # fmt: skip
 
 

@@ -18,6 +18,7 @@ import msgspec
 from bot.core.base import MergeBase
 from bot.core.comment import Comment
 from bot.core.evidence import Evidence
+from bot.core.facts import KeyText
 from bot.core.history import (
     FailingIndex,
     HistoryInputs,
@@ -138,6 +139,9 @@ class Built:
     history: HistoryInputs | None = None  # what its failing rows' history was made of
     # Kept by an earlier process (bot.cycle.digests): `docs` is not kept, only its digest
     docs_digest: bytes | None = None
+    # the text its key hashes but for its failing rows' (None: not kept, or no row can tell a
+    # history): a report whose only change is their history is keyed from it (bot.cycle.judge)
+    text: KeyText | None = None
 
     def same_signals(self, snapshot: PullSnapshot, expected: Sequence[str]) -> bool:
         """Whether `snapshot` holds the very signals (and required set) this was built from:

@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 
+from bot.core.history import told_anew
 from bot.core.model import PullSnapshot, Report, Verdict, parse_optional_time
 from bot.sources.base import Source
 from bot.state.ports import StoredTriage, TriageRows, TriageState, TriageValues
@@ -62,16 +63,7 @@ class TriageKeeper:
         """Keep a planned pull request's last report; `key` is its facts key
         (bot.core.facts: every fact it states)."""
         number = (report.repo, report.number)
-        last = self.memo.get(number)
-        if (
-            last is not None
-            and last[0] is report
-            and last[1:3] == (snapshot.title, snapshot.author)
-        ):
-            values = last[3]
-        else:
-            values = self._values(snapshot, report, key)
-            self.memo[number] = (report, snapshot.title, snapshot.author, values)
+        values = self._row(snapshot, report, key)
         kept = self._rows()
         if kept.get(number) == values:
             self._same.setdefault(report.repo, []).append(report.number)
@@ -88,11 +80,36 @@ class TriageKeeper:
             self._kept = {(r.repo, r.number): _values(r) for r in self.store.triage_rows()}
         return self._kept
 
-    def _values(self, snapshot: PullSnapshot, report: Report, key: str) -> Values:
-        """The row of a report of facts key `key`: the one the state keeps where it was computed
-        from the same facts, observed since the same time, by this code with these `docs`, for
-        the same title and author; else computed."""
+    def _row(self, snapshot: PullSnapshot, report: Report, key: str) -> Values:
+        """The row's values: those of the same report kept in memory, else of a report that only
+        told its failures' history anew (a row shows none: when it was observed moves, and what
+        it names as computed from), else the state's (`_kept_row`), else computed; kept in
+        memory with the report they are of."""
+        number, who = (report.repo, report.number), (snapshot.title, snapshot.author)
         origin = _origin(self.version, self.docs, key)
+        last = self.memo.get(number)
+        values: Values | None = None
+        if last is not None and last[1:3] == who:
+            if last[0] is report:
+                return last[3]
+            if told_anew(last[0], report):
+                details = _with_origin(last[3][6], origin)
+                values = (*last[3][:6], details, report.observed_at)
+        if values is None:
+            values = self._kept_row(snapshot, report, origin)
+        if values is None:
+            entry = entry_for(snapshot, report, docs=self.docs)
+            values = (
+                entry.title, entry.author, entry.draft, entry.head_sha, entry.verdict.value,
+                entry.url, _details_json(entry, origin), entry.observed_at,
+            )  # fmt: skip
+        self.memo[number] = (report, *who, values)
+        return values
+
+    def _kept_row(self, snapshot: PullSnapshot, report: Report, origin: str) -> Values | None:
+        """The row the state keeps where it was computed from the same facts (`origin`: this
+        code, these `docs`, the report's facts key), observed since the same time, for the same
+        title and author; None: compute it."""
         kept = self._rows().get((report.repo, report.number))
         if (
             origin
@@ -101,11 +118,7 @@ class TriageKeeper:
             and (kept[0], kept[1], kept[7]) == (snapshot.title, snapshot.author, report.observed_at)
         ):
             return kept
-        entry = entry_for(snapshot, report, docs=self.docs)
-        return (
-            entry.title, entry.author, entry.draft, entry.head_sha, entry.verdict.value,
-            entry.url, _details_json(entry, origin), entry.observed_at,
-        )  # fmt: skip
+        return None
 
     def pulls_done(self) -> None:
         """Write the rows not yet written and date those found as kept (the end of a pass's
@@ -173,6 +186,15 @@ def _origin(version: str, docs: Sequence[Source], key: str) -> str:
 def _from(origin: str) -> str:
     """How a row's details begin when computed from `origin` (written first: see below)."""
     return '{"from":' + json.dumps(origin, ensure_ascii=False) + ","
+
+
+def _with_origin(details: str, origin: str) -> str:
+    """A row's stored details naming `origin` as what they were computed from ("": none), in
+    place of what they named (the same row told of a report of other facts, see `_row`)."""
+    values = json.loads(details)
+    values.pop("from", None)
+    named = {"from": origin} if origin else {}
+    return json.dumps({**named, **values}, separators=(",", ":"), ensure_ascii=False)
 
 
 def _details_json(entry: TriageEntry, origin: str = "") -> str:

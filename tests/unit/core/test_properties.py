@@ -9,6 +9,7 @@ passed over for an older success).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import replace
@@ -797,3 +798,19 @@ def test_the_headline_names_at_most_two_signals_and_only_rows_it_shows(
     rows = [line for line in lines if line.startswith("- ") and "<summary>" not in line]
     for name in named:
         assert any(f"`{name}`" in row for row in rows if not row.startswith("- `")), (name, body)
+
+
+ANY_TEXT = st.one_of(st.none(), TEXT, st.text(st.characters(exclude_categories=()), max_size=12))
+
+
+@RUNS
+@given(st.sampled_from(list(Kind)), NAMES, ANY_TEXT, ANY_TEXT, ANY_TEXT, ANY_TEXT)
+def test_a_signals_key_is_the_json_text_of_its_identity_as_it_always_was(
+    kind: Kind, name: str, app: str | None, workflow: str | None, event: str | None,
+    path: str | None,
+) -> None:  # fmt: skip
+    """The key is kept (first sights, stamps): written out, it is json.dumps's text exactly."""
+    signal = make_signal(name=name, kind=kind, github_state="success", app=app,
+                         workflow=workflow, event=event, workflow_path=path)  # fmt: skip
+    fields = [kind.value, app, workflow, name, event]
+    assert signal.key == json.dumps(fields if path is None else [*fields, path])

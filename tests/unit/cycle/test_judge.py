@@ -8,11 +8,20 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from support import NOW, RECENT, SHA, run, snapshot
+from support import NOW, RECENT, SHA, run, snapshot, status
 
 from bot.core.base import MergeBase
 from bot.core.history import HistoryInputs
-from bot.core.model import Elsewhere, KeptRead, MergeBaseOf, Policy, QueueEntry, QueueState
+from bot.core.model import (
+    Attempt,
+    Elsewhere,
+    KeptRead,
+    MergeBaseOf,
+    Policy,
+    QueueEntry,
+    QueueState,
+    State,
+)
 from bot.core.required import HEAD_SEEN_KEY
 from bot.cycle.judge import Rules, judge
 from bot.cycle.model import Inputs, Judged, MarkSeen, SetFacts, Wants
@@ -275,3 +284,41 @@ def test_a_failure_whose_only_change_is_elsewhere_is_patched_as_a_rebuild_would_
     now = {"facts": (found.key, found.report.observed_at), "now": NOW + timedelta(minutes=2)}
     again = judged(judge(_failing_with(after, last=found.built, **now), HISTORY))
     assert again.built is None and again.report is found.report  # then reused as it is
+
+
+MANY = snapshot(
+    run("build", "failure", database_id=11, node_id="CR_11"),
+    status("ci/legacy", "failure"),
+    run("lint", "success"),
+    run("tests", "failure", database_id=12, node_id="CR_12"),
+    run("zz-docs", "success"),
+)
+EARLIER_RUN = Attempt(State.SUCCESS, EARLIER, "https://ci/attempt/1")
+
+
+def _many_with(counts: tuple[int, ...], **fields: Any) -> Inputs:
+    keys = [s.key for s in MANY.signals]
+    told = zip(keys, counts, strict=True)
+    history = HistoryInputs(
+        attempts={keys[0]: (EARLIER_RUN,)},
+        elsewhere={k: Elsewhere(n, 40, EARLIER) if n else None for k, n in told},
+        final=frozenset({keys[0]}),
+    )
+    fields.setdefault("merge", MergeBase("base1"))
+    fields.setdefault("annotations", {})
+    return inputs(MANY, failing=True, history=history, **fields)
+
+
+def test_many_rows_patched_from_the_text_kept_are_a_rebuilds_rows_and_key() -> None:
+    first = judged(judge(_many_with((3, 2, 0, 0, 0)), HISTORY))
+    assert first.built is not None and first.built.text is not None
+    assert first.report.kept_attempts == ((11, (EARLIER_RUN,)),)
+    later = {"facts": (first.key, first.report.observed_at), "now": NOW + timedelta(minutes=1)}
+    moved = (4, 0, 0, 1, 0)  # one count moves, one goes, one comes
+    found = judged(judge(_many_with(moved, last=first.built, **later), HISTORY))
+    scratch = judged(judge(_many_with(moved, **later), HISTORY))
+    assert found.built is not None and scratch.built is not None
+    assert found.built.judged_at == first.built.judged_at  # patched, not reconciled again
+    assert found.report == scratch.report and found.key == scratch.key != first.key
+    assert found.writes == scratch.writes
+    assert found.built.text == first.built.text  # what the next patch is keyed from

@@ -6,15 +6,31 @@ anything else is computed again (issue 31: `once` does not compute 2,000 rows ag
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import pytest
+from support import NOW as TOLD_NOW
+from support import run, snapshot, status
 
 from bot.core.facts import facts_key
-from bot.core.model import Kind, PullSnapshot, Report, Row, Signal, SinceSource, State, Verdict
+from bot.core.history import HistoryInputs, with_history
+from bot.core.model import (
+    Elsewhere,
+    Kind,
+    Policy,
+    PullSnapshot,
+    Report,
+    Row,
+    Signal,
+    SinceSource,
+    State,
+    Verdict,
+)
+from bot.core.reconcile import reconcile
 from bot.sources.base import Source
 from bot.state.store import Store
 from bot.triage.keeper import RowMemo, TriageKeeper, stored_entries
@@ -114,3 +130,64 @@ def test_a_row_of_the_same_report_in_one_process_is_not_computed_again(tmp_path:
         again = TriageKeeper(store, clock=lambda: LATER, docs=DOCS, memo=memo)
         again.pull_done(SNAPSHOT, REPORT, "")
         assert memo[(REPO, 1)][3] is values
+
+
+# -- one process's rows across cycles (its memo): a report that only told its failures' history
+# anew (issue 31's changed cycle: a failure's `elsewhere` moved) keeps its row, observed again and
+# naming the new facts key, without computing it; the row must be what a fresh keeper computes.
+
+TOLD_SNAPSHOT = snapshot(
+    run("build", "failure", database_id=1), status("ci/x", "pending"), run("lint", "success")
+)
+TOLD_LATER = TOLD_NOW + timedelta(minutes=5)
+
+
+def _told_anew(report: Report, heads: int) -> Report:
+    key = TOLD_SNAPSHOT.signals[0].key
+    return with_history(report, HistoryInputs(elsewhere={key: Elsewhere(heads, 40, TOLD_NOW)}))
+
+
+TOLD_FIRST = _told_anew(reconcile(TOLD_SNAPSHOT, {}, Policy(), now=TOLD_NOW), 3)
+Change = Callable[[Report], Report]
+
+
+def _rows_after(where: Path, cycles: list[Report]) -> list[tuple[Any, ...]]:
+    """The triage rows a process keeps after these cycles, one keeper a cycle (a shared memo)."""
+    memo: RowMemo = {}
+    with Store.open(where) as store:
+        for report in cycles:
+            keeper = TriageKeeper(store, clock=lambda: TOLD_LATER, docs=(), memo=memo, version="v1")
+            keeper.pull_done(TOLD_SNAPSHOT, report, facts_key(report))
+            keeper.pulls_done()
+        return [
+            (r.title, r.author, r.draft, r.head_sha, r.verdict, r.url, r.details, r.observed_at)
+            for r in store.triage_rows()
+        ]
+
+
+@pytest.mark.parametrize(
+    ("case", "change"),
+    [
+        (
+            "elsewhere moved, observed again",
+            lambda r: replace(_told_anew(r, 4), observed_at=TOLD_LATER),
+        ),
+        ("elsewhere gone", lambda r: replace(_told_anew(r, 0), observed_at=TOLD_LATER)),
+        (
+            "a row's state changed too",
+            lambda r: replace(
+                _told_anew(r, 4),
+                rows=(*r.rows[:1], r.rows[1]._replace(state=State.STALE), *r.rows[2:]),
+            ),
+        ),
+        ("the head moved", lambda r: replace(_told_anew(r, 4), head_sha="c" * 40)),
+    ],
+)
+def test_the_row_of_a_report_told_anew_is_a_fresh_keepers(
+    tmp_path: Path, case: str, change: Change
+) -> None:
+    after = change(TOLD_FIRST)
+    kept = _rows_after(tmp_path / "process.sqlite3", [TOLD_FIRST, after])
+    fresh = _rows_after(tmp_path / "fresh.sqlite3", [after])
+    assert kept == fresh, case
+    assert kept[0][-1] == after.observed_at
