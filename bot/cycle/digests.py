@@ -5,14 +5,16 @@ as a long-running `run` reuses it from memory (`bot.cycle.model.Reports`).
 One payload per pull request: its `Built` (the inputs its report was built from, the report,
 its facts key and until when it holds) with, in place of the second sources' evidence, its
 digest; the digest of the GitHub node its snapshot was read from (an equal node is not
-parsed again); and what is computed from its signals alone (`FromSignals`, the signals each
-second source asks about and its failing runs, as positions in its signals: a fresh process
-does not compute them again). The snapshot's signals are kept as positions in its report's
-rows where a row holds an equal signal (each is kept once, not twice). Typed msgpack
-(msgspec), compressed. Every payload is of one `version`: the bot's, this format's,
-its shape's and a digest of the bot's code; a payload of another version is never read, and
-one that does not decode as this shape (or names a position that is not one of its
-signals) is dropped (its pull request is built again): never trusted, never an exception.
+parsed again; empty for a head read over several pages, which every pass reads whole again
+and compares with the kept snapshot, as `run` does); and what is computed from its signals
+alone (`FromSignals`, the signals each second source asks about and its failing runs, as
+positions in its signals: a fresh process does not compute them again). The snapshot's
+signals are kept as positions in its report's rows where a row holds an equal signal (each
+is kept once, not twice). Typed msgpack (msgspec), compressed. Every payload is of one
+`version`: the bot's, this format's, its shape's and a digest of the bot's code; a payload of
+another version is never read, and one that does not decode as this shape (or names a
+position that is not one of its signals) is dropped (its pull request is built again): never
+trusted, never an exception.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from bot.core.model import Annotation, Policy, PullSnapshot, Report, Row, Signal
 from bot.cycle.model import Built, FromSignals, docs_digest
 from bot.github.annotations import failing_runs
 
-FORMAT = 3  # one more whenever what a payload holds changes meaning
+FORMAT = 4  # one more whenever what a payload holds changes meaning
 MAX_PAYLOAD = 8 << 20  # bytes a payload may decompress to (a bigger one is not read)
 
 
@@ -72,7 +74,7 @@ class _Signals(msgspec.Struct, array_like=True, frozen=True):
 class _Kept(msgspec.Struct, array_like=True, frozen=True):
     """One pull request's payload: a `Built`, its evidence digested, and its node's digest."""
 
-    node: bytes  # the digest of the GitHub node its snapshot was read from
+    node: bytes  # the digest of the GitHub node its snapshot was read from (b"": several)
     docs: bytes  # bot.cycle.model.docs_digest of the evidence it was built from
     snapshot: PullSnapshot  # its signals: none (they are `signals`)
     signals: tuple[Position | Signal, ...]  # each a position in the report's rows, or itself
@@ -217,11 +219,11 @@ def _derived(signals: tuple[Signal, ...], kept: _Signals) -> Derived | None:
     return Derived(found, [signals[i] for i in kept.runs])
 
 
-def restored(repo: str, payloads: Mapping[int, bytes]) -> dict[bytes, Restored]:
+def restored(repo: str, payloads: Mapping[int, bytes]) -> list[tuple[bytes, Restored]]:
     """The kept `Built`s of `repo`'s pull requests (with what was computed from their signals),
-    by their node's digest; a payload that does not decode, or is of another pull request
-    than its row, is left out."""
-    found: dict[bytes, Restored] = {}
+    each with its node's digest (b"": read over several pages); a payload that does not
+    decode, or is of another pull request than its row, is left out."""
+    found: list[tuple[bytes, Restored]] = []
     for number, payload in payloads.items():
         kept = decode(payload)
         if kept is None:
@@ -229,7 +231,7 @@ def restored(repo: str, payloads: Mapping[int, bytes]) -> dict[bytes, Restored]:
         node, one = kept
         snapshot, report = one.built.snapshot, one.built.report
         if (snapshot.repo, snapshot.number) == (report.repo, report.number) == (repo, number):
-            found[node] = one
+            found.append((node, one))
     return found
 
 
@@ -238,14 +240,16 @@ def kept_rows(
     nodes: Mapping[bytes, PullSnapshot],
     derived: Callable[[PullSnapshot], Derived] = derive,
 ) -> dict[int, tuple[str, bytes]]:
-    """What to keep of these `Built`s of one repository: number -> (head commit, payload), for
-    each built from a snapshot its listing read whole (`nodes`, by digest: GitHubApi.read_nodes);
-    `derived`: what was computed from a snapshot's signals (kept by the pass, else `derive`)."""
+    """What to keep of these `Built`s of one repository: number -> (head commit, payload), each
+    with the digest of the node its listing read it whole from (`nodes`, by digest:
+    GitHubApi.read_nodes), else none (read over several pages, or alone: it is compared whole,
+    as in `run`); `derived`: what was computed from a snapshot's signals (kept by the pass,
+    else `derive`)."""
     digests = {id(snapshot): node for node, snapshot in nodes.items()}
     rows: dict[int, tuple[str, bytes]] = {}
     for one in built:
-        node = digests.get(id(one.snapshot))
-        payload = None if node is None else encode(one, node, derived(one.snapshot))
+        node = digests.get(id(one.snapshot), b"")
+        payload = encode(one, node, derived(one.snapshot))
         if payload is not None:
             rows[one.report.number] = (one.snapshot.head_sha, payload)
     return rows

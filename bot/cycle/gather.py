@@ -158,10 +158,10 @@ class Gatherer:
             log.warning("could not read the kept reports of %s: %s", repo, exc)
             return
         kept = restored(repo, payloads)
-        for one in kept.values():
+        for _, one in kept:
             if self.reports.get(repo, one.built.report.number) is None:
                 self.reports.put(one.built, derived=one.derived)
-        self.github.keep_nodes(repo, {node: one.built.snapshot for node, one in kept.items()})
+        self.github.keep_nodes(repo, {node: one.built.snapshot for node, one in kept if node})
 
     # -- a chunk of a repository's listing -------------------------------------------------
 

@@ -186,3 +186,44 @@ def test_a_new_provider_record_is_built_again(tmp_path: Path) -> None:
         assert (finished.reused, finished.edited) == (0, 1), finished.line()
         final, _ = bot.cycle(now + timedelta(minutes=2))  # a final record: kept, not re-read
         assert (final.reused, final.rtd_requests) == (1, 0), final.line()
+
+
+def big_world() -> tuple[World, int]:
+    """One pull request whose head carries more contexts than a page of GitHub's rollup holds
+    (100): its listing node is not whole, so its snapshot is read on in further pages each pass
+    (the brief's busy projects carry 50-150 checks a head). And the id of its last check run
+    (on the last page)."""
+    world = pending_world()
+    for k in range(120):
+        last = world.add_check_run(REPO, SHA, name=f"job-{k:03d}", started_at=STARTED,
+                                   completed_at=STARTED)  # fmt: skip
+    return world, int(last["id"])
+
+
+@pytest.mark.parametrize("mode", ["run", "once"])
+def test_a_head_read_over_several_pages_is_reused_by_a_fresh_process_as_by_one(
+    tmp_path: Path, mode: str
+) -> None:
+    now = STARTED + timedelta(minutes=5)
+    world, _ = big_world()
+    with process(world, tmp_path, mode) as bot:
+        first, state = bot.cycle(now)
+        assert (first.reused, state) == (0, State.PENDING), first.line()
+        same, state = bot.cycle(now + timedelta(minutes=1))
+        assert (same.reused, state) == (1, State.PENDING), same.line()
+        past, state = bot.cycle(UNTIL)  # its pending check turns stale: built again
+        assert (past.reused, state) == (0, State.STALE), past.line()
+
+
+@pytest.mark.parametrize("mode", ["run", "once"])
+def test_a_change_on_a_later_page_of_contexts_is_built_again_by_either(
+    tmp_path: Path, mode: str
+) -> None:
+    """The first page of the head's contexts is as it was; only the last one changed."""
+    now = STARTED + timedelta(minutes=5)
+    world, last = big_world()
+    with process(world, tmp_path, mode) as bot:
+        bot.cycle(now)
+        world.update_check_run(REPO, last, conclusion="failure")
+        changed, _ = bot.cycle(now + timedelta(minutes=1))
+        assert (changed.reused, changed.edited) == (0, 1), changed.line()

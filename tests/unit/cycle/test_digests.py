@@ -71,14 +71,25 @@ def test_anything_else_is_none(payload: bytes) -> None:
 
 def test_a_payload_under_another_pull_request_is_left_out() -> None:
     payload = encode(BUILT, b"n") or b""
-    assert set(restored("o/r", {5: payload})) == {b"n"}
-    assert restored("o/r", {6: payload}) == {} == restored("o/x", {5: payload})
+    assert [node for node, _ in restored("o/r", {5: payload})] == [b"n"]
+    assert restored("o/r", {6: payload}) == [] == restored("o/x", {5: payload})
 
 
-def test_only_what_a_listing_read_whole_is_kept() -> None:
+def test_what_a_listing_read_whole_is_kept_with_its_node() -> None:
     rows = kept_rows([BUILT], {b"n": SNAPSHOT})
     assert list(rows) == [5] and rows[5][0] == "a" * 40
-    assert kept_rows([BUILT], {b"n": PullSnapshot("o/r", 5, "t", None, False, "b", "u")}) == {}
+    [(node, one)] = restored("o/r", {5: rows[5][1]})
+    assert node == b"n" and one.built.snapshot == SNAPSHOT
+
+
+def test_what_was_read_over_several_pages_is_kept_with_no_node() -> None:
+    """A head whose contexts filled more than one page (no whole node): its report is kept all
+    the same, with no node to find it by, and compared whole with the next pass's snapshot."""
+    rows = kept_rows([BUILT], {b"n": PullSnapshot("o/r", 5, "t", None, False, "b", "u")})
+    assert list(rows) == [5] and rows[5][0] == "a" * 40
+    [(node, one)] = restored("o/r", {5: rows[5][1]})
+    assert node == b"" and one.built.snapshot == SNAPSHOT
+    assert one.built.serves(SNAPSHOT, {}, {"k": NOW}, Policy(), NOW + timedelta(minutes=1))
 
 
 def test_the_version_names_the_bot_and_the_format() -> None:
