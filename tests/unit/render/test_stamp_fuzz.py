@@ -173,6 +173,6 @@ def test_every_one_point_change_of_a_good_line_is_read_or_ignored_never_raises()
             assert found is None or well_formed(found), carried
     for stamp in variants(STAMP):
         read = parse_stamp(_body(stamp, CARRIED))
-        assert read is None or read.merge_base is None or all(
-            map(writable, texts_of(read.merge_base))
+        assert (
+            read is None or read.merge_base is None or all(map(writable, texts_of(read.merge_base)))
         )
